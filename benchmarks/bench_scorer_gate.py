@@ -1,0 +1,53 @@
+"""Per-frame cost of SurpriseScorer.update + SurpriseGate.push (goal: < 50 us at D=1024, W=64).
+
+Run: ``python benchmarks/bench_scorer_gate.py`` (inside the venv). Prints the machine and
+versions with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+
+from surprise_memory.gate import SurpriseGate
+from surprise_memory.surprise import SurpriseScorer
+
+
+def bench(dim: int, window: int, frames: int) -> tuple[float, float]:
+    """Mean microseconds per frame for the scorer and for the gate."""
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(frames, dim)).astype(np.float32)
+    scorer = SurpriseScorer(window=window)
+    gate = SurpriseGate()
+    scores = []
+    t0 = time.perf_counter()
+    for z in data:
+        r = scorer.update(z)
+        if r is not None:
+            scores.append(r.score)
+    t1 = time.perf_counter()
+    for i, s in enumerate(scores):
+        gate.push(i * 100_000_000, s)
+    t2 = time.perf_counter()
+    return (t1 - t0) / frames * 1e6, (t2 - t1) / max(len(scores), 1) * 1e6
+
+
+def main() -> None:
+    """Print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=20_000)
+    args = parser.parse_args()
+    print(
+        f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}, numpy {np.__version__}"
+    )
+    print(f"{'D':>6} {'W':>4} {'scorer us':>10} {'gate us':>8} {'total us':>9}")
+    for dim, window in [(256, 64), (1024, 64), (1024, 256)]:
+        s, g = bench(dim, window, args.frames)
+        print(f"{dim:>6} {window:>4} {s:>10.1f} {g:>8.1f} {s + g:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""One configuration schema for the whole package.
+
+Each component has one frozen dataclass. Every field is declared with :func:`setting`,
+which records its description and its allowed range once; from that single declaration
+
+* ``__post_init__`` validates a value and names the rule it broke,
+* the ROS nodes declare a parameter with a ``ParameterDescriptor`` (description, range,
+  read-only flag),
+* ``config/surprise_memory.yaml`` lists it with the same default (a test checks this),
+* the offline command line builds its ``--option`` with the same name and default.
+
+Field names are unique across all component configs, so one flat namespace serves the
+node parameters, the YAML and the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from surprise_memory.errors import ConfigError
+
+__all__ = [
+    "ALL_CONFIGS",
+    "NODE_CONFIGS",
+    "ComponentConfig",
+    "ConfigError",
+    "GateConfig",
+    "ScorerConfig",
+    "Setting",
+    "iter_settings",
+    "setting",
+    "settings_of",
+]
+
+_META_KEY = "surprise_memory"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The declaration of one setting: what it means and which values are allowed."""
+
+    name: str
+    type: type
+    default: Any
+    description: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] | None = None
+    read_only: bool = False
+
+    def check(self, value: Any) -> Any:
+        """Return ``value`` converted to the setting's type, or raise :class:`ConfigError`."""
+        value = _coerce(self, value)
+        if self.type in (int, float):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{self.name}={value!r}: must be a finite number")
+            if self.low is not None and value < self.low:
+                raise ConfigError(f"{self.name}={value!r}: must be >= {self.low}")
+            if self.high is not None and value > self.high:
+                raise ConfigError(f"{self.name}={value!r}: must be <= {self.high}")
+        if self.choices is not None and value not in self.choices:
+            raise ConfigError(f"{self.name}={value!r}: must be one of {', '.join(self.choices)}")
+        return value
+
+
+def _coerce(spec: Setting, value: Any) -> Any:
+    if spec.type is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{spec.name}={value!r}: must be true or false")
+    if spec.type is int:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{spec.name}={value!r}: must be an integer")
+        if isinstance(value, float) and not value.is_integer():
+            raise ConfigError(f"{spec.name}={value!r}: must be an integer")
+        return int(value)
+    if spec.type is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{spec.name}={value!r}: must be a number")
+        return float(value)
+    if spec.type is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{spec.name}={value!r}: must be a string")
+        return value
+    raise ConfigError(f"{spec.name}: unsupported setting type {spec.type.__name__}")
+
+
+def setting(
+    default: Any,
+    description: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    choices: Sequence[str] | None = None,
+    read_only: bool = False,
+) -> Any:
+    """Declare a config field with its description and allowed range.
+
+    Args:
+        default: The one default of the setting.
+        description: What it means, with units; shown by ``ros2 param describe`` and ``--help``.
+        low: Smallest allowed value (numbers), inclusive.
+        high: Largest allowed value (numbers), inclusive.
+        choices: Allowed values (strings).
+        read_only: True where a change at runtime would be wrong (model, window sizes).
+
+    """
+    meta = {
+        "description": description,
+        "low": low,
+        "high": high,
+        "choices": tuple(choices) if choices is not None else None,
+        "read_only": read_only,
+    }
+    return field(default=default, metadata={_META_KEY: meta})
+
+
+T = TypeVar("T", bound="ComponentConfig")
+
+
+def settings_of(config_type: type[ComponentConfig]) -> list[Setting]:
+    """Return the declared settings of a config class, in field order."""
+    result = []
+    for f in dataclasses.fields(config_type):
+        meta = f.metadata.get(_META_KEY)
+        if meta is None:
+            raise ConfigError(f"{config_type.__name__}.{f.name} is not declared with setting()")
+        type_ = {"int": int, "float": float, "bool": bool, "str": str}[str(f.type)]
+        result.append(Setting(name=f.name, type=type_, default=f.default, **meta))
+    return result
+
+
+@dataclass(frozen=True)
+class ComponentConfig:
+    """Base of the component configs: validation from the declared settings."""
+
+    component: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for spec in settings_of(type(self)):
+            # frozen: write the coerced value (e.g. int 2 -> float 2.0) past __setattr__
+            object.__setattr__(self, spec.name, spec.check(getattr(self, spec.name)))
+        self.validate()
+
+    def validate(self) -> None:
+        """Check rules between fields; a subclass overrides it where it has such rules."""
+
+    @classmethod
+    def from_mapping(cls: type[T], values: Mapping[str, Any], *, strict: bool = False) -> T:
+        """Build a config from a mapping, taking only this component's keys.
+
+        Args:
+            values: Setting names to values (node parameters, parsed YAML, CLI options).
+            strict: Raise on keys that belong to no field of this config.
+
+        Raises:
+            ConfigError: A value is invalid, or (strict) a key is unknown.
+
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        if strict:
+            unknown = sorted(set(values) - names)
+            if unknown:
+                raise ConfigError(f"unknown {cls.component} settings: {', '.join(unknown)}")
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (for reports and the store's run record)."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ScorerConfig(ComponentConfig):
+    """Settings of :class:`surprise_memory.surprise.SurpriseScorer` (s(t) and KL(t))."""
+
+    component: ClassVar[str] = "scorer"
+
+    window: int = setting(
+        64,
+        "W: number of earlier embeddings whose per-dimension mean and standard deviation "
+        "form the predictive Gaussian (paper: 64).",
+        low=2,
+        high=100_000,
+        read_only=True,
+    )
+    eps: float = setting(
+        1e-6,
+        "Floor of the per-dimension standard deviation, so constant dimensions do not "
+        "divide by zero.",
+        low=1e-12,
+        high=1.0,
+        read_only=True,
+    )
+
+
+@dataclass(frozen=True)
+class GateConfig(ComponentConfig):
+    """Settings of :class:`surprise_memory.gate.SurpriseGate`: tau = median + gamma*1.4826*MAD."""
+
+    component: ClassVar[str] = "gate"
+
+    gamma: float = setting(
+        1.0,
+        "gamma: robust threshold tau = median(s) + gamma * 1.4826 * MAD(s) (paper: 1.0; higher "
+        "= fewer events).",
+        low=0.0,
+        high=100.0,
+    )
+    history: int = setting(
+        3000,
+        "Scores kept for the running median and MAD (oldest out first); 3000 = 5 min at 10 Hz.",
+        low=3,
+        high=1_000_000,
+        read_only=True,
+    )
+    warmup: int = setting(
+        32,
+        "Scores needed in the history before the gate may trigger (tau is NaN before).",
+        low=3,
+        high=1_000_000,
+    )
+    nms_seconds: float = setting(
+        1.0,
+        "Non-maximum suppression radius in seconds: a peak is kept only if no score within "
+        "this time before or after it is higher. It is also the gate's decision delay.",
+        low=0.0,
+        high=3600.0,
+    )
+
+    def validate(self) -> None:
+        """Warm-up must fit in the history."""
+        if self.warmup > self.history:
+            raise ConfigError(
+                f"warmup={self.warmup}: must be <= history={self.history} "
+                "(the gate could never leave warm-up)"
+            )
+
+
+ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (ScorerConfig, GateConfig)
+"""Every component config; their field names form one flat namespace."""
+
+NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
+    "scorer_node": (ScorerConfig, GateConfig),
+}
+"""The component configs whose settings each ROS node declares as parameters."""
+
+
+def iter_settings() -> Iterator[tuple[type[ComponentConfig], Setting]]:
+    """Yield every (config class, setting) pair of the package."""
+    for cls in ALL_CONFIGS:
+        for spec in settings_of(cls):
+            yield cls, spec

@@ -1,0 +1,62 @@
+"""Helpers for tests that talk to real processes over DDS: spin with deadlines, run peers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def spin_until(node: Node, done: Callable[[], bool], timeout: float) -> bool:
+    """Spin ``node`` until ``done()`` is true or ``timeout`` seconds pass; return ``done()``."""
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(node)
+    try:
+        deadline = time.monotonic() + timeout
+        while not done() and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.05)
+        return done()
+    finally:
+        executor.remove_node(node)
+
+
+@contextmanager
+def peer_process(
+    args: Sequence[str], cwd: Path, name: str = "peer"
+) -> Iterator[subprocess.Popen[str]]:
+    """Run a Python program as a child process for the duration of a test.
+
+    Its output goes to ``cwd/<name>.log``; on exit it gets SIGINT (clean rclpy shutdown),
+    then SIGKILL if it lingers. The log is printed when the test fails, which pytest shows.
+    """
+    log_path = cwd / f"{name}.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=cwd,  # never the repo root: `python -m` would import the source tree
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=os.environ.copy(),
+        )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        print(f"--- {name} output ---\n{log_path.read_text()}")
