@@ -28,9 +28,13 @@ __all__ = [
     "NODE_CONFIGS",
     "ComponentConfig",
     "ConfigError",
+    "EmbedderConfig",
+    "EncoderConfig",
     "GateConfig",
+    "PoseConfig",
     "ScorerConfig",
     "Setting",
+    "StoreConfig",
     "iter_settings",
     "setting",
     "settings_of",
@@ -240,11 +244,214 @@ class GateConfig(ComponentConfig):
             )
 
 
-ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (ScorerConfig, GateConfig)
+@dataclass(frozen=True)
+class EncoderConfig(ComponentConfig):
+    """Settings of :class:`surprise_memory.encoders.VideoEncoder` and of its window sampler."""
+
+    component: ClassVar[str] = "encoder"
+
+    encoder_weights: str = setting(
+        "facebook/vjepa2-vitl-fpc64-256",
+        "V-JEPA-2 weights: a hub id, a local folder in save_pretrained layout, or 'random' "
+        "(seeded random init of ViT-L; 'random:tiny' for the tiny test preset). Random "
+        "weights are untrained: every output that depends on them says so.",
+        read_only=True,
+    )
+    encoder_device: str = setting(
+        "auto",
+        "Device of the video encoder: auto (cuda when available, else cpu), cuda, cuda:N, cpu.",
+        read_only=True,
+    )
+    encoder_dtype: str = setting(
+        "auto",
+        "Compute dtype of the video encoder: auto = bfloat16 on CUDA, float32 on CPU (bf16 "
+        "is several times slower on CPUs).",
+        choices=("auto", "bfloat16", "float16", "float32"),
+        read_only=True,
+    )
+    clip_frames: int = setting(
+        64,
+        "M: number of most recent frames in one encoder window (paper: 64); a multiple of "
+        "the model's tubelet size (2).",
+        low=2,
+        high=1024,
+        read_only=True,
+    )
+    clip_stride: int = setting(
+        1,
+        "Encode a window every k-th sampled frame (1 = every frame).",
+        low=1,
+        high=10_000,
+    )
+    input_fps: float = setting(
+        0.0,
+        "Sample the camera down to this rate in Hz before windowing (0 = keep every frame).",
+        low=0.0,
+        high=1000.0,
+    )
+    clip_warmup: str = setting(
+        "pad",
+        "Before M frames exist: 'pad' encodes windows padded by repeating the first frame; "
+        "'wait' encodes nothing until the window is full.",
+        choices=("pad", "wait"),
+    )
+    encoder_batch: int = setting(
+        8,
+        "Most windows in one forward pass when many are encoded at once (offline replay).",
+        low=1,
+        high=1024,
+    )
+    encoder_compile: bool = setting(
+        False,
+        "Wrap the encoder in torch.compile (slow first call, faster afterwards on GPUs).",
+        read_only=True,
+    )
+
+    def validate(self) -> None:
+        """The window must hold whole tubelets."""
+        if self.clip_frames % 2:
+            raise ConfigError(
+                f"clip_frames={self.clip_frames}: must be even (V-JEPA-2 tubelets are 2 frames)"
+            )
+
+
+@dataclass(frozen=True)
+class EmbedderConfig(ComponentConfig):
+    """Settings of :class:`surprise_memory.encoders.ImageTextEmbedder` (episode frames, text)."""
+
+    component: ClassVar[str] = "embedder"
+
+    embedder_model: str = setting(
+        "PE-Core-L-14-336",
+        "open_clip architecture name of the frame/text embedder (paper: PE-Core-L-14-336).",
+        read_only=True,
+    )
+    embedder_weights: str = setting(
+        "meta",
+        "Embedder weights: an open_clip pretrained tag ('meta' = hub timm/PE-Core-L-14-336), "
+        "a checkpoint file, a folder holding one, or 'random' (untrained).",
+        read_only=True,
+    )
+    embedder_device: str = setting(
+        "auto",
+        "Device of the embedder: auto (cuda when available, else cpu), cuda, cuda:N, cpu.",
+        read_only=True,
+    )
+    embedder_dtype: str = setting(
+        "auto",
+        "Compute dtype of the embedder: auto = bfloat16 on CUDA, float32 on CPU.",
+        choices=("auto", "bfloat16", "float16", "float32"),
+        read_only=True,
+    )
+    embedder_batch: int = setting(
+        16,
+        "Most images or texts in one forward pass of the embedder.",
+        low=1,
+        high=4096,
+    )
+
+
+@dataclass(frozen=True)
+class StoreConfig(ComponentConfig):
+    """Settings of :class:`surprise_memory.store.EpisodeStore` and of its retrieval queries."""
+
+    component: ClassVar[str] = "store"
+
+    store_path: str = setting(
+        "~/.ros/surprise_memory/store",
+        "Folder of the episode store (SQLite database and JPEG frames); created if missing.",
+        read_only=True,
+    )
+    max_episodes: int = setting(
+        0,
+        "Disk budget: most episodes kept; when exceeded the lowest-surprise episode (oldest "
+        "first among equal surprise) is evicted, never the one just added. 0 = no limit.",
+        low=0,
+        high=1_000_000_000,
+    )
+    max_store_bytes: int = setting(
+        0,
+        "Disk budget in bytes of JPEG frames plus embedding blobs (SQLite page overhead not "
+        "counted); evicts like max_episodes. 0 = no limit.",
+        low=0,
+        high=1e15,
+    )
+    jpeg_quality: int = setting(
+        90, "JPEG quality (1-100) of the stored episode frames.", low=1, high=100
+    )
+    embedding_dtype: str = setting(
+        "float16",
+        "On-disk type of the frame embeddings (float16 halves the size; queries always run "
+        "in float32).",
+        choices=("float16", "float32"),
+    )
+    default_max_results: int = setting(
+        10,
+        "Episodes returned by a retrieval query that does not say how many it wants.",
+        low=1,
+        high=100_000,
+    )
+    max_results_cap: int = setting(
+        100,
+        "Largest max_results a retrieval query may ask for; larger requests are refused.",
+        low=1,
+        high=100_000,
+    )
+
+    def validate(self) -> None:
+        """The default number of results must be allowed by the cap."""
+        if self.default_max_results > self.max_results_cap:
+            raise ConfigError(
+                f"default_max_results={self.default_max_results}: must be <= "
+                f"max_results_cap={self.max_results_cap}"
+            )
+
+
+@dataclass(frozen=True)
+class PoseConfig(ComponentConfig):
+    """Where the scorer node finds the robot pose of an event (tf first, then odometry)."""
+
+    component: ClassVar[str] = "pose"
+
+    map_frame: str = setting(
+        "map", "Fixed frame of event poses (tf target frame).", read_only=True
+    )
+    robot_frame: str = setting(
+        "base_link", "Robot body frame whose pose is recorded (tf source frame).", read_only=True
+    )
+    odom_topic: str = setting(
+        "/odom",
+        "nav_msgs/Odometry topic used when tf has no transform for the stamp (or tf2_ros is "
+        "not installed); empty = no odometry fallback.",
+        read_only=True,
+    )
+    pose_tolerance_seconds: float = setting(
+        0.5,
+        "Largest gap between an event stamp and the nearest odometry message for the pose "
+        "to count as valid.",
+        low=0.0,
+        high=60.0,
+    )
+    tf_timeout_seconds: float = setting(
+        0.05,
+        "How long the tf lookup may wait for the transform at the event stamp.",
+        low=0.0,
+        high=5.0,
+    )
+
+
+ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
+    ScorerConfig,
+    GateConfig,
+    EncoderConfig,
+    EmbedderConfig,
+    StoreConfig,
+    PoseConfig,
+)
 """Every component config; their field names form one flat namespace."""
 
 NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
-    "scorer_node": (ScorerConfig, GateConfig),
+    "scorer_node": (ScorerConfig, GateConfig, PoseConfig),
 }
 """The component configs whose settings each ROS node declares as parameters."""
 

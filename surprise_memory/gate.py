@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -118,6 +119,16 @@ class SurpriseGate:
     def config(self) -> GateConfig:
         """The gate's settings."""
         return self._config
+
+    @property
+    def gamma(self) -> float:
+        """The threshold multiplier; may be changed between frames (takes effect at the next)."""
+        return self._gamma
+
+    @gamma.setter
+    def gamma(self, value: float) -> None:
+        self._config = dataclasses.replace(self._config, gamma=value)  # validates
+        self._gamma = self._config.gamma
 
     @property
     def threshold(self) -> float:

@@ -60,3 +60,20 @@ def peer_process(
                 proc.kill()
                 proc.wait()
         print(f"--- {name} output ---\n{log_path.read_text()}")
+
+
+def node_executable(name: str) -> str:
+    """Path of an installed node executable (``ros2 run surprise_memory <name>``)."""
+    from ament_index_python.packages import get_package_prefix
+
+    path = Path(get_package_prefix("surprise_memory")) / "lib" / "surprise_memory" / name
+    assert path.is_file(), f"{path} is not installed: run colcon build"
+    return str(path)
+
+
+def wait_for_subscribers(
+    node: Node, publisher: object, count: int = 1, timeout: float = 30.0
+) -> None:
+    """Spin until ``publisher`` is matched by ``count`` subscriptions, or fail."""
+    ok = spin_until(node, lambda: publisher.get_subscription_count() >= count, timeout)  # type: ignore[attr-defined]
+    assert ok, f"no subscriber matched {publisher.topic_name} within {timeout} s"  # type: ignore[attr-defined]

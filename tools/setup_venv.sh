@@ -31,11 +31,16 @@ fi
 echo "setup_venv: preparing $VENV (first run: several minutes)"
 mkdir -p "$(dirname "$VENV")"
 [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
-"${PIP[@]}" install -q --upgrade pip
+pip_install() {
+  # this machine's pip config names local index folders that do not hold every package;
+  # pip warns once per package about them, which says nothing useful here
+  "$VENV/bin/python" -m pip --disable-pip-version-check install -q "$@" 2>&1 \
+    | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
+}
+pip_install --upgrade pip
 # torch first and pinned: an unpinned torch pulled in by another package is a multi-GB download
-"${PIP[@]}" install -q torch==2.14.1 torchvision==0.29.1
-"${PIP[@]}" install -q -c "$ROOT/requirements/constraints.txt" \
+pip_install torch==2.14.1 torchvision==0.29.1
+pip_install -c "$ROOT/requirements/constraints.txt" \
   -r "$ROOT/requirements/ros-kilted.txt" -r "$ROOT/requirements/ml.txt" -r "$ROOT/requirements/test.txt"
 
 # The wheels' exported CMake targets name include folders of the machine that built them;

@@ -14,8 +14,8 @@ source "$ROOT/install/setup.bash"
 set -u
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 echo "== ruff"
-ruff check surprise_memory test tools benchmarks
-ruff format --check surprise_memory test tools benchmarks
+ruff check surprise_memory test tools benchmarks launch scripts
+ruff format --check surprise_memory test tools benchmarks launch scripts
 echo "== mypy"
 mypy surprise_memory
 echo "== pytest"

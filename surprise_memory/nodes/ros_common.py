@@ -1,0 +1,198 @@
+"""What the nodes share: parameters from the config schema, stamps, pose and diagnostics."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Pose as PoseMsg
+from rcl_interfaces.msg import (
+    FloatingPointRange,
+    IntegerRange,
+    ParameterDescriptor,
+    SetParametersResult,
+)
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from surprise_memory.config import ComponentConfig, Setting, settings_of
+from surprise_memory.errors import ConfigError
+from surprise_memory.pose import Pose
+
+__all__ = [
+    "NodeStats",
+    "declare_settings",
+    "ns_to_time",
+    "pose_from_msg",
+    "pose_to_msg",
+    "time_to_ns",
+]
+
+
+def time_to_ns(stamp: Time) -> int:
+    """builtin_interfaces/Time -> int nanoseconds."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def ns_to_time(ns: int) -> Time:
+    """Int nanoseconds -> builtin_interfaces/Time (negative clamps to zero)."""
+    ns = max(int(ns), 0)
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def pose_to_msg(pose: Pose) -> PoseMsg:
+    """Core Pose -> geometry_msgs/Pose (the frame goes into the enclosing header)."""
+    msg = PoseMsg()
+    msg.position.x, msg.position.y, msg.position.z = pose.x, pose.y, pose.z
+    o = msg.orientation
+    o.x, o.y, o.z, o.w = pose.qx, pose.qy, pose.qz, pose.qw
+    return msg
+
+
+def pose_from_msg(msg: PoseMsg, frame_id: str) -> Pose:
+    """geometry_msgs/Pose in ``frame_id`` -> core Pose."""
+    p, o = msg.position, msg.orientation
+    return Pose(p.x, p.y, p.z, o.x, o.y, o.z, o.w, frame_id)
+
+
+def _descriptor(spec: Setting) -> ParameterDescriptor:
+    desc = ParameterDescriptor(
+        name=spec.name, description=spec.description, read_only=spec.read_only
+    )
+    if spec.type is float and (spec.low is not None or spec.high is not None):
+        desc.floating_point_range = [
+            FloatingPointRange(
+                from_value=float(spec.low if spec.low is not None else -math.inf),
+                to_value=float(spec.high if spec.high is not None else math.inf),
+                step=0.0,
+            )
+        ]
+    elif spec.type is int and (spec.low is not None or spec.high is not None):
+        desc.integer_range = [
+            IntegerRange(
+                from_value=int(spec.low if spec.low is not None else -(2**63)),
+                to_value=int(spec.high if spec.high is not None else 2**63 - 1),
+                step=1,
+            )
+        ]
+    if spec.choices:
+        desc.additional_constraints = "one of: " + ", ".join(spec.choices)
+    return desc
+
+
+def declare_settings(node: Node, *config_types: type[ComponentConfig]) -> dict[str, Any]:
+    """Declare every setting of the given configs as a parameter; return their values.
+
+    Each parameter gets the setting's default, type, description, range and read-only flag
+    (``ros2 param describe`` shows them). Values come from the params file / command line.
+
+    Raises:
+        ConfigError: A parameter was given a value of the wrong type.
+
+    """
+    values: dict[str, Any] = {}
+    for cls in config_types:
+        for spec in settings_of(cls):
+            try:
+                param = node.declare_parameter(spec.name, spec.default, _descriptor(spec))
+            except Exception as exc:  # rclpy raises several types for a bad override
+                raise ConfigError(f"parameter {spec.name}: {exc}") from exc
+            values[spec.name] = param.value
+    return values
+
+
+def settings_change_validator(
+    *config_types: type[ComponentConfig],
+) -> Any:
+    """A parameter callback that validates changes with the config's own rules."""
+    specs = {s.name: s for cls in config_types for s in settings_of(cls)}
+
+    def validate(params: list[Parameter[Any]]) -> SetParametersResult:
+        for p in params:
+            spec = specs.get(p.name)
+            if spec is None:
+                continue
+            try:
+                spec.check(p.value)
+            except ConfigError as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+        return SetParametersResult(successful=True)
+
+    return validate
+
+
+class NodeStats:
+    """Counters of a node (frames in, rejections by reason, ...) published as diagnostics.
+
+    The counts go to ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, the ROS convention
+    read by rqt_robot_monitor and Foxglove) and into a periodic log line.
+    """
+
+    def __init__(self, node: Node, period_s: float = 5.0) -> None:
+        self._node = node
+        self.counts: Counter[str] = Counter()
+        self.values: dict[str, str] = {}
+        self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._timer = node.create_timer(period_s, self.publish)
+
+    def reject(self, reason: str, detail: str) -> None:
+        """Count a rejected input and log it, throttled."""
+        self.counts[f"rejected_{reason}"] += 1
+        self._node.get_logger().warning(
+            f"rejected ({reason}): {detail} [{self.counts[f'rejected_{reason}']} so far]",
+            throttle_duration_sec=5.0,
+        )
+
+    def publish(self) -> None:
+        """Publish the counters now."""
+        status = DiagnosticStatus(
+            level=DiagnosticStatus.OK,
+            name=f"surprise_memory: {self._node.get_name()}",
+            hardware_id=self._node.get_fully_qualified_name(),
+            message="running",
+        )
+        items: Iterable[tuple[str, str]] = [
+            *((k, str(v)) for k, v in sorted(self.counts.items())),
+            *sorted(self.values.items()),
+        ]
+        status.values = [KeyValue(key=k, value=v) for k, v in items]
+        msg = DiagnosticArray()
+        msg.header.stamp = self._node.get_clock().now().to_msg()
+        msg.status = [status]
+        self._pub.publish(msg)
+
+
+def run_node(factory: Any, args: list[str] | None = None) -> int:
+    """``main()`` of a node: init, build, spin until Ctrl-C or shutdown, clean up.
+
+    A node whose parameters are invalid exits with status 2 and a one-line reason instead
+    of a stack trace. ``factory()`` builds the node; a ``close()`` method, if the node has
+    one, runs before the node is destroyed (flush pending work).
+    """
+    import sys
+
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    rclpy.init(args=args)
+    try:
+        node = factory()
+    except ConfigError as exc:
+        print(f"invalid parameters: {exc}", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        close = getattr(node, "close", None)
+        if close is not None:
+            close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0

@@ -1,0 +1,186 @@
+"""scorer_node: FrameEmbedding in; SurpriseScore for every frame and gated SurpriseEvent out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from nav_msgs.msg import Odometry
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.duration import Duration
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.time import Time as RclpyTime
+
+from surprise_memory.config import GateConfig, PoseConfig, ScorerConfig
+from surprise_memory.errors import InputError
+from surprise_memory.gate import SurpriseGate, SurpriseTrigger
+from surprise_memory.msg import FrameEmbedding, SurpriseEvent, SurpriseScore
+from surprise_memory.nodes.ros_common import (
+    NodeStats,
+    declare_settings,
+    ns_to_time,
+    pose_from_msg,
+    pose_to_msg,
+    run_node,
+    settings_change_validator,
+    time_to_ns,
+)
+from surprise_memory.pose import Pose, PoseBuffer
+from surprise_memory.surprise import SurpriseScorer
+
+RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+
+
+class ScorerNode(Node):
+    """Scores each embedding (SurpriseScorer) and gates events (SurpriseGate).
+
+    Subscribes ``embedding``; publishes ``surprise`` (every scored frame) and ``events``
+    (reliable). Stamps come from the message headers only, so a bag played with ``--clock``
+    and ``use_sim_time`` gives the same results as a live run. A stamp going backwards (a
+    looped bag) resets the scorer and gate with one warning.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("scorer_node")
+        configs = (ScorerConfig, GateConfig, PoseConfig)
+        values = declare_settings(self, *configs)
+        self._pose_cfg = PoseConfig.from_mapping(values)
+        self._scorer = SurpriseScorer.from_config(ScorerConfig.from_mapping(values))
+        self._gate = SurpriseGate.from_config(GateConfig.from_mapping(values))
+        self._validate = settings_change_validator(*configs)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._stats = NodeStats(self)
+        self._last_stamp: int | None = None
+
+        self._odometry = PoseBuffer(max_gap_ns=round(self._pose_cfg.pose_tolerance_seconds * 1e9))
+        self._tf_buffer = self._make_tf_buffer()
+        if self._pose_cfg.odom_topic:
+            self.create_subscription(Odometry, self._pose_cfg.odom_topic, self._on_odometry, 50)
+
+        self._score_pub = self.create_publisher(SurpriseScore, "surprise", 10)
+        self._event_pub = self.create_publisher(SurpriseEvent, "events", RELIABLE)
+        self.create_subscription(FrameEmbedding, "embedding", self._on_embedding, RELIABLE)
+
+    def _make_tf_buffer(self) -> Any:
+        try:
+            from tf2_ros import Buffer, TransformListener
+        except ImportError:
+            self.get_logger().warning(
+                "tf2_ros is not installed: event poses come from odometry on "
+                f"'{self._pose_cfg.odom_topic}' only"
+            )
+            return None
+        buffer = Buffer()
+        self._tf_listener = TransformListener(buffer, self, spin_thread=True)
+        return buffer
+
+    def _on_set_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
+        result = self._validate(params)
+        if result.successful:
+            for p in params:
+                if p.name == "gamma":
+                    self._gate.gamma = p.value
+        return result
+
+    def _on_odometry(self, msg: Odometry) -> None:
+        pose = pose_from_msg(msg.pose.pose, msg.header.frame_id)
+        if pose.is_finite():
+            self._odometry.add(time_to_ns(msg.header.stamp), pose)
+
+    def _on_embedding(self, msg: FrameEmbedding) -> None:
+        stamp = time_to_ns(msg.header.stamp)
+        self._stats.counts["embeddings_in"] += 1
+        if self._last_stamp is not None and stamp <= self._last_stamp:
+            if stamp == self._last_stamp:
+                self._stats.reject("duplicate_stamp", f"stamp {stamp} ns seen twice")
+                return
+            self.get_logger().warning(
+                f"time went backwards ({self._last_stamp} -> {stamp} ns): a bag restarted or "
+                "looped? Resetting the scorer and gate."
+            )
+            self._stats.counts["resets"] += 1
+            self._scorer.reset()
+            self._gate.reset()
+            self._odometry.clear()
+        try:
+            result = self._scorer.update(np.asarray(msg.embedding, dtype=np.float32))
+        except InputError as exc:
+            self._stats.reject("embedding", str(exc))
+            return
+        self._last_stamp = stamp
+        if result is None:
+            return
+        triggers = self._gate.push(stamp, result.score, result.kl)
+        self._stats.counts["frames_scored"] += 1
+        out = SurpriseScore(
+            header=msg.header,
+            score=result.score,
+            kl=result.kl,
+            threshold=self._gate.threshold,
+            history=self._gate.history_size,
+        )
+        self._score_pub.publish(out)
+        for trigger in triggers:
+            self._publish_event(trigger)
+
+    def _publish_event(self, trigger: SurpriseTrigger) -> None:
+        pose, source = self._pose_at(trigger.stamp_ns)
+        event = SurpriseEvent(
+            score=trigger.score,
+            kl=trigger.kl,
+            threshold=trigger.threshold,
+            decided=ns_to_time(trigger.decided_ns),
+            pose_valid=pose is not None,
+            pose_source=source,
+        )
+        event.header.stamp = ns_to_time(trigger.stamp_ns)
+        if pose is not None:
+            event.header.frame_id = pose.frame_id
+            event.pose = pose_to_msg(pose)
+        else:
+            event.pose.orientation.w = 1.0
+        self._event_pub.publish(event)
+        self._stats.counts["events"] += 1
+        self.get_logger().info(
+            f"event at {trigger.stamp_ns / 1e9:.3f} s: score {trigger.score:.3f} > "
+            f"tau {trigger.threshold:.3f} (pose: {source})"
+        )
+
+    def _pose_at(self, stamp_ns: int) -> tuple[Pose | None, str]:
+        """The robot pose at the stamp: tf, else odometry, else none (with the reason)."""
+        cfg = self._pose_cfg
+        reason = "tf2_ros not installed"
+        if self._tf_buffer is not None:
+            try:
+                tf = self._tf_buffer.lookup_transform(
+                    cfg.map_frame,
+                    cfg.robot_frame,
+                    RclpyTime(nanoseconds=stamp_ns),
+                    timeout=Duration(seconds=cfg.tf_timeout_seconds),
+                )
+                t, q = tf.transform.translation, tf.transform.rotation
+                return Pose(t.x, t.y, t.z, q.x, q.y, q.z, q.w, cfg.map_frame), "tf"
+            except Exception as exc:  # tf2 raises several lookup/extrapolation errors
+                reason = f"tf: {type(exc).__name__}"
+        pose = self._odometry.lookup(stamp_ns)
+        if pose is not None:
+            return pose, "odometry"
+        if not cfg.odom_topic:
+            return None, f"no pose ({reason}; no odometry topic)"
+        return None, f"no pose ({reason}; no odometry within {cfg.pose_tolerance_seconds} s)"
+
+    def close(self) -> None:
+        """Publish the events still pending in the gate (end of a bag, shutdown)."""
+        for trigger in self._gate.flush():
+            self._publish_event(trigger)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of ``ros2 run surprise_memory scorer_node``."""
+    return run_node(ScorerNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
