@@ -40,9 +40,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=20_000)
     args = parser.parse_args()
-    print(
-        f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}, numpy {np.__version__}"
-    )
+    machine = platform.processor() or platform.machine()
+    print(f"machine: {machine}, python {platform.python_version()}, numpy {np.__version__}")
     print(f"{'D':>6} {'W':>4} {'scorer us':>10} {'gate us':>8} {'total us':>9}")
     for dim, window in [(256, 64), (1024, 64), (1024, 256)]:
         s, g = bench(dim, window, args.frames)

@@ -26,10 +26,12 @@ from surprise_memory.errors import ConfigError
 __all__ = [
     "ALL_CONFIGS",
     "NODE_CONFIGS",
+    "CameraConfig",
     "ComponentConfig",
     "ConfigError",
     "EmbedderConfig",
     "EncoderConfig",
+    "EpisodeConfig",
     "GateConfig",
     "PoseConfig",
     "ScorerConfig",
@@ -413,9 +415,7 @@ class PoseConfig(ComponentConfig):
 
     component: ClassVar[str] = "pose"
 
-    map_frame: str = setting(
-        "map", "Fixed frame of event poses (tf target frame).", read_only=True
-    )
+    map_frame: str = setting("map", "Fixed frame of event poses (tf target frame).", read_only=True)
     robot_frame: str = setting(
         "base_link", "Robot body frame whose pose is recorded (tf source frame).", read_only=True
     )
@@ -440,6 +440,69 @@ class PoseConfig(ComponentConfig):
     )
 
 
+@dataclass(frozen=True)
+class CameraConfig(ComponentConfig):
+    """How the nodes read the camera."""
+
+    component: ClassVar[str] = "camera"
+
+    image_transport: str = setting(
+        "raw",
+        "raw: subscribe sensor_msgs/Image; compressed: sensor_msgs/CompressedImage (jpeg/png). "
+        "Remap the node's `image` input onto the camera topic (e.g. .../image_raw/compressed).",
+        choices=("raw", "compressed"),
+        read_only=True,
+    )
+
+
+@dataclass(frozen=True)
+class EpisodeConfig(ComponentConfig):
+    """Which frames make an episode (paper: 8 frames around the trigger)."""
+
+    component: ClassVar[str] = "episode"
+
+    episode_frames: int = setting(
+        8, "Frames stored per episode (paper: 8), evenly spread in time.", low=1, high=256
+    )
+    episode_before_seconds: float = setting(
+        2.0, "Seconds before the trigger that the episode covers.", low=0.0, high=60.0
+    )
+    episode_after_seconds: float = setting(
+        2.0, "Seconds after the trigger that the episode covers.", low=0.0, high=60.0
+    )
+    episode_timeout_seconds: float = setting(
+        5.0,
+        "If no frame arrives after the episode window (camera stopped), build the episode "
+        "from what is held this long after the window's end.",
+        low=0.0,
+        high=600.0,
+    )
+    frame_history_seconds: float = setting(
+        10.0,
+        "Seconds of camera frames the memory node keeps; must cover episode_before_seconds "
+        "plus the gate's delay (nms_seconds) plus episode_after_seconds.",
+        low=0.1,
+        high=600.0,
+        read_only=True,
+    )
+    frame_history_max: int = setting(
+        600,
+        "Most frames the memory node keeps (bounds memory at high frame rates).",
+        low=1,
+        high=100_000,
+        read_only=True,
+    )
+
+    def validate(self) -> None:
+        """The history must hold a whole episode window."""
+        window = self.episode_before_seconds + self.episode_after_seconds
+        if self.frame_history_seconds < window:
+            raise ConfigError(
+                f"frame_history_seconds={self.frame_history_seconds}: must be >= "
+                f"episode_before_seconds + episode_after_seconds = {window}"
+            )
+
+
 ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     ScorerConfig,
     GateConfig,
@@ -447,11 +510,15 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     EmbedderConfig,
     StoreConfig,
     PoseConfig,
+    CameraConfig,
+    EpisodeConfig,
 )
 """Every component config; their field names form one flat namespace."""
 
 NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
+    "encoder_node": (CameraConfig, EncoderConfig),
     "scorer_node": (ScorerConfig, GateConfig, PoseConfig),
+    "memory_node": (CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig),
 }
 """The component configs whose settings each ROS node declares as parameters."""
 

@@ -11,6 +11,7 @@ __all__ = [
     "ConfigError",
     "InputError",
     "ModelLoadError",
+    "ServiceTimeoutError",
     "StoreError",
     "SurpriseMemoryError",
 ]
@@ -38,3 +39,7 @@ class StoreError(SurpriseMemoryError):
 
 class ModelLoadError(SurpriseMemoryError):
     """Model weights could not be loaded from the hub id or folder that was given."""
+
+
+class ServiceTimeoutError(SurpriseMemoryError, TimeoutError):
+    """A service did not answer within the timeout (is the node running? same ROS_DOMAIN_ID?)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -151,10 +151,8 @@ def rgb_from_image_msg(msg: Any) -> RgbArray:
             not matching the size, undecodable compressed data.
 
     """
-    from rosbags.image import ImageError, compressed_image_to_cvimage, convert_color
-
     if hasattr(msg, "format"):
-        return _rgb_from_compressed(msg, compressed_image_to_cvimage, convert_color, ImageError)
+        return _rgb_from_compressed(msg)
     return _rgb_from_raw(msg)
 
 
@@ -190,15 +188,15 @@ def _rgb_from_raw(msg: Any) -> RgbArray:
     if step != row:
         data = np.ascontiguousarray(data.reshape(height, step)[:, :row]).reshape(-1)
     try:
-        rgb = image_to_cvimage(_PackedImage(msg, data), "rgb8")
+        rgb = image_to_cvimage(cast(Any, _PackedImage(msg, data)), "rgb8")
     except ImageError as err:  # pragma: no cover - encodings are checked above
         raise InputError(f"cannot convert {encoding!r} image: {err}") from err
     return np.array(rgb, dtype=np.uint8, order="C", copy=True)
 
 
-def _rgb_from_compressed(
-    msg: Any, decode: Callable[..., Any], convert: Callable[..., Any], error: type[Exception]
-) -> RgbArray:
+def _rgb_from_compressed(msg: Any) -> RgbArray:
+    from rosbags.image import ImageError, compressed_image_to_cvimage
+
     fmt = str(msg.format)
     if "compresseddepth" in fmt.lower().replace(" ", ""):
         raise InputError(f"compressed depth image ({fmt!r}) refused; expected a colour image")
@@ -208,18 +206,19 @@ def _rgb_from_compressed(
             f"compressed image (format {fmt!r}, {len(msg.data)} bytes) is neither JPEG nor PNG"
         )
     try:
-        img = decode(msg)  # no colour conversion yet: grey PNG/JPEG decode to 2-D
-    except (AssertionError, error, ValueError) as err:
+        # no colour conversion in the library: grey PNG/JPEG decode to 2-D, colour to BGR
+        img = compressed_image_to_cvimage(msg)
+    except (AssertionError, ImageError, ValueError) as err:
         raise InputError(f"cannot decode compressed image (format {fmt!r}): {err}") from err
     if img is None or img.size == 0:
         raise InputError(f"compressed image (format {fmt!r}) decoded to an empty image")
     channels = 1 if img.ndim == 2 else img.shape[2]
-    source = {1: "mono8", 3: "bgr8", 4: "bgra8"}.get(channels)
-    if source is None or img.dtype != np.uint8:
+    if channels not in (1, 3, 4) or img.dtype != np.uint8:
         raise InputError(f"compressed image decoded to unsupported {img.dtype} {img.shape}")
-    if channels == 1 and img.ndim == 3:
-        img = img[:, :, 0]
-    return np.array(convert(img, source, "rgb8"), dtype=np.uint8, order="C", copy=True)
+    if channels == 1:
+        grey = img.reshape(img.shape[0], img.shape[1], 1)
+        return np.ascontiguousarray(np.repeat(grey, 3, axis=2))
+    return np.ascontiguousarray(img[:, :, 2::-1])  # BGR(A) -> RGB
 
 
 def frame_from_image_msg(msg: Any) -> Frame:

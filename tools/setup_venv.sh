@@ -28,7 +28,7 @@ if [[ "$(uname -m)" != "x86_64" ]]; then
   exit 1
 fi
 
-echo "setup_venv: preparing $VENV (first run: several minutes)"
+echo "setup_venv: installing into $VENV (a new venv takes about 3 minutes)"
 mkdir -p "$(dirname "$VENV")"
 [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
 pip_install() {
@@ -50,7 +50,7 @@ py_include="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths
 np_include="$("$VENV/bin/python" -c 'import numpy; print(numpy.get_include())')"
 old_py="/opt/python/$tag/include/python$pyver"
 old_np="/opt/python/$tag/lib/python$pyver/site-packages/numpy/_core/include"
-grep -rlF -e "$old_py" -e "$old_np" "$VENV/share" 2>/dev/null | while read -r f; do
+{ grep -rlF -e "$old_py" -e "$old_np" "$VENV/share" 2>/dev/null || true; } | while read -r f; do
   sed -i -e "s#$old_np#$np_include#g" -e "s#$old_py#$py_include#g" "$f"
 done
 

@@ -1,0 +1,61 @@
+"""The two learned models of the paper, as ROS-free core classes.
+
+* :class:`VideoEncoder`: V-JEPA-2 (transformers ``VJEPA2Model``, encoder only) over windows
+  of M frames, mean-pooled to one embedding per window (the surprise signal's input).
+* :class:`ImageTextEmbedder`: PE-Core (open_clip) image and text embeddings, L2-normalised,
+  for episode frames and retrieval queries.
+
+Both load weights from a hub id, a local folder, or ``random`` (seeded, untrained; tiny
+presets of the real architectures for tests), and expose ``model_name``, ``pretrained`` and
+``dim`` for the store and the messages.
+"""
+
+from surprise_memory.encoders.image_text import PE_MEAN, PE_STD, ImageTextEmbedder
+from surprise_memory.encoders.loading import (
+    WeightsSource,
+    check_hub_reachable,
+    hub_offline,
+    parse_weights,
+    resolve_device,
+    resolve_dtype,
+    seeded,
+)
+from surprise_memory.encoders.presets import (
+    PE_CORE_L14,
+    RANDOM,
+    TINY_EMBEDDER_MODEL,
+    TINY_VIDEO_WEIGHTS,
+    VJEPA2_PRESETS,
+    VJEPA2_VITL_FPC64,
+    register_open_clip_configs,
+)
+from surprise_memory.encoders.video import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    VideoEncoder,
+    resize_shortest_edge_and_crop,
+)
+
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "PE_CORE_L14",
+    "PE_MEAN",
+    "PE_STD",
+    "RANDOM",
+    "TINY_EMBEDDER_MODEL",
+    "TINY_VIDEO_WEIGHTS",
+    "VJEPA2_PRESETS",
+    "VJEPA2_VITL_FPC64",
+    "ImageTextEmbedder",
+    "VideoEncoder",
+    "WeightsSource",
+    "check_hub_reachable",
+    "hub_offline",
+    "parse_weights",
+    "register_open_clip_configs",
+    "resize_shortest_edge_and_crop",
+    "resolve_device",
+    "resolve_dtype",
+    "seeded",
+]

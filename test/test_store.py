@@ -1,0 +1,420 @@
+"""EpisodeStore: durable layout, schema, validation, disk budget, threads and kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import surprise_memory.store as store_mod
+from surprise_memory.config import ConfigError, StoreConfig
+from surprise_memory.errors import InputError, StoreError
+from surprise_memory.frames import Frame
+from surprise_memory.pose import Pose
+from surprise_memory.retrieval import EmbedderMismatchError, RetrievalQuery
+from surprise_memory.store import DB_NAME, EpisodeStore
+
+S = 1_000_000_000
+DIM = 16
+MODEL = "PE-Core-L-14-336"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _frames(rng: np.random.Generator, t0: int, n: int = 8, hw: tuple[int, int] = (24, 32)):
+    # smooth images so JPEG round trips stay close to the original
+    base = rng.integers(0, 256, size=(1, 1, 3))
+    ramp = np.linspace(0, 60, hw[1])[None, :, None]
+    return [
+        Frame(np.clip(base + ramp + 5 * i, 0, 255).astype(np.uint8), t0 + i * S // 10)
+        for i in range(n)
+    ]
+
+
+def _add(store: EpisodeStore, rng: np.random.Generator, i: int, surprise: float = 1.0, **kw):
+    frames = kw.pop("frames") if "frames" in kw else _frames(rng, i * S)
+    emb = kw.pop("embeddings", None)
+    if emb is None:
+        emb = rng.standard_normal((len(frames), DIM))
+    kw.setdefault("embedder_model", MODEL)
+    kw.setdefault("embedder_pretrained", True)
+    return store.add(frames, emb, stamp_ns=i * S + 3 * S // 10, surprise=surprise, **kw)
+
+
+def _store_files(path: Path) -> set[str]:
+    return {p.name for p in (path / "frames").iterdir()}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("pose", [None, Pose(1.0, -2.0, 0.5, 0.0, 0.0, 0.7071, 0.7071, "map")])
+def test_round_trip_survives_reopen(tmp_path: Path, dtype: str, pose: Pose | None) -> None:
+    rng = np.random.default_rng(1)
+    frames = _frames(rng, 5 * S)
+    emb = rng.standard_normal((8, DIM)).astype(np.float32)
+    cfg = StoreConfig(embedding_dtype=dtype)
+    with EpisodeStore(tmp_path / "s", cfg) as store:
+        rec = store.add(
+            frames,
+            emb,
+            stamp_ns=5 * S + 3,
+            surprise=2.5,
+            threshold=1.25,
+            pose=pose,
+            embedder_model=MODEL,
+            embedder_pretrained=False,
+            encoder_model="facebook/vjepa2-vitl-fpc64-256",
+            episode_id="golf-cart_1",
+        )
+    with EpisodeStore(tmp_path / "s", cfg) as store:
+        got = store.get("golf-cart_1")
+        assert got == rec
+        assert got.pose_valid is (pose is not None)
+        assert got.pose == (pose or Pose())
+        assert (got.start_ns, got.end_ns) == (frames[0].stamp_ns, frames[-1].stamp_ns)
+        assert got.frame_stamps_ns == tuple(f.stamp_ns for f in frames)
+        assert got.frame_paths == tuple(f"frames/golf-cart_1/{i:02d}.jpg" for i in range(8))
+        assert (got.embedder_model, got.embedder_pretrained) == (MODEL, False)
+        assert store.embedding_dim == DIM and store.embedder_pretrained is False
+        images = got.load_images()
+        for img, fr in zip(images, frames, strict=True):
+            assert img.shape == fr.rgb.shape and img.dtype == np.uint8
+            assert np.abs(img.astype(int) - fr.rgb).mean() < 3.0
+        unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+        tol = 2e-3 if dtype == "float16" else 1e-6
+        np.testing.assert_allclose(store.embeddings("golf-cart_1"), unit, atol=tol)
+
+
+def test_database_is_wal_with_a_schema_version(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    with EpisodeStore(tmp_path) as store:
+        _add(store, rng, 0)
+        conn = sqlite3.connect(tmp_path / DB_NAME)
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert {"episodes", "frames", "embeddings", "meta"} <= tables
+        assert conn.execute("SELECT dim, dtype FROM embeddings LIMIT 1").fetchone() == (DIM, "<f2")
+        conn.close()
+
+
+def test_newer_schema_is_refused_and_foreign_db_is_refused(tmp_path: Path) -> None:
+    EpisodeStore(tmp_path / "a").close()
+    conn = sqlite3.connect(tmp_path / "a" / DB_NAME)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(StoreError, match="schema version 99 is newer"):
+        EpisodeStore(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    conn = sqlite3.connect(tmp_path / "b" / DB_NAME)
+    conn.execute("CREATE TABLE other (x)")
+    conn.close()
+    with pytest.raises(StoreError, match="not an episode store"):
+        EpisodeStore(tmp_path / "b")
+
+
+def test_migration_path_runs_each_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(0)
+    with EpisodeStore(tmp_path) as store:
+        rec = _add(store, rng, 0)
+
+    def v1_to_v2(conn: sqlite3.Connection) -> None:
+        conn.execute("ALTER TABLE episodes ADD COLUMN note TEXT NOT NULL DEFAULT ''")
+
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(store_mod, "_MIGRATIONS", {1: v1_to_v2})
+    with pytest.raises(StoreError, match="needs migrating"):
+        EpisodeStore(tmp_path, read_only=True)
+    with EpisodeStore(tmp_path) as store:
+        assert store.get(rec.id) == rec
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("SELECT note FROM episodes").fetchone() == ("",)
+    conn.close()
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 3)
+    with pytest.raises(StoreError, match="no migration from schema version 2 to 3"):
+        EpisodeStore(tmp_path)
+
+
+def test_one_writer_and_read_only_readers(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    with EpisodeStore(tmp_path) as writer:
+        rec = _add(writer, rng, 0)
+        with pytest.raises(StoreError, match="open for writing in another process"):
+            EpisodeStore(tmp_path)
+        with EpisodeStore(tmp_path, read_only=True) as reader:
+            assert reader.episode_ids() == [rec.id]
+            with pytest.raises(StoreError, match="read-only"):
+                _add(reader, rng, 1)
+    with pytest.raises(StoreError, match="no episode store here"):
+        EpisodeStore(tmp_path / "missing", read_only=True)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        ({"frames": []}, InputError, "at least one frame"),
+        ({"embeddings": np.ones((7, DIM))}, InputError, "7 embeddings for 8 frames"),
+        ({"embeddings": np.full((8, DIM), np.nan)}, InputError, "NaN"),
+        ({"embeddings": np.zeros((8, DIM))}, InputError, "all zeros"),
+        ({"embeddings": np.ones(DIM)}, InputError, r"expected \(frames, D\)"),
+        ({"episode_id": "../escape"}, InputError, "episode_id="),
+        ({"episode_id": ".hidden"}, InputError, "episode_id="),
+        ({"episode_id": "first"}, StoreError, "already in the store"),
+        ({"surprise": float("nan")}, InputError, "surprise=nan"),
+        ({"embedder_model": ""}, InputError, "embedder_model"),
+        ({"pose": (1.0, 2.0, 3.0)}, InputError, "expected surprise_memory.pose.Pose"),
+        ({"pose": Pose(x=float("nan"))}, InputError, "must be finite"),
+        ({"pose": Pose(qw=0.0)}, InputError, "zero quaternion"),
+        ({"embedder_model": "other"}, EmbedderMismatchError, "cannot join a store of"),
+        ({"embedder_pretrained": False}, EmbedderMismatchError, "pretrained=False"),
+        ({"embeddings": np.ones((8, DIM + 1))}, EmbedderMismatchError, "dim=17"),
+    ],
+)
+def test_bad_adds_raise_and_change_nothing(
+    tmp_path: Path, change: dict[str, object], error: type[Exception], match: str
+) -> None:
+    rng = np.random.default_rng(0)
+    with EpisodeStore(tmp_path) as store:
+        _add(store, rng, 0, episode_id="first")
+        before = (_store_files(tmp_path), store.total_bytes, len(store))
+        with pytest.raises(error, match=match):
+            _add(store, rng, 1, **change)
+        assert (_store_files(tmp_path), store.total_bytes, len(store)) == before
+
+
+@pytest.mark.parametrize(
+    ("frames", "match"),
+    [
+        ([Frame(np.zeros((4, 4, 3), np.uint8), -1)], "stamp_ns=-1"),
+        (
+            [Frame(np.zeros((4, 4, 3), np.uint8), 5), Frame(np.zeros((4, 4, 3), np.uint8), 4)],
+            "order",
+        ),
+        (["not a frame"], "expected surprise_memory.Frame"),
+    ],
+)
+def test_bad_frames_are_refused(tmp_path: Path, frames: list[Frame], match: str) -> None:
+    with EpisodeStore(tmp_path) as store, pytest.raises(InputError, match=match):
+        store.add(
+            frames,
+            np.ones((len(frames), DIM)),
+            stamp_ns=1,
+            surprise=1.0,
+            embedder_model=MODEL,
+            embedder_pretrained=True,
+        )
+
+
+def _expected_survivors(
+    surprises: list[float], max_episodes: int, sizes: list[int] | None = None, max_bytes: int = 0
+) -> list[int]:
+    """The documented policy, replayed by hand: lowest surprise, then oldest, never the new one."""
+    kept: list[int] = []
+    for i in range(len(surprises)):
+        kept.append(i)
+
+        def over(k: list[int]) -> bool:
+            n_over = max_episodes > 0 and len(k) > max_episodes
+            b_over = max_bytes > 0 and sum(sizes[j] for j in k) > max_bytes  # type: ignore[index]
+            return n_over or b_over
+
+        while over(kept):
+            others = [j for j in kept if j != i]
+            if not others:
+                break
+            kept.remove(min(others, key=lambda j: (surprises[j], j)))
+    return kept
+
+
+@pytest.mark.parametrize(
+    ("surprises", "max_episodes"),
+    [
+        ([1.0, 2.0, 3.0, 4.0, 5.0], 3),
+        ([5.0, 4.0, 3.0, 2.0, 1.0], 3),  # each new one is the lowest: it survives its own add
+        ([2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 3.0], 4),
+        ([1.0, 1.0, 1.0, 1.0], 2),  # equal surprise: oldest first
+        ([3.0, 1.0], 1),
+    ],
+)
+def test_episode_budget_evicts_lowest_surprise_oldest_first(
+    tmp_path: Path, surprises: list[float], max_episodes: int
+) -> None:
+    rng = np.random.default_rng(0)
+    cfg = StoreConfig(max_episodes=max_episodes)
+    with EpisodeStore(tmp_path, cfg) as store:
+        ids = [_add(store, rng, i, surprise=s).id for i, s in enumerate(surprises)]
+        assert ids[-1] in store
+        expected = [ids[j] for j in _expected_survivors(surprises, max_episodes)]
+        assert store.episode_ids() == expected
+    assert _store_files(tmp_path) == set(expected)
+    with EpisodeStore(tmp_path, cfg) as store:
+        assert store.episode_ids() == expected
+        got = store.retrieve(RetrievalQuery(max_results=10))
+        assert sorted(h.episode.id for h in got) == sorted(expected)
+
+
+def test_byte_budget_counts_jpegs_and_embeddings_and_keeps_the_new_one(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    surprises = [4.0, 1.0, 3.0, 2.0, 0.5, 5.0, 0.1]
+    data = [(_frames(rng, i * S), rng.standard_normal((8, DIM))) for i in range(len(surprises))]
+    sizes = []
+    with EpisodeStore(tmp_path / "probe") as probe:  # same data, no budget: each one's size
+        for i, (fr, emb) in enumerate(data):
+            before = probe.total_bytes
+            rec = _add(probe, rng, i, frames=fr, embeddings=emb)
+            sizes.append(probe.total_bytes - before)
+            on_disk = sum(f.stat().st_size for f in rec.frame_files()) + 8 * DIM * 2
+            assert sizes[-1] == on_disk
+    max_bytes = int(2.5 * np.mean(sizes))
+    with EpisodeStore(tmp_path / "s", StoreConfig(max_store_bytes=max_bytes)) as store:
+        ids = [
+            _add(store, rng, i, surprise=s, frames=fr, embeddings=emb).id
+            for i, ((fr, emb), s) in enumerate(zip(data, surprises, strict=True))
+        ]
+        expected = [ids[j] for j in _expected_survivors(surprises, 0, sizes, max_bytes)]
+        assert store.episode_ids() == expected
+        assert ids[-1] in expected  # the lowest surprise of all, kept because just added
+        assert store.total_bytes == sum(sizes[ids.index(e)] for e in expected)
+    with EpisodeStore(tmp_path / "tiny", StoreConfig(max_store_bytes=1)) as store:
+        a = _add(store, rng, 0)
+        b = _add(store, rng, 1)
+        assert store.episode_ids() == [b.id] and a.id not in store
+
+
+def test_store_config_rules() -> None:
+    with pytest.raises(ConfigError, match="default_max_results=20: must be <= max_results_cap=10"):
+        StoreConfig(default_max_results=20, max_results_cap=10)
+    with pytest.raises(ConfigError, match="embedding_dtype"):
+        StoreConfig(embedding_dtype="int8")
+
+
+def test_orphans_are_cleaned_on_open(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    with EpisodeStore(tmp_path) as store:
+        rec = _add(store, rng, 0)
+    (tmp_path / "frames" / ".tmp-ep-x-1234").mkdir()
+    (tmp_path / "frames" / ".tmp-ep-x-1234" / "00.jpg").write_bytes(b"partial")
+    (tmp_path / "frames" / "ep-uncommitted").mkdir()
+    (tmp_path / "frames" / "ep-uncommitted" / "00.jpg").write_bytes(b"x")
+    (tmp_path / "frames" / "stray.jpg").write_bytes(b"x")
+    with EpisodeStore(tmp_path, read_only=True) as reader:  # a reader never deletes
+        assert len(reader) == 1
+    assert len(_store_files(tmp_path)) == 4
+    with EpisodeStore(tmp_path) as store:
+        assert _store_files(tmp_path) == {rec.id}
+        assert len(store.get(rec.id).load_images()) == 8
+
+
+def test_add_from_one_thread_query_from_another(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    n = 30
+    data = [(_frames(rng, i * S), rng.standard_normal((8, DIM))) for i in range(n)]
+    errors: list[BaseException] = []
+    done = threading.Event()
+    with EpisodeStore(tmp_path, StoreConfig(max_episodes=20)) as store:
+
+        def writer() -> None:
+            try:
+                for i, (fr, emb) in enumerate(data):
+                    store.add(
+                        fr,
+                        emb,
+                        stamp_ns=i * S,
+                        surprise=float(i % 5),
+                        embedder_model=MODEL,
+                        embedder_pretrained=True,
+                    )
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+            finally:
+                done.set()
+
+        def reader() -> None:
+            q = np.ones(DIM, np.float32)
+            try:
+                while not done.is_set():
+                    for hit in store.search(
+                        embedding=q, embedder_model=MODEL, max_results=5, include_images=True
+                    ):
+                        assert len(hit.jpegs) == 8
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors, errors
+        assert len(store) == 20
+        assert len(store.search(max_results=100)) == 20
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from surprise_memory.frames import Frame
+    from surprise_memory.pose import Pose
+    from surprise_memory.store import EpisodeStore
+
+    rng = np.random.default_rng(int(sys.argv[2]))
+    store = EpisodeStore(sys.argv[1])
+    i = len(store)
+    while True:
+        frames = [
+            Frame(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8), i * 10**9 + j)
+            for j in range(8)
+        ]
+        rec = store.add(
+            frames, rng.standard_normal((8, 16)), stamp_ns=i * 10**9, surprise=1.0,
+            embedder_model="m", embedder_pretrained=True, pose=Pose(x=float(i)),
+        )
+        print(rec.id, flush=True)  # printed only after the commit returned
+        i += 1
+    """
+)
+
+
+def test_kill_9_while_adding_loses_nothing_committed(tmp_path: Path) -> None:
+    committed: list[str] = []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for round_, delay in enumerate([0.0, 0.013, 0.029]):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(tmp_path), str(round_)],
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        assert child.stdout is not None
+        for _ in range(3):  # let a few commits through, then kill inside a later add
+            line = child.stdout.readline()
+            assert line, "child died before adding"
+            committed.append(line.strip())
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        rest, _ = child.communicate(timeout=30)
+        committed += rest.split()
+        assert child.returncode == -signal.SIGKILL
+
+        with EpisodeStore(tmp_path) as store:  # opens without repair
+            ids = store.episode_ids()
+            assert set(committed) <= set(ids)  # no committed episode lost
+            assert len(ids) <= len(committed) + 1  # at most the add in flight, whole
+            assert _store_files(tmp_path) == set(ids)  # orphans cleaned, nothing half there
+            for ep_id in ids:
+                rec = store.get(ep_id)
+                assert len(rec.frame_stamps_ns) == 8
+                assert len(rec.load_images()) == 8
+                assert store.embeddings(ep_id).shape == (8, 16)
+            hits = store.search(near=(0.0, 0.0, 0.0), max_results=100)
+            assert len(hits) == len(ids)
+        committed = ids

@@ -1,0 +1,157 @@
+"""VideoEncoder on the tiny V-JEPA-2 preset (real VJEPA2Model code, random weights)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import VJEPA2Model, VJEPA2VideoProcessor
+
+from surprise_memory.config import EncoderConfig
+from surprise_memory.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
+from surprise_memory.errors import ConfigError, InputError, ModelLoadError
+from surprise_memory.frames import Frame
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.fixture(scope="module")
+def encoder() -> VideoEncoder:
+    return VideoEncoder(TINY_VIDEO_WEIGHTS, device="cpu", batch_size=2)
+
+
+def window(frames: int = 16, h: int = 48, w: int = 64) -> np.ndarray:
+    return RNG.integers(0, 256, (frames, h, w, 3), dtype=np.uint8)
+
+
+def test_identity_and_defaults(encoder: VideoEncoder) -> None:
+    assert encoder.dim == 64 and encoder.crop_size == 32 and encoder.tubelet_size == 2
+    assert not encoder.pretrained and "untrained" in encoder.model_name
+    assert encoder.dtype == torch.float32 and encoder.device.type == "cpu"  # auto on CPU
+    assert encoder.model.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("size", [(48, 64), (64, 48), (32, 32), (20, 90)])
+def test_preprocessing_equals_the_hf_processor(
+    encoder: VideoEncoder, size: tuple[int, int]
+) -> None:
+    w = window(4, *size)
+    ref = VJEPA2VideoProcessor(crop_size=32)(videos=[w], return_tensors="pt")
+    ours = encoder.preprocess(w)
+    assert ours.shape == ref["pixel_values_videos"].shape == (1, 4, 3, 32, 32)
+    torch.testing.assert_close(ours, ref["pixel_values_videos"], atol=1e-6, rtol=0)
+    prepared = np.stack([encoder.prepare_frame(f) for f in w])
+    assert prepared.shape == (4, 32, 32, 3) and prepared.dtype == np.uint8
+    torch.testing.assert_close(encoder.preprocess(prepared, prepared=True), ours, atol=1e-6, rtol=0)
+
+
+def test_embedding_is_the_mean_pooled_bare_forward(encoder: VideoEncoder) -> None:
+    w = window()
+    z = encoder.encode_window(w)
+    assert z.shape == (64,) and z.dtype == np.float32 and np.isfinite(z).all()
+    pixels = VJEPA2VideoProcessor(crop_size=32)(videos=[w], return_tensors="pt")
+    with torch.inference_mode():
+        out = encoder.model(pixel_values_videos=pixels["pixel_values_videos"], skip_predictor=True)
+    np.testing.assert_allclose(z, out.last_hidden_state.mean(dim=1)[0].numpy(), atol=1e-5)
+
+
+def test_batches_equal_single_windows(encoder: VideoEncoder) -> None:
+    windows = [window(16, 40, 50) for _ in range(5)]  # batch_size 2: chunks of 2, 2, 1
+    batched = encoder.encode_windows(windows)
+    assert batched.shape == (5, 64)
+    single = np.stack([encoder.encode_window(w) for w in windows])
+    np.testing.assert_allclose(batched, single, atol=1e-5)
+    np.testing.assert_allclose(encoder.encode_windows(np.stack(windows)), batched, atol=1e-6)
+
+
+def test_sampler_windows_encode_like_raw_windows(encoder: VideoEncoder) -> None:
+    sampler = encoder.make_sampler(EncoderConfig(clip_frames=8, clip_warmup="wait"))
+    frames = window(8, 60, 80)
+    got = None
+    for i, rgb in enumerate(frames):
+        got = sampler.push(Frame(rgb=rgb, stamp_ns=i + 1))
+    assert got is not None and got.frames.shape == (8, 32, 32, 3)
+    np.testing.assert_allclose(
+        encoder.encode_window(got.frames, prepared=True), encoder.encode_window(frames), atol=1e-6
+    )
+    with pytest.raises(ConfigError, match="clip_frames=7: must be even"):
+        EncoderConfig(clip_frames=7)
+
+
+def test_seeded_random_init_is_reproducible_and_leaves_global_rng() -> None:
+    state = torch.random.get_rng_state()
+    a = VideoEncoder(TINY_VIDEO_WEIGHTS, device="cpu", seed=1)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    b = VideoEncoder(TINY_VIDEO_WEIGHTS, device="cpu", seed=1)
+    c = VideoEncoder(TINY_VIDEO_WEIGHTS, device="cpu", seed=2)
+    w = window()
+    np.testing.assert_array_equal(a.encode_window(w), b.encode_window(w))
+    assert not np.allclose(a.encode_window(w), c.encode_window(w))
+    assert "seed 1" in a.model_name
+
+
+def test_local_folder_round_trip(encoder: VideoEncoder, tmp_path: Path) -> None:
+    encoder.model.save_pretrained(tmp_path / "vjepa2")
+    loaded = VideoEncoder(str(tmp_path / "vjepa2"), device="cpu")
+    assert loaded.pretrained and loaded.model_name == str((tmp_path / "vjepa2").resolve())
+    assert isinstance(loaded.model, VJEPA2Model)
+    w = window()
+    np.testing.assert_allclose(loaded.encode_window(w), encoder.encode_window(w), atol=1e-6)
+
+
+def test_offline_hub_fails_at_once_with_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    with pytest.raises(ModelLoadError) as info:
+        VideoEncoder("facebook/vjepa2-vitl-fpc64-256", device="cpu")
+    msg = str(info.value)
+    assert "'facebook/vjepa2-vitl-fpc64-256'" in msg and "offline" in msg
+    assert "--local-dir" in msg and "encoder_weights:=" in msg
+
+
+@pytest.mark.parametrize(
+    ("weights", "match"),
+    [
+        ("/nonexistent/vjepa2", r"no such file or folder"),
+        ("random:huge", r"unknown V-JEPA-2 preset 'huge'"),
+        ("", r"empty weights"),
+    ],
+)
+def test_bad_weights(weights: str, match: str) -> None:
+    with pytest.raises(ModelLoadError, match=match):
+        VideoEncoder(weights, device="cpu")
+
+
+def test_folder_without_a_model(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="save_pretrained folder"):
+        VideoEncoder(str(tmp_path), device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("windows", "kwargs", "match"),
+    [
+        (np.zeros((16, 32, 32, 3), np.float32), {}, r"uint8"),
+        (np.zeros((15, 32, 32, 3), np.uint8), {}, r"15 frames: need a positive multiple of 2"),
+        (np.zeros((0, 32, 32, 3), np.uint8), {}, r"0 frames"),
+        (np.zeros((16, 40, 32, 3), np.uint8), {"prepared": True}, r"must be 32x32"),
+        (np.zeros((32, 32, 3), np.uint8), {}, r"got shape \(32, 32, 3\)"),
+        ([], {}, r"no windows"),
+        ([np.zeros((4, 8, 8, 3), np.uint8), np.zeros((6, 8, 8, 3), np.uint8)], {}, r"6 frames"),
+        (np.zeros((4, 0, 8, 3), np.uint8), {}, r"empty frames"),
+    ],
+)
+def test_bad_windows_raise_input_error(
+    encoder: VideoEncoder, windows: object, kwargs: dict[str, bool], match: str
+) -> None:
+    with pytest.raises(InputError, match=match):
+        encoder.encode_windows(windows, **kwargs)  # type: ignore[arg-type]
+
+
+def test_bad_device_and_dtype() -> None:
+    with pytest.raises(ConfigError, match="dtype='half'"):
+        VideoEncoder(TINY_VIDEO_WEIGHTS, device="cpu", dtype="half")
+    with pytest.raises(ConfigError, match="device='tpu'"):
+        VideoEncoder(TINY_VIDEO_WEIGHTS, device="tpu")
