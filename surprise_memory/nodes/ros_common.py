@@ -20,7 +20,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from surprise_memory.config import ComponentConfig, Setting, settings_of
-from surprise_memory.errors import ConfigError
+from surprise_memory.errors import ConfigError, SurpriseMemoryError
 from surprise_memory.pose import Pose
 
 __all__ = [
@@ -169,30 +169,64 @@ class NodeStats:
 def run_node(factory: Any, args: list[str] | None = None) -> int:
     """``main()`` of a node: init, build, spin until Ctrl-C or shutdown, clean up.
 
-    A node whose parameters are invalid exits with status 2 and a one-line reason instead
-    of a stack trace. ``factory()`` builds the node; a ``close()`` method, if the node has
-    one, runs before the node is destroyed (flush pending work).
+    A node whose parameters are invalid, or whose model or store cannot be opened, exits
+    with status 2 and a one-line reason instead of a stack trace. ``factory()`` builds the
+    node; its ``close()`` method, if it has one, runs before the node is destroyed.
     """
+    import signal
     import sys
 
     import rclpy
-    from rclpy.executors import ExternalShutdownException
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
 
-    rclpy.init(args=args)
+    # SIGINT/SIGTERM raise KeyboardInterrupt instead of shutting the context down at once,
+    # so that close() can still publish what is pending (the gate's last event, episodes);
+    # spin_once with a timeout returns to Python often enough for the signal to land. Set
+    # both explicitly: a process started in the background inherits SIGINT ignored.
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     try:
         node = factory()
-    except ConfigError as exc:
-        print(f"invalid parameters: {exc}", file=sys.stderr)
+    except SurpriseMemoryError as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         rclpy.try_shutdown()
         return 2
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
     try:
-        rclpy.spin(node)
+        while rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
         close = getattr(node, "close", None)
         if close is not None:
-            close()
+            try:
+                close()
+            except Exception as exc:  # shutting down anyway: report, do not trace
+                print(f"while closing: {type(exc).__name__}: {exc}", file=sys.stderr)
+        executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+def image_msg_from_rgb(rgb: Any, stamp_ns: int = 0, frame_id: str = "") -> Any:
+    """An (H, W, 3) uint8 RGB array -> sensor_msgs/Image (rgb8)."""
+    import numpy as np
+    from sensor_msgs.msg import Image
+
+    arr = np.ascontiguousarray(rgb, dtype=np.uint8)
+    if arr.ndim != 3 or arr.shape[2] != 3:
+        raise ValueError(f"expected an (H, W, 3) uint8 RGB array, got shape {arr.shape}")
+    msg = Image(height=arr.shape[0], width=arr.shape[1], encoding="rgb8", is_bigendian=0)
+    msg.step = arr.shape[1] * 3
+    msg.data = arr.tobytes()
+    msg.header.stamp = ns_to_time(stamp_ns)
+    msg.header.frame_id = frame_id
+    return msg

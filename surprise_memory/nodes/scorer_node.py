@@ -53,6 +53,7 @@ class ScorerNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._stats = NodeStats(self)
         self._last_stamp: int | None = None
+        self._encoder = ("", True)  # model and pretrained flag of the latest embedding
 
         self._odometry = PoseBuffer(max_gap_ns=round(self._pose_cfg.pose_tolerance_seconds * 1e9))
         self._tf_buffer = self._make_tf_buffer()
@@ -110,6 +111,7 @@ class ScorerNode(Node):
             self._stats.reject("embedding", str(exc))
             return
         self._last_stamp = stamp
+        self._encoder = (msg.model, msg.pretrained)
         if result is None:
             return
         triggers = self._gate.push(stamp, result.score, result.kl)
@@ -134,6 +136,8 @@ class ScorerNode(Node):
             decided=ns_to_time(trigger.decided_ns),
             pose_valid=pose is not None,
             pose_source=source,
+            encoder_model=self._encoder[0],
+            encoder_pretrained=self._encoder[1],
         )
         event.header.stamp = ns_to_time(trigger.stamp_ns)
         if pose is not None:

@@ -1,0 +1,77 @@
+"""A small camera stream with one scene change, and node parameters with the tiny presets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from surprise_memory.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
+
+T0 = 1_700_000_000 * 10**9  # a realistic epoch stamp (ns)
+FPS = 20
+N_FRAMES = 160
+CHANGE_AT = 100  # frame index of the scene change
+SIZE = 48
+
+SCORER = {"window": 8, "gamma": 2.0, "warmup": 16, "nms_seconds": 0.5}
+ENCODER = {
+    "encoder_weights": TINY_VIDEO_WEIGHTS,
+    "encoder_device": "cpu",
+    "clip_frames": 8,
+}
+EPISODE = {
+    "episode_before_seconds": 0.5,
+    "episode_after_seconds": 0.5,
+    "frame_history_seconds": 4.0,
+    "episode_timeout_seconds": 2.0,
+}
+EMBEDDER = {
+    "embedder_model": TINY_EMBEDDER_MODEL,
+    "embedder_weights": "random",
+    "embedder_device": "cpu",
+}
+
+
+def node_params(store_path: str, **overrides: Any) -> dict[str, Any]:
+    """A params-file dict for the three nodes with the tiny presets."""
+    return {
+        "/**/encoder_node": {"ros__parameters": {**ENCODER, **overrides}},
+        "/**/scorer_node": {"ros__parameters": {**SCORER, **overrides}},
+        "/**/memory_node": {
+            "ros__parameters": {**EPISODE, **EMBEDDER, "store_path": store_path, **overrides}
+        },
+    }
+
+
+TEST_PARAMS = node_params("/tmp/surprise_memory_launch_test_store")
+
+
+def stamps() -> list[int]:
+    """Frame stamps in ns."""
+    return [T0 + i * 10**9 // FPS for i in range(N_FRAMES)]
+
+
+def scene_change_rgb() -> list[np.ndarray]:
+    """Frames of a slowly moving textured scene that changes to another scene at CHANGE_AT."""
+    rng = np.random.default_rng(5)
+    scene_a = rng.integers(0, 256, size=(SIZE * 2, SIZE * 2, 3), dtype=np.uint8)
+    scene_b = np.zeros_like(scene_a)
+    scene_b[..., 0] = np.linspace(0, 255, SIZE * 2, dtype=np.uint8)[None, :]
+    scene_b[SIZE // 2 : SIZE, SIZE // 2 : SIZE] = (250, 250, 0)
+    frames = []
+    for i in range(N_FRAMES):
+        scene = scene_a if i < CHANGE_AT else scene_b
+        off = (i // 2) % SIZE  # the camera pans slowly
+        frames.append(np.ascontiguousarray(scene[off : off + SIZE, off : off + SIZE]))
+    return frames
+
+
+def scene_change_frames() -> list[tuple[int, Any]]:
+    """(stamp, sensor_msgs/Image rgb8) pairs of the stream (for rclpy publishers)."""
+    from surprise_memory.nodes.ros_common import image_msg_from_rgb
+
+    return [
+        (t, image_msg_from_rgb(rgb, t, "camera"))
+        for t, rgb in zip(stamps(), scene_change_rgb(), strict=True)
+    ]
