@@ -33,13 +33,31 @@ EMBEDDER = {
 }
 
 
-def node_params(store_path: str, **overrides: Any) -> dict[str, Any]:
-    """A params-file dict for the three nodes with the tiny presets."""
+def node_params(store_path: str, camera: str | None = None, **overrides: Any) -> dict[str, Any]:
+    """A params-file dict for the three nodes with the tiny presets.
+
+    With ``camera`` (the resolved camera topic), the image subscriptions are made reliable
+    with a deep queue through the nodes' QoS overrides, so that a loaded test machine
+    delays frames instead of dropping them and the results stay comparable.
+    """
+
+    def qos() -> dict[str, Any]:  # a new dict per node: YAML aliases break rcl's parser
+        if not camera:
+            return {}
+        policy = {"reliability": "reliable", "history": "keep_last", "depth": 1000}
+        return {"qos_overrides": {camera: {"subscription": policy}}}
+
     return {
-        "/**/encoder_node": {"ros__parameters": {**ENCODER, **overrides}},
+        "/**/encoder_node": {"ros__parameters": {**ENCODER, **qos(), **overrides}},
         "/**/scorer_node": {"ros__parameters": {**SCORER, **overrides}},
         "/**/memory_node": {
-            "ros__parameters": {**EPISODE, **EMBEDDER, "store_path": store_path, **overrides}
+            "ros__parameters": {
+                **EPISODE,
+                **EMBEDDER,
+                **qos(),
+                "store_path": store_path,
+                **overrides,
+            }
         },
     }
 

@@ -33,6 +33,7 @@ from surprise_memory.errors import InputError
 from surprise_memory.gate import SurpriseGate, SurpriseTrigger
 from surprise_memory.msg import Episode, FrameEmbedding, SurpriseEvent, SurpriseScore
 from surprise_memory.nodes.ros_common import image_msg_from_rgb, ns_to_time, time_to_ns
+from surprise_memory.pipeline import PipelineSettings, load_run_record, process
 from surprise_memory.surprise import SurpriseScorer
 
 NS = "/surprise_memory"
@@ -85,7 +86,7 @@ def core_reference() -> dict[str, Any]:
 
 def _start_nodes(tmp_path: Path, store: Path, extra: dict[str, Any]) -> list[list[str]]:
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(sf.node_params(str(store), **extra)))
+    params.write_text(yaml.safe_dump(sf.node_params(str(store), CAMERA, **extra)))
     commands = []
     for name in ("encoder_node", "scorer_node", "memory_node"):
         args = [node_executable(name), "--ros-args", "--params-file", str(params)]
@@ -281,3 +282,18 @@ def test_bag_replay_with_sim_time_gives_the_live_results(
     finally:
         node.destroy_node()
         rclpy.shutdown()
+
+    # the offline command on the same bag with the same settings: the same events
+    settings = {**sf.ENCODER, **sf.SCORER, **sf.EPISODE, **sf.EMBEDDER}
+    process(bag, tmp_path / "offline_store", PipelineSettings.from_mapping(settings))
+    offline = load_run_record(tmp_path / "offline_store")["events"]
+    core = core_reference["events"]
+    # the offline run also flushes the gate at the end of the bag: at most one more event
+    assert [e["stamp_ns"] for e in offline][: len(core)] == [e.stamp_ns for e in core]
+    assert len(core) <= len(offline) <= len(core) + 1
+    for a, b in zip(offline, core, strict=False):
+        assert a["score"] == pytest.approx(b.score, rel=1e-5)
+    if got.count("encoder_node", "windows_dropped") == 0:
+        live = [time_to_ns(e.header.stamp) for e in got.events]
+        assert live == [e["stamp_ns"] for e in offline][: len(live)]
+        assert len(live) >= len(offline) - 1

@@ -12,4 +12,5 @@ set +u  # colcon's setup scripts read unset variables
 source "$ROOT/install/setup.bash"
 set -u
 cd "${TMPDIR:-/tmp}"  # run from outside the checkout so the colcon install is what is imported
-python -m surprise_memory.demo "$@"
+# outputs in the checkout's demo_output/ (git-ignored); a later --out in "$@" wins
+python -m surprise_memory.demo --out "$ROOT/demo_output" "$@"

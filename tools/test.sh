@@ -5,6 +5,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash "$ROOT/tools/setup_venv.sh"
+bash "$ROOT/tools/setup_system.sh"
 bash "$ROOT/tools/build.sh"
 # shellcheck source=tools/env.sh
 source "$ROOT/tools/env.sh"

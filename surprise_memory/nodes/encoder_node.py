@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.config import CameraConfig, EncoderConfig
@@ -85,7 +86,15 @@ class EncoderNode(Node):
         self._stop = threading.Event()
         self._pub = self.create_publisher(FrameEmbedding, "embedding", RELIABLE)
         msg_type = CompressedImage if camera.image_transport == "compressed" else Image
-        self.create_subscription(msg_type, "image", self._on_image, qos_profile_sensor_data)
+        # sensor-data QoS (best effort, keep last 5) unless the params file overrides it, e.g.
+        # qos_overrides./camera/image_raw.subscription.reliability: reliable
+        self.create_subscription(
+            msg_type,
+            "image",
+            self._on_image,
+            qos_profile_sensor_data,
+            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+        )
         self._worker = threading.Thread(target=self._encode_loop, name="encoder", daemon=True)
         self._worker.start()
         self.get_logger().info(

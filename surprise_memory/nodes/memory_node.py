@@ -10,6 +10,7 @@ import threading
 import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos_overriding_options import QoSOverridingOptions
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.config import CameraConfig, EmbedderConfig, EpisodeConfig, StoreConfig
@@ -90,7 +91,15 @@ class MemoryNode(Node):
         self._work: queue.Queue[EpisodeFrames | None] = queue.Queue(maxsize=_PENDING_EPISODES)
         self._episode_pub = self.create_publisher(Episode, "episodes", RELIABLE)
         msg_type = CompressedImage if camera.image_transport == "compressed" else Image
-        self.create_subscription(msg_type, "image", self._on_image, qos_profile_sensor_data)
+        # sensor-data QoS (best effort, keep last 5) unless the params file overrides it, e.g.
+        # qos_overrides./camera/image_raw.subscription.reliability: reliable
+        self.create_subscription(
+            msg_type,
+            "image",
+            self._on_image,
+            qos_profile_sensor_data,
+            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+        )
         self.create_subscription(SurpriseEvent, "events", self._on_event, RELIABLE)
         self.create_service(RetrieveEpisodes, "retrieve_episodes", self._on_retrieve)
         self.create_timer(1.0, self._on_timer)

@@ -1,0 +1,674 @@
+"""The ``surprise-memory`` command: process, query, report, eval-gebd.
+
+Options of settings are generated from the one config schema (:mod:`surprise_memory.config`):
+each setting ``name`` becomes ``--name-with-hyphens`` (the underscore spelling ``--name`` is
+accepted too), with the setting's description, range and default in ``--help``. The
+defaults are not repeated here: an option left out takes the config dataclass's default,
+so the command line, the node parameters and ``config/surprise_memory.yaml`` agree.
+
+Errors raised on purpose (:class:`~surprise_memory.errors.SurpriseMemoryError`) print one
+line, ``surprise-memory: error: ...``, and exit with status 1; usage errors exit with 2.
+
+Heavy modules (torch, the models, matplotlib) are imported only by the subcommand that
+needs them, so ``--help`` and a query by time or place answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import math
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from surprise_memory.config import (
+    ComponentConfig,
+    EmbedderConfig,
+    EncoderConfig,
+    EpisodeConfig,
+    GateConfig,
+    PoseConfig,
+    ScorerConfig,
+    Setting,
+    StoreConfig,
+    settings_of,
+)
+from surprise_memory.errors import ConfigError, InputError, StoreError, SurpriseMemoryError
+
+__all__ = ["build_parser", "main", "parse_time"]
+
+PROG = "surprise-memory"
+_NS = 1_000_000_000
+
+# Settings the offline command replaces by its own options.
+_PROCESS_EXCLUDED = {
+    "store_path": "the store is --out",
+    "odom_topic": "poses come from --pose-topic",
+    "tf_timeout_seconds": "no tf listener offline",
+}
+_ALIASES = {"encoder_batch": ("--batch",), "encoder_weights": ("--weights",)}
+_PROCESS_CONFIGS: tuple[type[ComponentConfig], ...] = (
+    EncoderConfig,
+    ScorerConfig,
+    GateConfig,
+    EpisodeConfig,
+    EmbedderConfig,
+    StoreConfig,
+    PoseConfig,
+)
+
+
+def option_strings(name: str) -> list[str]:
+    """The spellings of a setting's option: ``--a-b`` first, then ``--a_b`` when different."""
+    hyphen = "--" + name.replace("_", "-")
+    return [hyphen] if "_" not in name else [hyphen, "--" + name]
+
+
+def _help(spec: Setting, default: Any = None) -> str:
+    parts = [spec.description.replace("%", "%%")]
+    if spec.low is not None or spec.high is not None:
+        low = "" if spec.low is None else f"{spec.low:g}"
+        high = "" if spec.high is None else f"{spec.high:g}"
+        parts.append(f"[{low}..{high}]")
+    value = spec.default if default is None else default
+    parts.append(f"(default: {value!r})")
+    return " ".join(parts)
+
+
+def _add_setting(
+    group: argparse._ArgumentGroup,
+    spec: Setting,
+    *,
+    extra: Sequence[str] = (),
+    default: Any = None,
+) -> None:
+    """Add one setting as an option whose parsed default is None (= the config's default)."""
+    flags = [*option_strings(spec.name), *extra]
+    kwargs: dict[str, Any] = {"dest": spec.name, "default": None, "help": _help(spec, default)}
+    if spec.type is bool:
+        kwargs["action"] = argparse.BooleanOptionalAction
+        flags = option_strings(spec.name)[:1]  # --x / --no-x
+    else:
+        kwargs["type"] = spec.type
+        kwargs["metavar"] = spec.name.upper() if spec.choices is None else None
+        if spec.choices is not None:
+            kwargs["choices"] = spec.choices
+    group.add_argument(*flags, **kwargs)
+
+
+def _add_config_options(
+    parser: argparse.ArgumentParser,
+    configs: Sequence[type[ComponentConfig]],
+    excluded: Sequence[str] = (),
+) -> None:
+    for cls in configs:
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        group = parser.add_argument_group(f"{cls.component} settings", doc)
+        for spec in settings_of(cls):
+            if spec.name not in excluded:
+                _add_setting(group, spec, extra=_ALIASES.get(spec.name, ()))
+
+
+def _given(args: argparse.Namespace, configs: Sequence[type[ComponentConfig]]) -> dict[str, Any]:
+    names = {s.name for cls in configs for s in settings_of(cls)}
+    return {k: v for k, v in vars(args).items() if k in names and v is not None}
+
+
+# ----------------------------------------------------------------------------- time parsing
+
+_REL_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?s?$")
+_NS_RE = re.compile(r"^\d+ns$")
+
+
+def parse_time(text: str, origin_ns: int | None) -> int:
+    """Parse a ``--start``/``--end`` value to int nanoseconds since the epoch.
+
+    * ``12.5`` or ``12.5s``: seconds from the recording's origin (see ``query --help``);
+    * ``1700000012500000000ns``: an absolute stamp in integer nanoseconds;
+    * ``2023-11-14T22:13:32.5Z`` (ISO 8601 with a time zone): an absolute time.
+
+    Raises:
+        InputError: Unparseable, or relative while the store has no origin.
+
+    """
+    value = text.strip()
+    if _NS_RE.match(value):
+        return int(value[:-2])
+    if _REL_RE.match(value):
+        if origin_ns is None:
+            raise InputError(f"time {text!r} is relative, but the store has no episode yet")
+        return origin_ns + round(float(value.rstrip("s")) * _NS)
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"time {text!r}: expected seconds from the recording start (12.5), nanoseconds "
+            "since the epoch (1700000012500000000ns) or ISO 8601 with a zone "
+            "(2023-11-14T22:13:32Z)"
+        ) from None
+    if when.tzinfo is None:
+        raise InputError(f"time {text!r}: an ISO 8601 time needs a zone (Z or +01:00)")
+    seconds = int(when.timestamp())
+    return seconds * _NS + when.microsecond * 1000
+
+
+def _parse_point(text: str) -> tuple[float, float, float]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) not in (2, 3) or not all(math.isfinite(v) for v in values):
+        raise InputError(f"--near {text!r}: expected x,y or x,y,z in metres (e.g. 3.5,-1,0)")
+    x, y, *z = values
+    return (x, y, z[0] if z else 0.0)
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``surprise-memory`` with its four subcommands."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Surprise-gated episodic memory, offline: process a bag or video into an "
+        "episode store, query it, report on it, evaluate on GEBD.",
+        epilog="Setting options: every setting of the config schema is an option named "
+        "--setting-name (the spelling --setting_name is accepted too), with the same name, "
+        "default and range as the ROS node parameter.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+
+    p = sub.add_parser(
+        "process",
+        help="run the full pipeline over a bag or a video into a new store",
+        description="Decode -> windows -> batched V-JEPA-2 -> surprise -> gate -> episodes -> "
+        "store, streaming in constant memory. Writes STORE/scores.csv (per-frame stamp_ns, "
+        "score, kl, tau, triggered) and STORE/run.json (settings, models, summary).",
+    )
+    p.add_argument("input", metavar="INPUT", help="rosbag2 folder/.db3/.mcap, ROS 1 .bag, video")
+    p.add_argument("--out", "-o", required=True, metavar="STORE", help="new store folder")
+    p.add_argument(
+        "--image-topic", help="camera topic of a bag (needed when it has several image topics)"
+    )
+    p.add_argument(
+        "--pose-topic",
+        help="odometry, PoseStamped or /tf topic of the bag for the episode poses "
+        "(tf: map_frame <- robot_frame); without it episodes have no pose",
+    )
+    p.add_argument(
+        "--fps", type=float, help="keep at most this many input frames per second (default: all)"
+    )
+    p.add_argument(
+        "--device",
+        help="device of both models (auto, cpu, cuda, cuda:N); --encoder-device and "
+        "--embedder-device override it per model",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_options(p, _PROCESS_CONFIGS, excluded=tuple(_PROCESS_EXCLUDED))
+    p.set_defaults(func=_cmd_process)
+
+    q = sub.add_parser(
+        "query",
+        help="retrieve episodes by text, image, time window and place",
+        formatter_class=fmt,
+        description="Retrieve episodes from a store. Times (--start/--end): a plain number "
+        "(12.5 or 12.5s) is seconds from the recording start (the first frame of the offline "
+        "run, from STORE/run.json; for a store without one, the earliest episode trigger); "
+        "'<int>ns' is an absolute stamp in nanoseconds since the epoch; an ISO 8601 time "
+        "with a zone (2023-11-14T22:13:32Z) is absolute too. Text and image queries embed "
+        "the query with the store's recorded embedder; text is refused when that embedder "
+        "had random (untrained) weights.",
+    )
+    q.add_argument("store", metavar="STORE", help="store folder")
+    q.add_argument("--text", help="text query (needs the store's trained embedder)")
+    q.add_argument("--image", metavar="PATH", help="image file as the query")
+    q.add_argument("--start", help="earliest trigger time (see above)")
+    q.add_argument("--end", help="latest trigger time (see above)")
+    q.add_argument("--near", metavar="X,Y[,Z]", help="place in metres, in the poses' frame")
+    q.add_argument("--radius", type=float, metavar="M", help="keep episodes within M metres")
+    q.add_argument("-k", "--max-results", type=int, default=5, help="episodes returned")
+    q.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    q.add_argument("--device", default="auto", help="device of the query embedder")
+    q.set_defaults(func=_cmd_query)
+
+    r = sub.add_parser(
+        "report",
+        help="write a self-contained HTML report (and PNG curve) of a processed store",
+        formatter_class=fmt,
+    )
+    r.add_argument("store", metavar="STORE", help="store folder written by process")
+    r.add_argument("--out", "-o", metavar="HTML", help="report file (default: STORE/report.html)")
+    r.set_defaults(func=_cmd_report)
+
+    g = sub.add_parser(
+        "eval-gebd",
+        help="Kinetics-GEBD evaluation (F1 at rel. dist. 0.05..0.50) of the surprise detector",
+        description="Decode each video of the annotation file found in --videos "
+        "(<video_id>.mp4/.mkv/.webm/...), encode it with the video encoder (one window per "
+        "frame), run the scorer and the gate (causal, and offline with tau over the whole "
+        "video), and score both by the official protocol. With --predictions, evaluate "
+        "those instead of running the detector. Detector settings default to the GEBD "
+        "adapter's (GebdDetector), not the robot's.",
+    )
+    g.add_argument("--annotations", required=True, metavar="GT.pkl", help="ground-truth pickle")
+    g.add_argument("--videos", metavar="DIR", help="folder of the videos")
+    g.add_argument(
+        "--predictions", metavar="PRED.pkl", help="evaluate these {video_id: [s, ...]} instead"
+    )
+    g.add_argument("--out", "-o", metavar="JSON", help="write the results as JSON")
+    g.add_argument("--save-predictions", metavar="PREFIX", help="write PREFIX.{causal,offline}.pkl")
+    g.add_argument("--device", help="device of the video encoder (overrides --encoder-device)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    enc = g.add_argument_group("encoder settings", "Settings of the video encoder.")
+    for spec in settings_of(EncoderConfig):
+        _add_setting(enc, spec, extra=_ALIASES.get(spec.name, ()))
+    det = g.add_argument_group("detector settings", "GebdDetector (scorer + gate, per video).")
+    from surprise_memory.evaluation.gebd import GebdDetector
+
+    defaults = {
+        n: p.default
+        for n, p in inspect.signature(GebdDetector.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    for cls in (ScorerConfig, GateConfig):
+        for spec in settings_of(cls):
+            if spec.name in defaults:
+                _add_setting(det, spec, default=defaults[spec.name])
+    g.set_defaults(func=_cmd_eval_gebd, detector_defaults=defaults)
+    return parser
+
+
+# ----------------------------------------------------------------------------- process
+
+
+def _cmd_process(args: argparse.Namespace) -> int:
+    from surprise_memory.pipeline import OfflinePipeline, PipelineSettings, Progress, process
+
+    values = _given(args, _PROCESS_CONFIGS)
+    if args.device:
+        values.setdefault("encoder_device", args.device)
+        values.setdefault("embedder_device", args.device)
+    settings = PipelineSettings.from_mapping(values)
+    from surprise_memory.sources import open_source
+
+    open_source(Path(args.input), args.image_topic, fps=args.fps)  # input errors before models
+    if settings.episode.frame_history_seconds < (
+        settings.episode.episode_before_seconds
+        + settings.gate.nms_seconds
+        + settings.episode.episode_after_seconds
+    ):
+        _note(
+            "frame_history_seconds is shorter than episode_before + nms_seconds + "
+            "episode_after: early frames of an episode may be gone when its event is decided"
+        )
+    pipeline = OfflinePipeline(settings)
+    for role in ("encoder", "embedder"):
+        m = getattr(pipeline, role)
+        flag = "" if m.pretrained else "   <-- UNTRAINED (random weights)"
+        _note(f"{role}: {m.model_name} on {m.device}{flag}")
+    bar: Any = None
+
+    def opened(source: Any, lookup: Any) -> None:
+        nonlocal bar
+        _note(f"input: {source.describe()}")
+        _note(f"poses: {lookup.describe() if lookup is not None else 'none (no --pose-topic)'}")
+        if not args.no_progress:
+            from tqdm import tqdm  # type: ignore[import-untyped]
+
+            bar = tqdm(total=source.estimated_frames, unit="frame", desc="process", file=sys.stderr)
+
+    last = [0]
+
+    def progress(p: Progress) -> None:
+        if bar is not None:
+            bar.update(p.frames - last[0])
+            last[0] = p.frames
+            if p.frames % 10 == 0:
+                bar.set_postfix(events=p.events, episodes=p.episodes, refresh=False)
+
+    try:
+        summary = process(
+            args.input,
+            args.out,
+            image_topic=args.image_topic,
+            pose_topic=args.pose_topic,
+            fps=args.fps,
+            pipeline=pipeline,
+            progress=progress,
+            on_open=opened,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    print(summary.format())
+    if pipeline.untrained:
+        print("NOTE: random (untrained) weights: events and retrieval are not meaningful")
+    out = Path(args.out)
+    print(f"store {out}  (scores: {out / 'scores.csv'}, run record: {out / 'run.json'})")
+    return 0
+
+
+def _note(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- query
+
+
+def _store_origin(store: Any) -> int | None:
+    from surprise_memory.pipeline import RUN_RECORD
+
+    run = Path(store.path) / RUN_RECORD
+    if run.is_file():
+        try:
+            first = json.loads(run.read_text(encoding="utf-8"))["summary"]["first_stamp_ns"]
+            if isinstance(first, int):
+                return first
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    origin = store.origin_ns
+    return origin if isinstance(origin, int) else None
+
+
+def _query_embedder(store: Any, device: str, text: bool) -> Any:
+    """Rebuild the store's embedder from its recorded model name."""
+    name = store.embedder_model
+    if name is None:
+        raise InputError(f"{store.path}: the store has no episode, nothing to compare with")
+    model, _, weights = str(name).partition(":")
+    seed = 0
+    if not store.embedder_pretrained:
+        if text:
+            raise InputError(
+                f"the store's embeddings come from {name!r}: random, untrained weights, so a "
+                "text query would rank at random. Process the input again with trained "
+                "embedder weights (--embedder-weights meta, or a local folder)."
+            )
+        found = re.search(r"seed (\d+)", weights)
+        seed = int(found.group(1)) if found else 0
+        weights = "random"
+        _note(f"image query with the untrained embedder {name!r} (random weights)")
+    from surprise_memory.encoders import ImageTextEmbedder
+    from surprise_memory.errors import ModelLoadError
+
+    try:
+        emb = ImageTextEmbedder(model, weights, device=device, seed=seed)
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"cannot load the store's embedder {name!r}: {exc}") from None
+    if emb.model_name != name:
+        raise InputError(
+            f"the embedder rebuilt for the query is {emb.model_name!r}, the store's is {name!r}"
+        )
+    return emb
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    from surprise_memory.retrieval import RetrievalQuery
+    from surprise_memory.store import EpisodeStore
+
+    store_dir = Path(args.store)
+    if not store_dir.is_dir():
+        raise InputError(f"store {str(store_dir)!r} does not exist")
+    if args.radius is not None and args.near is None:
+        raise InputError("--radius needs --near")
+    if args.text is not None and args.image is not None:
+        raise InputError("give --text or --image, not both")
+    with EpisodeStore(store_dir, read_only=True) as store:
+        origin = _store_origin(store)
+        start = parse_time(args.start, origin) if args.start else None
+        end = parse_time(args.end, origin) if args.end else None
+        near = _parse_point(args.near) if args.near else None
+        embedding = None
+        emb_name = None
+        if args.text is not None or args.image is not None:
+            emb = _query_embedder(store, args.device, text=args.text is not None)
+            if args.text is not None:
+                embedding = emb.embed_text([args.text])[0]
+            else:
+                embedding = emb.embed_images([_read_image(args.image)])[0]
+            emb_name = emb.model_name
+        query = RetrievalQuery(
+            embedding=embedding,
+            embedder_model=emb_name,
+            start_ns=start if start is None else max(start, 1),
+            end_ns=end if end is None else max(end, 1),
+            near=near,
+            radius_m=args.radius,
+            max_results=args.max_results,
+        )
+        hits = store.retrieve(query)
+    rows = [_hit_dict(h, origin) for h in hits]
+    if args.json:
+        print(json.dumps({"store": str(store_dir), "origin_ns": origin, "hits": rows}, indent=2))
+        return 0
+    if not rows:
+        print("no episode matches")
+        return 0
+    print(f"{'#':>2} {'time s':>8} {'score':>7} {'dist m':>7} {'surprise':>8}  pose / id")
+    for i, r in enumerate(rows, 1):
+        score = "-" if r["score"] is None else f"{r['score']:.3f}"
+        dist = "-" if r["distance_m"] is None else f"{r['distance_m']:.2f}"
+        t = "-" if r["time_s"] is None else f"{r['time_s']:.2f}"
+        pose = (
+            "no pose"
+            if not r["pose_valid"]
+            else "({:.2f}, {:.2f}, {:.2f})".format(*r["position"]) + f" {r['frame_id']}"
+        )
+        print(f"{i:>2} {t:>8} {score:>7} {dist:>7} {r['surprise']:>8.3f}  {pose}  {r['id']}")
+    return 0
+
+
+def _read_image(path: str) -> Any:
+    import numpy as np
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            return np.asarray(img.convert("RGB"), dtype=np.uint8)
+    except (OSError, UnidentifiedImageError) as exc:
+        raise InputError(f"--image {path!r}: cannot read the image ({exc})") from None
+
+
+def _hit_dict(hit: Any, origin: int | None) -> dict[str, Any]:
+    ep = hit.episode
+    return {
+        "id": ep.id,
+        "stamp_ns": ep.stamp_ns,
+        "time_s": None if origin is None else (ep.stamp_ns - origin) / _NS,
+        "score": hit.score,
+        "distance_m": hit.distance_m,
+        "surprise": ep.surprise,
+        "pose_valid": ep.pose_valid,
+        "position": list(ep.pose.position),
+        "orientation": [ep.pose.qx, ep.pose.qy, ep.pose.qz, ep.pose.qw],
+        "frame_id": ep.pose.frame_id,
+        "frame_stamps_ns": list(ep.frame_stamps_ns),
+        "frames": [str(p) for p in ep.frame_files()],
+    }
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from surprise_memory.report import write_report
+
+    html, png = write_report(args.store, args.out)
+    print(f"report {html}\ncurve  {png}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- eval-gebd
+
+_VIDEO_EXTS = (".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm")
+
+
+def _find_video(folder: Path, video_id: str) -> Path | None:
+    for ext in _VIDEO_EXTS:
+        candidate = folder / f"{video_id}{ext}"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _cmd_eval_gebd(args: argparse.Namespace) -> int:
+    from surprise_memory.evaluation.gebd import (
+        MIN_CONSISTENCY,
+        GebdDetector,
+        evaluate_gebd,
+        format_comparison_table,
+        load_ground_truth,
+        load_predictions,
+        measured_row,
+        save_predictions,
+    )
+
+    gt = load_ground_truth(args.annotations)
+    det_values = {**args.detector_defaults, **_given(args, (ScorerConfig, GateConfig))}
+    det_values = {k: v for k, v in det_values.items() if k in args.detector_defaults}
+    runs: dict[str, Mapping[str, Sequence[float]]] = {}
+    weights = "predictions file"
+    settings: dict[str, Any] = {}
+    missing: list[str] = []
+    if args.predictions:
+        runs["predictions"] = load_predictions(args.predictions)
+    else:
+        if not args.videos:
+            raise InputError("eval-gebd needs --videos DIR (or --predictions PRED.pkl)")
+        folder = Path(args.videos)
+        if not folder.is_dir():
+            raise InputError(f"--videos {str(folder)!r} is not a folder")
+        enc_values = _given(args, (EncoderConfig,))
+        if args.device:
+            enc_values["encoder_device"] = args.device
+        enc_cfg = EncoderConfig.from_mapping(enc_values)
+        detector = GebdDetector(**det_values)
+        from surprise_memory.encoders import VideoEncoder
+
+        encoder = VideoEncoder.from_config(enc_cfg)
+        weights = encoder.model_name
+        settings = {**detector.settings, "clip_frames": enc_cfg.clip_frames}
+        causal: dict[str, list[float]] = {}
+        offline: dict[str, list[float]] = {}
+        todo = [vid for vid, v in gt.items() if v.consistency >= MIN_CONSISTENCY]
+        iterator: Any = todo
+        if not args.no_progress:
+            from tqdm import tqdm
+
+            iterator = tqdm(todo, unit="video", desc="eval-gebd", file=sys.stderr)
+        for vid in iterator:
+            path = _find_video(folder, vid)
+            if path is None:
+                missing.append(vid)
+                continue
+            found = _detect_video(path, encoder, enc_cfg, detector)
+            causal[vid], offline[vid] = list(found.causal_s), list(found.offline_s)
+        runs = {"causal": causal, "offline": offline}
+        if missing:
+            _note(
+                f"{len(missing)} of {len(todo)} videos not found in {folder} (their boundaries "
+                f"count as missed): {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
+            )
+        if args.save_predictions:
+            for mode, preds in runs.items():
+                save_predictions(f"{args.save_predictions}.{mode}.pkl", preds)
+    results: dict[str, Any] = {}
+    rows = []
+    for mode, preds in runs.items():
+        result = evaluate_gebd(gt, preds)
+        print(result.format_table(f"GEBD {mode}"))
+        print()
+        results[mode] = result.as_dict()
+        row_mode: Literal["causal", "offline"] = "offline" if mode == "offline" else "causal"
+        rows.append(
+            measured_row(
+                result,
+                weights=weights,
+                mode=row_mode,
+                dataset=Path(args.annotations).name,
+                settings=settings,
+            )
+        )
+    print(format_comparison_table(rows))
+    if weights.startswith("random"):
+        print(
+            "NOTE: measured with random (untrained) encoder weights: a smoke test, not "
+            "comparable with the published number"
+        )
+    if args.out:
+        out = {
+            "annotations": str(Path(args.annotations).resolve()),
+            "videos": args.videos,
+            "weights": weights,
+            "detector": settings,
+            "missing_videos": missing,
+            "results": results,
+            "table": [dataclasses.asdict(r) for r in rows],
+        }
+        Path(args.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        print(f"results {args.out}")
+    return 0
+
+
+def _detect_video(path: Path, encoder: Any, enc_cfg: EncoderConfig, detector: Any) -> Any:
+    """One embedding per frame of a video (a window ending at each frame), then detect."""
+    import numpy as np
+
+    from surprise_memory.sources import VideoSource
+
+    sampler = encoder.make_sampler(enc_cfg)
+    windows: list[Any] = []
+    stamps: list[int] = []
+    embeddings: list[Any] = []
+    for frame in VideoSource(path):
+        window = sampler.push(frame)
+        if window is None:
+            continue
+        windows.append(np.array(window.frames))
+        stamps.append(window.stamp_ns)
+        if len(windows) >= enc_cfg.encoder_batch:
+            embeddings.append(encoder.encode_windows(windows, prepared=True))
+            windows = []
+    if windows:
+        embeddings.append(encoder.encode_windows(windows, prepared=True))
+    z = np.concatenate(embeddings) if embeddings else np.zeros((0, encoder.dim), np.float32)
+    return detector.detect(z, np.asarray(stamps, dtype=np.int64), origin_ns=0)
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage, 130 ^C)."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.func(args)
+    except (ConfigError, InputError, StoreError, SurpriseMemoryError) as exc:
+        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 1
+    return status
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

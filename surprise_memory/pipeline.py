@@ -1,0 +1,696 @@
+"""The offline path: a bag or a video file through the same core objects as the live nodes.
+
+Per camera frame, in stamp order, exactly what the nodes do:
+
+* encoder node: ``WindowSampler.push(frame)``; when it returns a window, the window is
+  encoded (``prepared=True``, the sampler already holds ``prepare_frame`` output) and its
+  embedding carries the window's stamp;
+* scorer node: ``SurpriseScorer.update(z)``, then ``SurpriseGate.push(stamp, score, kl)``;
+* memory node: ``EpisodeAssembler.add_frame(frame)`` for every camera frame (full
+  resolution), ``add_trigger`` for each event, and each finished episode is embedded
+  (``ImageTextEmbedder.embed_images``) and added to the :class:`EpisodeStore`.
+
+The only difference is batching: windows are collected (copied out of the ring buffer) until
+``encoder_batch`` of them are waiting, encoded in one forward pass, and then the frames of the
+batch are *replayed in their original order* through the scorer, gate and assembler. The
+order of operations is therefore the live one (a frame reaches the assembler before the
+events its window decides, as on the robot where the event arrives after the frame), and
+batching changes embeddings only by float rounding.
+
+Memory is constant in the length of the input: the source is read lazily, one batch of
+windows (``encoder_batch`` x M prepared frames) and the frames that arrived with them are
+held, the assembler keeps ``frame_history_seconds``, and the per-frame scores are written to
+``STORE/scores.csv`` as soon as the gate can no longer turn them into events.
+
+Outputs beside the store: ``scores.csv`` (``stamp_ns,score,kl,tau,triggered``, one row per
+scored frame) and ``run.json`` (settings, model names, "untrained" when weights were random,
+input, counts, summary), read by :mod:`surprise_memory.report`.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import platform
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from surprise_memory.config import (
+    ComponentConfig,
+    EmbedderConfig,
+    EncoderConfig,
+    EpisodeConfig,
+    GateConfig,
+    PoseConfig,
+    ScorerConfig,
+    StoreConfig,
+)
+from surprise_memory.episodes import EpisodeAssembler, EpisodeFrames
+from surprise_memory.errors import InputError, StoreError
+from surprise_memory.frames import Frame
+from surprise_memory.gate import SurpriseGate, SurpriseTrigger
+from surprise_memory.surprise import SurpriseScorer
+
+if TYPE_CHECKING:
+    from surprise_memory.encoders import ImageTextEmbedder, VideoEncoder
+    from surprise_memory.sources import PoseLookup
+    from surprise_memory.store import EpisodeStore
+
+__all__ = [
+    "PIPELINE_CONFIGS",
+    "RUN_FORMAT",
+    "RUN_RECORD",
+    "SCORES_CSV",
+    "SCORES_HEADER",
+    "OfflinePipeline",
+    "PipelineSettings",
+    "Progress",
+    "RunSummary",
+    "load_run_record",
+    "process",
+    "read_scores",
+]
+
+_NS = 1_000_000_000
+SCORES_CSV = "scores.csv"
+"""File name of the per-frame scores in the store folder."""
+SCORES_HEADER = ("stamp_ns", "score", "kl", "tau", "triggered")
+"""Columns of ``scores.csv``."""
+RUN_RECORD = "run.json"
+"""File name of the run record in the store folder."""
+RUN_FORMAT = "surprise_memory.run/1"
+"""Value of the ``format`` key of ``run.json``."""
+_MAX_PENDING_FRAMES = 4096  # frames held between two encodes, at most (input_fps skips)
+
+PIPELINE_CONFIGS: tuple[type[ComponentConfig], ...] = (
+    EncoderConfig,
+    ScorerConfig,
+    GateConfig,
+    EpisodeConfig,
+    EmbedderConfig,
+    StoreConfig,
+    PoseConfig,
+)
+"""The component configs whose settings the offline pipeline reads."""
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """Every setting of an offline run, one config per component (defaults = node defaults)."""
+
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    scorer: ScorerConfig = field(default_factory=ScorerConfig)
+    gate: GateConfig = field(default_factory=GateConfig)
+    episode: EpisodeConfig = field(default_factory=EpisodeConfig)
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    pose: PoseConfig = field(default_factory=PoseConfig)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> PipelineSettings:
+        """Build from a flat ``{setting name: value}`` mapping (CLI options, YAML).
+
+        Raises:
+            ConfigError: A value is invalid, or a name belongs to no pipeline setting.
+
+        """
+        from surprise_memory.config import ConfigError
+
+        known = {f.name for c in PIPELINE_CONFIGS for f in dataclasses.fields(c)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown settings: {', '.join(unknown)}")
+        return cls(
+            encoder=EncoderConfig.from_mapping(values),
+            scorer=ScorerConfig.from_mapping(values),
+            gate=GateConfig.from_mapping(values),
+            episode=EpisodeConfig.from_mapping(values),
+            embedder=EmbedderConfig.from_mapping(values),
+            store=StoreConfig.from_mapping(values),
+            pose=PoseConfig.from_mapping(values),
+        )
+
+    def as_dict(self) -> dict[str, dict[str, Any]]:
+        """``{component: {setting: value}}`` for the run record."""
+        return {
+            "encoder": self.encoder.as_dict(),
+            "scorer": self.scorer.as_dict(),
+            "gate": self.gate.as_dict(),
+            "episode": self.episode.as_dict(),
+            "embedder": self.embedder.as_dict(),
+            "store": self.store.as_dict(),
+            "pose": self.pose.as_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a run is, handed to the progress callback after every frame."""
+
+    frames: int
+    events: int
+    episodes: int
+    stamp_ns: int
+
+
+@dataclass
+class RunSummary:
+    """Counts and rates of one offline run.
+
+    Attributes:
+        frames: Camera frames processed.
+        duration_s: Stamp span of those frames, seconds.
+        windows: Encoder windows encoded.
+        scored: Frames that got a surprise score (after the scorer's W warm-up).
+        events: Gated events.
+        episodes: Episodes stored.
+        episodes_per_minute: ``episodes`` per minute of ``duration_s``.
+        stored_frames: Frames stored in episodes.
+        stored_fraction: ``stored_frames / frames``.
+        rejected: Frames or embeddings a core object refused (counted, skipped).
+        wall_s: Seconds of processing (models already loaded).
+        load_s: Seconds to load the models.
+        throughput_fps: ``frames / wall_s``.
+        first_stamp_ns: Stamp of the first frame (None without frames).
+        last_stamp_ns: Stamp of the last frame.
+
+    """
+
+    frames: int = 0
+    duration_s: float = 0.0
+    windows: int = 0
+    scored: int = 0
+    events: int = 0
+    episodes: int = 0
+    episodes_per_minute: float = 0.0
+    stored_frames: int = 0
+    stored_fraction: float = 0.0
+    rejected: int = 0
+    wall_s: float = 0.0
+    load_s: float = 0.0
+    throughput_fps: float = 0.0
+    first_stamp_ns: int | None = None
+    last_stamp_ns: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for ``run.json``."""
+        return dataclasses.asdict(self)
+
+    def format(self) -> str:
+        """The end-of-run summary, a few lines for the terminal."""
+        return "\n".join(
+            [
+                f"frames      {self.frames} over {self.duration_s:.1f} s "
+                f"({self.windows} windows encoded, {self.scored} scored)",
+                f"events      {self.events} ({self.episodes} episodes stored, "
+                f"{self.episodes_per_minute:.2f} per minute)",
+                f"stored      {self.stored_frames} frames = {100 * self.stored_fraction:.2f} % "
+                "of the frames",
+                f"throughput  {self.throughput_fps:.1f} frames/s ({self.wall_s:.1f} s, models "
+                f"loaded in {self.load_s:.1f} s)"
+                + (f"; {self.rejected} items rejected" if self.rejected else ""),
+            ]
+        )
+
+
+class _ScoresWriter:
+    """Writes the per-frame scores, each row once the gate can no longer trigger on it."""
+
+    def __init__(self, path: Path, delay_ns: int) -> None:
+        self._file: io.TextIOWrapper = path.open("w", encoding="utf-8", newline="")
+        self._csv = csv.writer(self._file)
+        self._csv.writerow(SCORES_HEADER)
+        self._delay_ns = delay_ns
+        self._rows: deque[list[Any]] = deque()
+
+    def add(self, stamp_ns: int, score: float, kl: float, tau: float) -> None:
+        self._rows.append([stamp_ns, score, kl, tau, 0])
+
+    def mark(self, trigger: SurpriseTrigger) -> None:
+        for row in reversed(self._rows):
+            if row[0] == trigger.stamp_ns:
+                row[4] = 1
+                return
+
+    def settle(self, now_ns: int | None) -> None:
+        """Write the rows older than the gate's delay (all of them when ``now_ns`` is None)."""
+        rows = self._rows
+        while rows and (now_ns is None or rows[0][0] < now_ns - self._delay_ns):
+            stamp, score, kl, tau, trig = rows.popleft()
+            self._csv.writerow([stamp, repr(score), repr(kl), repr(tau), trig])
+
+    def close(self) -> None:
+        self.settle(None)
+        self._file.close()
+
+
+def read_scores(path: str | os.PathLike[str]) -> dict[str, npt.NDArray[Any]]:
+    """Read a ``scores.csv`` into arrays keyed by column (``stamp_ns`` int64, others float).
+
+    Raises:
+        StoreError: The file is missing or its header is not :data:`SCORES_HEADER`.
+
+    """
+    path = Path(path)
+    try:
+        with path.open(encoding="utf-8", newline="") as f:
+            reader = csv.reader(f)
+            header = tuple(next(reader, ()))
+            if header != SCORES_HEADER:
+                raise StoreError(f"{path}: header {header} is not {SCORES_HEADER}")
+            rows = list(reader)
+    except OSError as exc:
+        raise StoreError(f"cannot read the scores {path}: {exc}") from exc
+    cols = list(zip(*rows, strict=True)) if rows else [() for _ in SCORES_HEADER]
+    return {
+        "stamp_ns": np.asarray([int(v) for v in cols[0]], dtype=np.int64),
+        "score": np.asarray([float(v) for v in cols[1]], dtype=np.float64),
+        "kl": np.asarray([float(v) for v in cols[2]], dtype=np.float64),
+        "tau": np.asarray([float(v) for v in cols[3]], dtype=np.float64),
+        "triggered": np.asarray([int(v) for v in cols[4]], dtype=np.int64),
+    }
+
+
+def load_run_record(store_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``STORE/run.json``.
+
+    Raises:
+        StoreError: Missing, unreadable, or not a run record.
+
+    """
+    path = Path(store_path) / RUN_RECORD
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(
+            f"{path} is missing: {Path(store_path)} was not written by `surprise-memory process`"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"cannot read the run record {path}: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
+        raise StoreError(f"{path} is not a run record (format {RUN_FORMAT})")
+    return data
+
+
+def _versions() -> dict[str, str]:
+    import torch
+
+    from surprise_memory import __version__
+
+    return {
+        "surprise_memory": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+    }
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=_json_default) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+class OfflinePipeline:
+    """Source -> windows -> batched encoder -> scorer -> gate -> episodes -> store.
+
+    Args:
+        settings: All settings (defaults = the nodes' defaults).
+        encoder: A loaded video encoder to use instead of building one from
+            ``settings.encoder`` (its batch size is ignored: ``encoder_batch`` decides).
+        embedder: A loaded embedder to use instead of building one from ``settings.embedder``.
+        seed: Seed of random (untrained) weights.
+
+    Raises:
+        ModelLoadError: Weights cannot be loaded.
+        ConfigError: A setting is invalid (e.g. ``clip_frames`` not a multiple of the
+            tubelet size).
+
+    """
+
+    def __init__(
+        self,
+        settings: PipelineSettings | None = None,
+        *,
+        encoder: VideoEncoder | None = None,
+        embedder: ImageTextEmbedder | None = None,
+        seed: int = 0,
+    ) -> None:
+        from surprise_memory.encoders import ImageTextEmbedder, VideoEncoder
+
+        self.settings = settings or PipelineSettings()
+        t0 = time.perf_counter()
+        self.encoder = encoder or VideoEncoder.from_config(self.settings.encoder, seed=seed)
+        self.embedder = embedder or ImageTextEmbedder.from_config(self.settings.embedder, seed=seed)
+        self.load_s = time.perf_counter() - t0
+        self.encoder.make_sampler(self.settings.encoder)  # checks clip_frames vs tubelet now
+
+    @property
+    def untrained(self) -> bool:
+        """True when either model has random weights."""
+        return not (self.encoder.pretrained and self.embedder.pretrained)
+
+    def models(self) -> dict[str, dict[str, Any]]:
+        """Model names and whether they are trained, for the run record."""
+        return {
+            "encoder": {
+                "name": self.encoder.model_name,
+                "pretrained": self.encoder.pretrained,
+                "dim": self.encoder.dim,
+                "device": str(self.encoder.device),
+                "dtype": str(self.encoder.dtype).removeprefix("torch."),
+            },
+            "embedder": {
+                "name": self.embedder.model_name,
+                "pretrained": self.embedder.pretrained,
+                "dim": self.embedder.dim,
+                "device": str(self.embedder.device),
+                "dtype": str(self.embedder.dtype).removeprefix("torch."),
+            },
+        }
+
+    def run(
+        self,
+        frames: Iterable[Frame],
+        store_path: str | os.PathLike[str],
+        *,
+        pose_lookup: PoseLookup | None = None,
+        input_info: Mapping[str, Any] | None = None,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> RunSummary:
+        """Process a stream of frames into a new store (constant memory).
+
+        Args:
+            frames: Camera frames, stamps strictly increasing (a source, read lazily).
+            store_path: The store folder; created if missing. It must not hold a run or
+                episodes already.
+            pose_lookup: Pose of the robot at each event's stamp; None = no pose
+                (``pose_valid`` false).
+            input_info: Description of the input for the run record.
+            progress: Called after every frame.
+
+        Returns:
+            The summary (also written to ``STORE/run.json``).
+
+        Raises:
+            StoreError: The store cannot be written, or it already holds a run.
+
+        """
+        from surprise_memory.store import EpisodeStore
+
+        root = Path(store_path).expanduser()
+        if (root / RUN_RECORD).exists():
+            raise StoreError(
+                f"{root} already holds an offline run ({RUN_RECORD}); give a new --out folder"
+            )
+        store = EpisodeStore(root, self.settings.store)
+        try:
+            if len(store):
+                raise StoreError(
+                    f"{root} already holds {len(store)} episodes; offline runs write a new store"
+                )
+            return _Run(self, store, pose_lookup, dict(input_info or {}), progress).go(frames)
+        finally:
+            store.close()
+
+
+class _Run:
+    """State of one pass (kept apart so a pipeline's models can serve several runs)."""
+
+    def __init__(
+        self,
+        pipeline: OfflinePipeline,
+        store: EpisodeStore,
+        pose_lookup: PoseLookup | None,
+        input_info: dict[str, Any],
+        progress: Callable[[Progress], None] | None,
+    ) -> None:
+        s = pipeline.settings
+        self.p = pipeline
+        self.store = store
+        self.pose_lookup = pose_lookup
+        self.progress = progress
+        self.sampler = pipeline.encoder.make_sampler(s.encoder)
+        self.scorer = SurpriseScorer.from_config(s.scorer)
+        self.gate = SurpriseGate.from_config(s.gate)
+        self.assembler = EpisodeAssembler(s.episode)
+        self.batch = s.encoder.encoder_batch
+        self.pending: list[tuple[Frame, npt.NDArray[np.uint8] | None, int]] = []
+        self.windows_waiting = 0
+        self.summary = RunSummary(load_s=pipeline.load_s)
+        self.events: list[dict[str, Any]] = []
+        self.episode_ids: list[str] = []
+        self.scores = _ScoresWriter(store.path / SCORES_CSV, self.gate.max_delay_ns)
+        self.record: dict[str, Any] = {
+            "format": RUN_FORMAT,
+            "status": "running",
+            "started_wall_ns": time.time_ns(),
+            "input": input_info,
+            "settings": {
+                **s.as_dict(),
+                "store": {**s.store.as_dict(), "store_path": str(store.path)},
+            },
+            "models": pipeline.models(),
+            "untrained": pipeline.untrained,
+            "scores_csv": SCORES_CSV,
+            "versions": _versions(),
+        }
+        _write_json(store.path / RUN_RECORD, self.record)
+
+    def go(self, frames: Iterable[Frame]) -> RunSummary:
+        sm = self.summary
+        t0 = time.perf_counter()
+        try:
+            for frame in frames:
+                try:
+                    window = self.sampler.push(frame)
+                except InputError:
+                    sm.rejected += 1
+                    continue
+                if sm.first_stamp_ns is None:
+                    sm.first_stamp_ns = frame.stamp_ns
+                sm.last_stamp_ns = frame.stamp_ns
+                if window is None:
+                    self.pending.append((frame, None, frame.stamp_ns))
+                else:  # the ring buffer's view is overwritten by the next push: copy it
+                    self.pending.append((frame, np.array(window.frames), window.stamp_ns))
+                    self.windows_waiting += 1
+                if self.windows_waiting >= self.batch or len(self.pending) >= _MAX_PENDING_FRAMES:
+                    self._drain()
+            self._drain()
+            for trigger in self.gate.flush():  # end of stream: as the scorer node's close()
+                self._on_trigger(trigger)
+            for episode in self.assembler.flush():
+                self._store(episode)
+        finally:
+            self.scores.close()
+        sm.wall_s = time.perf_counter() - t0
+        self._finish()
+        return sm
+
+    def _drain(self) -> None:
+        """Encode the waiting windows at once, then replay their frames in order."""
+        pending, self.pending = self.pending, []
+        self.windows_waiting = 0
+        windows = [w for _, w, _ in pending if w is not None]
+        embeddings = (
+            self.p.encoder.encode_windows(windows, prepared=True) if windows else np.empty((0, 0))
+        )
+        k = 0
+        sm = self.summary
+        for frame, window, stamp in pending:
+            sm.frames += 1
+            try:  # memory node: every camera frame, full resolution
+                done = self.assembler.add_frame(frame)
+            except InputError:
+                sm.rejected += 1
+                done = []
+            for episode in done:
+                self._store(episode)
+            if window is not None:
+                z = embeddings[k]
+                k += 1
+                sm.windows += 1
+                self._score(stamp, z)
+            if self.progress is not None:
+                self.progress(Progress(sm.frames, sm.events, sm.episodes, frame.stamp_ns))
+
+    def _score(self, stamp_ns: int, z: npt.NDArray[np.float32]) -> None:
+        sm = self.summary
+        try:
+            result = self.scorer.update(z)
+        except InputError:
+            sm.rejected += 1
+            return
+        if result is None:
+            return
+        try:
+            triggers = self.gate.push(stamp_ns, result.score, result.kl)
+        except InputError:
+            sm.rejected += 1
+            return
+        sm.scored += 1
+        self.scores.add(stamp_ns, result.score, result.kl, self.gate.threshold)
+        for trigger in triggers:
+            self._on_trigger(trigger)
+        self.scores.settle(stamp_ns)
+
+    def _on_trigger(self, trigger: SurpriseTrigger) -> None:
+        self.summary.events += 1
+        self.scores.mark(trigger)
+        self.events.append(
+            {
+                "stamp_ns": trigger.stamp_ns,
+                "score": trigger.score,
+                "kl": _finite_or_none(trigger.kl),
+                "threshold": _finite_or_none(trigger.threshold),
+                "decided_ns": trigger.decided_ns,
+            }
+        )
+        for episode in self.assembler.add_trigger(trigger):
+            self._store(episode)
+
+    def _store(self, episode: EpisodeFrames) -> None:
+        trig = episode.trigger
+        pose = None
+        if self.pose_lookup is not None:
+            try:
+                pose = self.pose_lookup.at(trig.stamp_ns)
+            except InputError:
+                pose = None
+        frames = list(episode.frames)
+        embeddings = self.p.embedder.embed_images(frames)
+        record = self.store.add(
+            frames,
+            embeddings,
+            stamp_ns=trig.stamp_ns,
+            surprise=trig.score,
+            threshold=trig.threshold,
+            pose=pose,
+            embedder_model=self.p.embedder.model_name,
+            embedder_pretrained=self.p.embedder.pretrained,
+            encoder_model=self.p.encoder.model_name,
+            encoder_pretrained=self.p.encoder.pretrained,
+        )
+        self.summary.episodes += 1
+        self.summary.stored_frames += len(frames)
+        self.episode_ids.append(record.id)
+
+    def _finish(self) -> None:
+        sm = self.summary
+        if sm.first_stamp_ns is not None and sm.last_stamp_ns is not None:
+            sm.duration_s = (sm.last_stamp_ns - sm.first_stamp_ns) / _NS
+        minutes = sm.duration_s / 60.0
+        sm.episodes_per_minute = sm.episodes / minutes if minutes > 0 else 0.0
+        sm.stored_fraction = sm.stored_frames / sm.frames if sm.frames else 0.0
+        sm.throughput_fps = sm.frames / sm.wall_s if sm.wall_s > 0 else 0.0
+        self.record.update(
+            status="complete",
+            finished_wall_ns=time.time_ns(),
+            summary=sm.as_dict(),
+            events=self.events,
+            episodes=self.episode_ids,
+        )
+        _write_json(self.store.path / RUN_RECORD, self.record)
+
+
+def process(
+    input_path: str | os.PathLike[str],
+    store_path: str | os.PathLike[str],
+    settings: PipelineSettings | None = None,
+    *,
+    image_topic: str | None = None,
+    pose_topic: str | None = None,
+    fps: float | None = None,
+    pipeline: OfflinePipeline | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    on_open: Callable[[Any, PoseLookup | None], None] | None = None,
+) -> RunSummary:
+    """Process a bag or a video file into a new store (the ``process`` command).
+
+    Args:
+        input_path: rosbag2 folder or file, ROS 1 ``.bag``, or video file.
+        store_path: New store folder.
+        settings: All settings (ignored when ``pipeline`` is given).
+        image_topic: Camera topic of a bag (detected when the bag has one).
+        pose_topic: Odometry/pose/``/tf`` topic of a bag for the episodes' poses; None = none.
+        fps: Keep at most this many frames per second of the input (None/0: all).
+        pipeline: A pipeline with loaded models (tests, several inputs).
+        progress: Called after every frame.
+        on_open: Called with the source and pose lookup once opened (the CLI prints them).
+
+    Returns:
+        The run summary.
+
+    Raises:
+        InputError: The input cannot be read, or a pose topic was given for a video.
+        StoreError: The store cannot be written, or holds a run already.
+        ModelLoadError: Weights cannot be loaded.
+
+    """
+    from surprise_memory.sources import BagSource, open_source
+
+    source = open_source(Path(input_path), image_topic, fps=fps)
+    lookup: PoseLookup | None = None
+    if pose_topic and not isinstance(source, BagSource):
+        raise InputError(
+            f"pose topic {pose_topic!r} was given for the video file {str(input_path)!r}; "
+            "poses come only from bags"
+        )
+    pipe = pipeline or OfflinePipeline(settings)
+    if pose_topic and isinstance(source, BagSource):
+        cfg = pipe.settings.pose
+        lookup = source.pose_lookup(
+            pose_topic,
+            map_frame=cfg.map_frame,
+            base_frame=cfg.robot_frame,
+            max_gap_ns=round(cfg.pose_tolerance_seconds * _NS),
+        )
+    if on_open is not None:
+        on_open(source, lookup)
+    info = {
+        "path": str(Path(input_path).resolve()),
+        "kind": "bag" if isinstance(source, BagSource) else "video",
+        "stream": source.stream_name,
+        "description": source.describe(),
+        "pose_topic": pose_topic or None,
+        "pose_frames": lookup.describe() if lookup is not None else None,
+        "fps": fps or None,
+    }
+    try:
+        summary = pipe.run(
+            source, store_path, pose_lookup=lookup, input_info=info, progress=progress
+        )
+    finally:
+        if lookup is not None:
+            lookup.close()
+    run_path = Path(store_path).expanduser() / RUN_RECORD
+    record = json.loads(run_path.read_text(encoding="utf-8"))
+    record["input"]["source_stats"] = source.stats.as_dict()
+    _write_json(run_path, record)
+    return summary

@@ -1,0 +1,140 @@
+"""The report, looked at in a real headless Chromium (Debian's ``chromium`` package).
+
+The page is screenshotted three times: as written, with the surprise plot hidden, and with
+the thumbnails hidden (``visibility: hidden`` keeps the layout, so only those pixels
+change). The differences must be plot-sized and thumbnail-sized regions with content. The
+test fails, never skips, when Chromium is missing: CI installs it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from surprise_memory.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
+from surprise_memory.errors import StoreError
+from surprise_memory.pipeline import OfflinePipeline, PipelineSettings, load_run_record
+from surprise_memory.report import THUMB_WIDTH, write_report
+from surprise_memory.store import EpisodeStore
+from surprise_memory.synthetic import SyntheticScene, synthetic_frames
+
+WIDTH, HEIGHT = 1280, 2400
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.fail("chromium is not installed: `apt-get install -y chromium` (Debian) is needed")
+
+
+def screenshot(html: Path, png: Path, profile: Path) -> np.ndarray:
+    subprocess.run(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            f"--screenshot={png}",
+            f"--window-size={WIDTH},{HEIGHT}",
+            html.resolve().as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return np.asarray(Image.open(png).convert("RGB"), dtype=np.int16)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    settings = PipelineSettings.from_mapping(
+        {
+            "encoder_weights": TINY_VIDEO_WEIGHTS,
+            "encoder_device": "cpu",
+            "clip_frames": 8,
+            "window": 16,
+            "warmup": 8,
+            "nms_seconds": 0.5,
+            "embedder_model": TINY_EMBEDDER_MODEL,
+            "embedder_weights": "random",
+            "embedder_device": "cpu",
+            "episode_frames": 4,
+        }
+    )
+    path = tmp_path_factory.mktemp("report") / "store"
+    scene = SyntheticScene(seed=3, duration_s=10.0, width=96, height=72)
+    OfflinePipeline(settings).run(synthetic_frames(scene), path)
+    return path
+
+
+def diff_box(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int]:
+    """(changed pixels, width, height) of the region where two screenshots differ."""
+    changed = np.abs(a - b).sum(axis=2) > 24
+    ys, xs = np.nonzero(changed)
+    if ys.size == 0:
+        return 0, 0, 0
+    return int(changed.sum()), int(xs.max() - xs.min() + 1), int(ys.max() - ys.min() + 1)
+
+
+def test_report_in_headless_chromium(store: Path, tmp_path: Path) -> None:
+    html_path, png_path = write_report(store, tmp_path / "report.html")
+    page = html_path.read_text(encoding="utf-8")
+    assert png_path.read_bytes().startswith(b"\x89PNG")
+    # self-contained: every src/href is inline data, nothing is fetched
+    assert not re.findall(r'(?:src|href)="(?!data:)', page)
+    assert "http://" not in page and "https://" not in page and "@import" not in page
+    run = load_run_record(store)
+    with EpisodeStore(store, read_only=True) as s:
+        frames = sum(len(s.get(i).frame_paths) for i in s.episode_ids())
+    assert frames > 0
+    assert page.count('class="thumb"') == frames
+    assert 'id="untrained"' in page and "UNTRAINED" in page
+    assert run["models"]["encoder"]["name"] in page
+
+    full = screenshot(html_path, tmp_path / "full.png", tmp_path / "p1")
+    style = "</style>"
+    no_plot = tmp_path / "no_plot.html"
+    no_plot.write_text(page.replace(style, "#surprise-plot{visibility:hidden}" + style, 1))
+    no_thumbs = tmp_path / "no_thumbs.html"
+    no_thumbs.write_text(page.replace(style, "img.thumb{visibility:hidden}" + style, 1))
+    without_plot = screenshot(no_plot, tmp_path / "no_plot.png", tmp_path / "p2")
+    without_thumbs = screenshot(no_thumbs, tmp_path / "no_thumbs.png", tmp_path / "p3")
+    assert full.shape == without_plot.shape == (HEIGHT, WIDTH, 3)
+
+    # the plot: a 1200x360 figure drawn in the page (blue curve, orange tau, red events)
+    count, w, h = diff_box(full, without_plot)
+    assert w >= 1000 and h >= 300 and count > 20_000, (count, w, h)
+    region = full[np.abs(full - without_plot).sum(axis=2) > 24]
+    reddish = (region[:, 0] > 180) & (region[:, 1] < 90) & (region[:, 2] < 90)
+    assert (run["summary"]["events"] == 0) or reddish.sum() > 20, "no event marker drawn"
+
+    # the thumbnails: each frame shown THUMB_WIDTH px wide, with image content
+    count, w, h = diff_box(full, without_thumbs)
+    assert w >= 4 * THUMB_WIDTH and count > frames * THUMB_WIDTH * 40, (count, w, h)
+    changed = np.abs(full - without_thumbs).sum(axis=2) > 24
+    assert full[changed].std(axis=0).mean() > 10, "thumbnails look blank"
+
+    # the untrained banner is at the top, in red
+    top = full[:250]
+    banner = (top[..., 0] > 170) & (top[..., 1] < 70) & (top[..., 2] < 70)
+    assert banner.sum() > 10_000
+
+
+def test_report_of_a_folder_without_a_run(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=r"run\.json"):
+        write_report(tmp_path)
