@@ -94,6 +94,31 @@ def test_big_endian_mono16_and_padded_rows() -> None:
     np.testing.assert_array_equal(rgb_from_image_msg(padded), RGB)
 
 
+@pytest.mark.parametrize(
+    ("encoding", "tile"),
+    [
+        ("bayer_rggb8", [[200, 100], [100, 50]]),
+        ("bayer_bggr8", [[50, 100], [100, 200]]),
+        ("bayer_gbrg8", [[100, 50], [200, 100]]),
+        ("bayer_grbg8", [[100, 200], [50, 100]]),
+    ],
+)
+def test_bayer_is_demosaiced(encoding: str, tile: list[list[int]]) -> None:
+    mosaic = np.tile(np.array(tile, np.uint8), (4, 5))  # a flat (200, 100, 50) scene
+    out = rgb_from_image_msg(image(mosaic, encoding))
+    assert out.shape == (8, 10, 3)
+    np.testing.assert_array_equal(out, np.broadcast_to(np.uint8([200, 100, 50]), out.shape))
+
+
+def test_mono16_scales_the_full_range_to_8_bits() -> None:
+    values = np.array([[0, 255, 0x8000, 0xFF00, 0xFFFF]], np.uint16)
+    for big in (False, True):
+        out = rgb_from_image_msg(image(values, "mono16", big=big))[0, :, 0].astype(int)
+        # value * 255 / 65535, truncated: within one level of the high byte
+        assert out[0] == 0 and out[-1] == 255
+        assert np.abs(out - (values[0] >> 8)).max() <= 1
+
+
 def test_frame_from_message_keeps_stamp_and_frame_id() -> None:
     frame = frame_from_image_msg(image(RGB, "rgb8"))
     assert frame.stamp_ns == 1_500_000_123 and frame.frame_id == "cam"

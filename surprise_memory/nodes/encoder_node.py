@@ -17,9 +17,16 @@ from sensor_msgs.msg import CompressedImage, Image
 from surprise_memory.config import CameraConfig, EncoderConfig
 from surprise_memory.encoders import VideoEncoder
 from surprise_memory.errors import InputError
-from surprise_memory.frames import Window, frame_from_image_msg
+from surprise_memory.frames import Window
 from surprise_memory.msg import FrameEmbedding
-from surprise_memory.nodes.ros_common import NodeStats, declare_settings, ns_to_time, run_node
+from surprise_memory.nodes.ros_common import (
+    NodeStats,
+    StampOrder,
+    declare_settings,
+    frame_from_msg,
+    ns_to_time,
+    run_node,
+)
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -80,7 +87,7 @@ class EncoderNode(Node):
             latency_mean_ms="",
             latency_p95_ms="",
         )
-        self._last_stamp: int | None = None
+        self._order = StampOrder(self, self._stats, self._sampler.reset)
         self._latencies: deque[float] = deque(maxlen=500)
         self._slot = LatestSlot()
         self._stop = threading.Event()
@@ -103,28 +110,15 @@ class EncoderNode(Node):
         )
 
     def _on_image(self, msg: Image | CompressedImage) -> None:
-        self._stats.counts["frames_in"] += 1
-        try:
-            frame = frame_from_image_msg(msg)
-        except InputError as exc:
-            self._stats.reject("image", str(exc))
+        frame = frame_from_msg(msg, self._stats)
+        if frame is None or not self._order.check(frame.stamp_ns):
             return
-        if self._last_stamp is not None and frame.stamp_ns <= self._last_stamp:
-            if frame.stamp_ns == self._last_stamp:
-                self._stats.reject("duplicate_stamp", f"stamp {frame.stamp_ns} ns seen twice")
-                return
-            self.get_logger().warning(
-                f"time went backwards ({self._last_stamp} -> {frame.stamp_ns} ns): "
-                "restarting the frame window"
-            )
-            self._stats.counts["resets"] += 1
-            self._sampler.reset()
         try:
             window = self._sampler.push(frame)
         except InputError as exc:
             self._stats.reject("image", str(exc))
             return
-        self._last_stamp = frame.stamp_ns
+        self._order.commit(frame.stamp_ns)
         if window is not None:
             # the window is a view of the ring buffer, overwritten by the next frame: the
             # model thread needs its own copy

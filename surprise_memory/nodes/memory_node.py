@@ -8,6 +8,8 @@ import queue
 import threading
 
 import numpy as np
+from rclpy.clock import Clock
+from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.qos_overriding_options import QoSOverridingOptions
@@ -17,12 +19,14 @@ from surprise_memory.config import CameraConfig, EmbedderConfig, EpisodeConfig, 
 from surprise_memory.encoders import ImageTextEmbedder
 from surprise_memory.episodes import EpisodeAssembler, EpisodeFrames
 from surprise_memory.errors import InputError, SurpriseMemoryError
-from surprise_memory.frames import frame_from_image_msg, rgb_from_image_msg
+from surprise_memory.frames import rgb_from_image_msg
 from surprise_memory.gate import SurpriseTrigger
 from surprise_memory.msg import Episode, SurpriseEvent
 from surprise_memory.nodes.ros_common import (
     NodeStats,
+    StampOrder,
     declare_settings,
+    frame_from_msg,
     image_msg_from_rgb,
     ns_to_time,
     pose_from_msg,
@@ -87,7 +91,7 @@ class MemoryNode(Node):
         self._stats.values.update(
             store=path, embedder=self._embedder.model_name, episodes_in_store=str(len(self._store))
         )
-        self._last_stamp: int | None = None
+        self._order = StampOrder(self, self._stats, self._reset)
         self._work: queue.Queue[EpisodeFrames | None] = queue.Queue(maxsize=_PENDING_EPISODES)
         self._episode_pub = self.create_publisher(Episode, "episodes", RELIABLE)
         msg_type = CompressedImage if camera.image_transport == "compressed" else Image
@@ -102,29 +106,23 @@ class MemoryNode(Node):
         )
         self.create_subscription(SurpriseEvent, "events", self._on_event, RELIABLE)
         self.create_service(RetrieveEpisodes, "retrieve_episodes", self._on_retrieve)
-        self.create_timer(1.0, self._on_timer)
+        # fires on wall time; compares with the node's clock (sim time during a bag replay)
+        self.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._worker = threading.Thread(target=self._store_loop, name="episodes", daemon=True)
         self._worker.start()
         self.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
 
     # --- camera and events (executor thread) ---
     def _on_image(self, msg: Image | CompressedImage) -> None:
-        self._stats.counts["frames_in"] += 1
-        try:
-            frame = frame_from_image_msg(msg)
-        except InputError as exc:
-            self._stats.reject("image", str(exc))
+        frame = frame_from_msg(msg, self._stats)
+        if frame is None or not self._order.check(frame.stamp_ns):
             return
-        if self._last_stamp is not None and frame.stamp_ns <= self._last_stamp:
-            if frame.stamp_ns == self._last_stamp:
-                self._stats.reject("duplicate_stamp", f"stamp {frame.stamp_ns} ns seen twice")
-                return
-            self.get_logger().warning("time went backwards: dropping held frames and events")
-            self._stats.counts["resets"] += 1
-            self._assembler.reset()
-            self._events.clear()
-        self._last_stamp = frame.stamp_ns
+        self._order.commit(frame.stamp_ns)
         self._enqueue(self._assembler.add_frame(frame))
+
+    def _reset(self) -> None:
+        self._assembler.reset()
+        self._events.clear()
 
     def _on_event(self, msg: SurpriseEvent) -> None:
         stamp = time_to_ns(msg.header.stamp)

@@ -16,6 +16,8 @@ from rcl_interfaces.msg import (
     ParameterDescriptor,
     SetParametersResult,
 )
+from rclpy.clock import Clock
+from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -137,7 +139,9 @@ class NodeStats:
         self.counts: Counter[str] = Counter()
         self.values: dict[str, str] = {}
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._timer = node.create_timer(period_s, self.publish)
+        # wall time: with use_sim_time the counters must still come when a bag has ended
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._timer = node.create_timer(period_s, self.publish, clock=steady)
 
     def reject(self, reason: str, detail: str) -> None:
         """Count a rejected input and log it, throttled."""
@@ -230,3 +234,51 @@ def image_msg_from_rgb(rgb: Any, stamp_ns: int = 0, frame_id: str = "") -> Any:
     msg.header.stamp = ns_to_time(stamp_ns)
     msg.header.frame_id = frame_id
     return msg
+
+
+class StampOrder:
+    """Watches that a stream's stamps increase, as every node's core objects require.
+
+    ``check(stamp)``: an equal stamp is a duplicate (rejected and counted: False); an
+    earlier one means time went backwards (a bag restarted or looped): one warning, a
+    counted reset, ``on_reset()``, and the item is accepted as the start of a new sequence.
+    ``commit(stamp)`` records an item the node actually used.
+    """
+
+    def __init__(self, node: Node, stats: NodeStats, on_reset: Any) -> None:
+        self._node = node
+        self._stats = stats
+        self._on_reset = on_reset
+        self._last: int | None = None
+
+    def check(self, stamp_ns: int) -> bool:
+        """True when the item may be used (after a reset if time went backwards)."""
+        last = self._last
+        if last is None or stamp_ns > last:
+            return True
+        if stamp_ns == last:
+            self._stats.reject("duplicate_stamp", f"stamp {stamp_ns} ns seen twice")
+            return False
+        self._node.get_logger().warning(
+            f"time went backwards ({last} -> {stamp_ns} ns): a bag restarted or looped? "
+            "Starting a new sequence."
+        )
+        self._stats.counts["resets"] += 1
+        self._on_reset()
+        return True
+
+    def commit(self, stamp_ns: int) -> None:
+        """Record the stamp of an item that was used."""
+        self._last = stamp_ns
+
+
+def frame_from_msg(msg: Any, stats: NodeStats) -> Any:
+    """A camera message as a core Frame, or None (counted and logged) when unusable."""
+    from surprise_memory.frames import frame_from_image_msg
+
+    stats.counts["frames_in"] += 1
+    try:
+        return frame_from_image_msg(msg)
+    except SurpriseMemoryError as exc:
+        stats.reject("image", str(exc))
+        return None

@@ -19,6 +19,7 @@ from surprise_memory.gate import SurpriseGate, SurpriseTrigger
 from surprise_memory.msg import FrameEmbedding, SurpriseEvent, SurpriseScore
 from surprise_memory.nodes.ros_common import (
     NodeStats,
+    StampOrder,
     declare_settings,
     ns_to_time,
     pose_from_msg,
@@ -52,7 +53,7 @@ class ScorerNode(Node):
         self._validate = settings_change_validator(*configs)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._stats = NodeStats(self)
-        self._last_stamp: int | None = None
+        self._order = StampOrder(self, self._stats, self._reset)
         self._encoder = ("", True)  # model and pretrained flag of the latest embedding
 
         self._odometry = PoseBuffer(max_gap_ns=round(self._pose_cfg.pose_tolerance_seconds * 1e9))
@@ -85,6 +86,11 @@ class ScorerNode(Node):
                     self._gate.gamma = p.value
         return result
 
+    def _reset(self) -> None:
+        self._scorer.reset()
+        self._gate.reset()
+        self._odometry.clear()
+
     def _on_odometry(self, msg: Odometry) -> None:
         pose = pose_from_msg(msg.pose.pose, msg.header.frame_id)
         if pose.is_finite():
@@ -93,24 +99,14 @@ class ScorerNode(Node):
     def _on_embedding(self, msg: FrameEmbedding) -> None:
         stamp = time_to_ns(msg.header.stamp)
         self._stats.counts["embeddings_in"] += 1
-        if self._last_stamp is not None and stamp <= self._last_stamp:
-            if stamp == self._last_stamp:
-                self._stats.reject("duplicate_stamp", f"stamp {stamp} ns seen twice")
-                return
-            self.get_logger().warning(
-                f"time went backwards ({self._last_stamp} -> {stamp} ns): a bag restarted or "
-                "looped? Resetting the scorer and gate."
-            )
-            self._stats.counts["resets"] += 1
-            self._scorer.reset()
-            self._gate.reset()
-            self._odometry.clear()
+        if not self._order.check(stamp):
+            return
         try:
             result = self._scorer.update(np.asarray(msg.embedding, dtype=np.float32))
         except InputError as exc:
             self._stats.reject("embedding", str(exc))
             return
-        self._last_stamp = stamp
+        self._order.commit(stamp)
         self._encoder = (msg.model, msg.pretrained)
         if result is None:
             return

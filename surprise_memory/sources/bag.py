@@ -12,6 +12,12 @@ header order (several cameras, network jitter): a small reorder buffer
 too late, or repeats a stamp, is dropped and counted (``stats.out_of_order``), so the
 stream's stamps strictly increase.
 
+Pixels. Messages are converted by :func:`surprise_memory.frames.rgb_from_image_msg`, the
+project's one conversion (the live nodes use it too). A frame it refuses (depth or
+unknown encoding, zero size, ``step``/``data`` length mismatch, compressed data that is
+not a decodable JPEG or PNG) is skipped, logged as a "bad frame" with the reason, and
+counted in ``stats.bad``; the stream goes on.
+
 Poses (:meth:`BagSource.pose_lookup`): from an odometry topic (``nav_msgs/msg/Odometry``),
 a ``geometry_msgs/msg/PoseStamped`` or ``PoseWithCovarianceStamped`` topic (e.g.
 ``/amcl_pose``), or from ``/tf``. For tf, how far it goes: the chain from ``map_frame``
@@ -35,9 +41,8 @@ from rosbags.highlevel import AnyReader, AnyReaderError
 from rosbags.typesys import Stores, get_typestore
 
 from surprise_memory.errors import ConfigError, InputError
-from surprise_memory.frames import Frame
+from surprise_memory.frames import Frame, rgb_from_image_msg
 from surprise_memory.pose import Pose
-from surprise_memory.sources._convert import message_to_rgb
 from surprise_memory.sources.base import (
     SkipLog,
     SourceStats,
@@ -306,8 +311,8 @@ class BagSource:
                 stats.subsampled += 1
                 return
             try:
-                rgb = message_to_rgb(msg)
-            except Exception as err:  # a bad frame never ends the stream
+                rgb = rgb_from_image_msg(msg)
+            except Exception as err:  # a bad frame never ends the stream (InputError mostly)
                 stats.bad += 1
                 skips.skip("bad frame", f"stamp {stamp_ns} ns: {err}")
                 return

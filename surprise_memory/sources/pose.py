@@ -11,23 +11,24 @@ A :class:`PoseLookup` answers "where was the robot at stamp t?" with a :class:`P
   e.g. ``map -> odom`` (static or slow) then ``odom -> base_link`` (fast).
 
 Poses are :class:`surprise_memory.pose.Pose` (the project's one pose type); a lookup
-also names its moving frame (``child_frame_id``). Nothing here knows about bags or ROS
-messages; :mod:`surprise_memory.sources.bag` builds these lookups from a bag's messages,
-and a node could build them from its subscriptions.
+also names its moving frame (``child_frame_id``). The pose maths and the lookup rule
+(``compose``, ``interpolate``, ``yaw_of``, re-exported here) live in
+:mod:`surprise_memory.pose`, shared with the live node's ``PoseBuffer``. Nothing here
+knows about bags or ROS messages; :mod:`surprise_memory.sources.bag` builds these lookups
+from a bag's messages, and a node could build them from its subscriptions.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
-import math
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 
 from surprise_memory.errors import ConfigError, InputError
-from surprise_memory.pose import Pose
+from surprise_memory.pose import Pose, Sample, compose, pose_from_samples, yaw_of
+from surprise_memory.pose import interpolate_between as interpolate
 
 __all__ = [
     "ChainedPoseLookup",
@@ -39,83 +40,6 @@ __all__ = [
     "interpolate",
     "yaw_of",
 ]
-
-Vector3 = tuple[float, float, float]
-Quaternion = tuple[float, float, float, float]  # x, y, z, w (ROS order)
-
-
-Sample = tuple[int, Pose]
-"""A pose and its stamp (int nanoseconds)."""
-
-
-def yaw_of(pose: Pose) -> float:
-    """Heading about +z in radians (for plots and reports)."""
-    x, y, z, w = pose.qx, pose.qy, pose.qz, pose.qw
-    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-
-
-def _quat(pose: Pose) -> Quaternion:
-    return (pose.qx, pose.qy, pose.qz, pose.qw)
-
-
-def _make(position: Vector3, q: Quaternion, frame_id: str) -> Pose:
-    return Pose(*position, *q, frame_id=frame_id)
-
-
-def compose(parent: Pose, child: Pose) -> Pose:
-    """Return ``parent * child``, the child pose expressed in the parent's fixed frame.
-
-    ``child`` is expressed in the parent's moving frame: e.g. ``map <- odom`` composed
-    with ``odom <- base_link`` gives ``map <- base_link``.
-    """
-    rotated = _rotate(_quat(parent), child.position)
-    position = (parent.x + rotated[0], parent.y + rotated[1], parent.z + rotated[2])
-    return _make(position, _normalize(_multiply(_quat(parent), _quat(child))), parent.frame_id)
-
-
-def _multiply(a: Quaternion, b: Quaternion) -> Quaternion:
-    ax, ay, az, aw = a
-    bx, by, bz, bw = b
-    return (
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-        aw * bw - ax * bx - ay * by - az * bz,
-    )
-
-
-def _rotate(q: Quaternion, v: Vector3) -> Vector3:
-    x, y, z, _ = _multiply(_multiply(q, (v[0], v[1], v[2], 0.0)), (-q[0], -q[1], -q[2], q[3]))
-    return (x, y, z)
-
-
-def _normalize(q: Quaternion) -> Quaternion:
-    n = math.sqrt(sum(c * c for c in q))
-    if n == 0.0 or not math.isfinite(n):
-        return (0.0, 0.0, 0.0, 1.0)
-    return (q[0] / n, q[1] / n, q[2] / n, q[3] / n)
-
-
-def _slerp(a: Quaternion, b: Quaternion, f: float) -> Quaternion:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    if dot < 0.0:  # take the short way round
-        b = (-b[0], -b[1], -b[2], -b[3])
-        dot = -dot
-    if dot > 0.9995:  # nearly parallel: linear is exact enough and stable
-        return _normalize(tuple(x + f * (y - x) for x, y in zip(a, b, strict=True)))  # type: ignore[arg-type]
-    theta = math.acos(dot)
-    s = math.sin(theta)
-    wa = math.sin((1.0 - f) * theta) / s
-    wb = math.sin(f * theta) / s
-    return _normalize(tuple(wa * x + wb * y for x, y in zip(a, b, strict=True)))  # type: ignore[arg-type]
-
-
-def interpolate(before: Sample, after: Sample, stamp_ns: int) -> Pose:
-    """Pose at ``stamp_ns`` between two samples: linear position, slerp orientation."""
-    (t0, a), (t1, b) = before, after
-    f = 0.0 if t1 <= t0 else (stamp_ns - t0) / (t1 - t0)
-    position = (a.x + f * (b.x - a.x), a.y + f * (b.y - a.y), a.z + f * (b.z - a.z))
-    return _make(position, _slerp(_quat(a), _quat(b), f), a.frame_id)
 
 
 class PoseLookup(ABC):
@@ -165,7 +89,8 @@ class PoseLookup(ABC):
 class SampledPoseLookup(PoseLookup):
     """Poses from time-stamped samples, interpolated or nearest, with a maximum gap.
 
-    Rule for ``at(t)`` (the same as :class:`surprise_memory.pose.PoseBuffer`'s): with
+    Rule for ``at(t)`` (:func:`surprise_memory.pose.pose_from_neighbours`, the same as
+    :class:`surprise_memory.pose.PoseBuffer`'s): with
     ``interpolate``, when a sample at or before t and one at or after t are both within
     ``max_gap_ns`` of t, the pose is interpolated between them (linear position, slerp
     orientation); otherwise (or without ``interpolate``) the nearest sample is returned
@@ -281,26 +206,11 @@ class SampledPoseLookup(PoseLookup):
                 "raise history_ns"
             )
         self._pull_past(stamp_ns)
-        result = self._lookup(stamp_ns)
+        result = pose_from_samples(
+            self._samples, stamp_ns, self._max_gap_ns, interpolate=self._interpolate
+        )
         self._forget_before(stamp_ns)
         return result
-
-    def _lookup(self, stamp_ns: int) -> Pose | None:
-        held = self._samples
-        if not held:
-            return None
-        i = bisect.bisect_right(held, stamp_ns, key=lambda s: s[0])  # held[i-1] <= t < held[i]
-        before = held[i - 1] if i > 0 else None
-        after = held[i] if i < len(held) else None
-        if before is not None and before[0] == stamp_ns:
-            return before[1]
-        gap = self._max_gap_ns
-        near = [s for s in (before, after) if s is not None and abs(s[0] - stamp_ns) <= gap]
-        if self._interpolate and len(near) == 2:
-            return interpolate(near[0], near[1], stamp_ns)
-        if not near:
-            return None
-        return min(near, key=lambda s: abs(s[0] - stamp_ns))[1]
 
     def close(self) -> None:
         """Stop pulling samples; closes the sample generator (and the reader behind it)."""
