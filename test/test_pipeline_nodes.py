@@ -199,6 +199,8 @@ def test_live_pipeline_over_dds(tmp_path: Path, core_reference: dict[str, Any]) 
             near = client.retrieve(near=(ep.pose.position.x, 0.0, 0.0), radius=0.01)
             assert [e.id for e in near] == [ep.id]
             assert len(client.retrieve(text="a yellow square", k=3)) >= 1
+            by_image = client.retrieve(image=found[0].images[3], k=1)
+            assert len(by_image) == 1 and by_image[0].score > 0.5
             with pytest.raises(InputError, match="refused"):
                 client.retrieve(start=trigger, end=trigger - 1)
             with pytest.raises(InputError, match="radius"):
