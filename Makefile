@@ -1,11 +1,14 @@
 # The two commands of the README. Both set everything up on a fresh machine first.
-.PHONY: demo test setup build clean
+.PHONY: demo test bench setup build clean
 
 demo:  ## run the main job: the pipeline on an embedded synthetic recording
 	bash tools/demo.sh
 
 test:  ## set up, build, lint, type-check and run every test (what CI runs)
 	bash tools/test.sh
+
+bench:  ## set up, build and run the performance suite (ARGS=--quick for the short one)
+	bash tools/bench.sh $(ARGS)
 
 setup:
 	bash tools/setup_venv.sh

@@ -18,6 +18,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import PIL
@@ -66,7 +67,8 @@ def percentiles(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
     return float(p50), float(p99)
 
 
-def bench_index(n: int, repeats: int, rng: np.random.Generator) -> None:
+def index_figures(n: int, repeats: int, rng: np.random.Generator) -> dict[str, Any]:
+    """In-memory search at ``n`` episodes: {query: (p50 ms, p99 ms)}, memory and build time."""
     t0 = time.perf_counter()
     index = build_index(n, rng)
     build_s = time.perf_counter() - t0
@@ -80,16 +82,32 @@ def bench_index(n: int, repeats: int, rng: np.random.Generator) -> None:
         "place(r=50m)": RetrievalQuery(near=(0.0, 0.0, 0.0), radius_m=50.0),
         "time(10%)": RetrievalQuery(start_ns=span // 2, end_ns=span // 2 + span // 10),
     }
-    for name, query in queries.items():
-        p50, p99 = percentiles(lambda query=query: index.search(query, 10), repeats)
+    latency = {
+        name: percentiles(lambda query=query: index.search(query, 10), repeats)
+        for name, query in queries.items()
+    }
+    return {
+        "episodes": n,
+        "latency_ms": latency,
+        "memory_mib": index.nbytes / 2**20,
+        "matrix_mib": n * FRAMES * DIM * 4 / 2**20,
+        "build_s": build_s,
+    }
+
+
+def bench_index(n: int, repeats: int, rng: np.random.Generator) -> None:
+    """Print the in-memory search figures at ``n`` episodes."""
+    fig = index_figures(n, repeats, rng)
+    for name, (p50, p99) in fig["latency_ms"].items():
         print(f"{n:>8} {name:>15} {p50:>9.2f} {p99:>9.2f}")
     print(
-        f"{n:>8} {'memory':>15} {index.nbytes / 2**20:>9.0f} MiB "
-        f"(matrix {n * FRAMES * DIM * 4 / 2**20:.0f} MiB float32), built in {build_s:.1f} s"
+        f"{n:>8} {'memory':>15} {fig['memory_mib']:>9.0f} MiB "
+        f"(matrix {fig['matrix_mib']:.0f} MiB float32), built in {fig['build_s']:.1f} s"
     )
 
 
-def bench_store(episodes: int, rng: np.random.Generator) -> None:
+def store_figures(episodes: int, rng: np.random.Generator) -> dict[str, float]:
+    """Durable ``add``, ``retrieve`` (with and without images) and re-open of a real store."""
     with tempfile.TemporaryDirectory() as tmp:
         store = EpisodeStore(tmp)
         adds = []
@@ -111,20 +129,41 @@ def bench_store(episodes: int, rng: np.random.Generator) -> None:
             )
             adds.append(time.perf_counter() - t0)
         a50, a99 = np.percentile(adds, [50, 99]) * 1e3
-        print(f"add (8 x 640x480 JPEG, fsync, commit): p50 {a50:.1f} ms, p99 {a99:.1f} ms")
         q = RetrievalQuery(embedding=rng.standard_normal(DIM), embedder_model="m")
         r50, r99 = percentiles(lambda: store.retrieve(q), 50)
-        print(
-            f"retrieve k=10 incl. SQLite fetch ({episodes} episodes): p50 {r50:.2f} ms, "
-            f"p99 {r99:.2f} ms"
-        )
         i50, i99 = percentiles(lambda: store.retrieve(q, include_images=True), 20)
-        print(f"retrieve k=10 with JPEG bytes: p50 {i50:.2f} ms, p99 {i99:.2f} ms")
         store.close()
         t0 = time.perf_counter()
         EpisodeStore(tmp).close()
         open_ms = (time.perf_counter() - t0) * 1e3
-        print(f"open (load {episodes} episodes into memory): {open_ms:.0f} ms")
+    return {
+        "episodes": episodes,
+        "add_p50_ms": float(a50),
+        "add_p99_ms": float(a99),
+        "retrieve_p50_ms": r50,
+        "retrieve_p99_ms": r99,
+        "retrieve_images_p50_ms": i50,
+        "retrieve_images_p99_ms": i99,
+        "open_ms": open_ms,
+    }
+
+
+def bench_store(episodes: int, rng: np.random.Generator) -> None:
+    """Print the store figures."""
+    f = store_figures(episodes, rng)
+    print(
+        f"add (8 x 640x480 JPEG, fsync, commit): p50 {f['add_p50_ms']:.1f} ms, "
+        f"p99 {f['add_p99_ms']:.1f} ms"
+    )
+    print(
+        f"retrieve k=10 incl. SQLite fetch ({episodes} episodes): "
+        f"p50 {f['retrieve_p50_ms']:.2f} ms, p99 {f['retrieve_p99_ms']:.2f} ms"
+    )
+    print(
+        f"retrieve k=10 with JPEG bytes: p50 {f['retrieve_images_p50_ms']:.2f} ms, "
+        f"p99 {f['retrieve_images_p99_ms']:.2f} ms"
+    )
+    print(f"open (load {episodes} episodes into memory): {f['open_ms']:.0f} ms")
 
 
 def main() -> None:

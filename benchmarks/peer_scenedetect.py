@@ -22,9 +22,11 @@ same automatic downscale to a width of about 256 px with linear interpolation, t
 
 Our side: an embedding per frame, then :class:`surprise_memory.evaluation.GebdDetector`
 (the project's ``SurpriseScorer`` and ``SurpriseGate``), causal and offline. The embedding
-is :func:`thumbnail_embedding` (documented below): the V-JEPA-2 ``VideoEncoder`` is not in
-the package yet; swap the ``embed`` callable for it when it is. Our frames per second are
-given for the embedding plus detector, and for the detector alone.
+is :func:`thumbnail_embedding` (documented below) by default, or, with ``--encoder-weights``
+(a hub id, a local folder, or ``random:tiny`` / ``random``), V-JEPA-2 through the project's
+``VideoEncoder``, one window of ``--clip-frames`` frames ending at each frame. Random
+weights measure speed only. Our frames per second are given for the embedding plus
+detector, and for the detector alone.
 """
 
 from __future__ import annotations
@@ -198,6 +200,23 @@ def thumbnail_embedding(frames: npt.NDArray[np.uint8], grid: int = 8) -> npt.NDA
     return (blocks.mean(axis=(2, 4), dtype=np.float32) / 255.0).reshape(n, -1)
 
 
+def video_encoder_embedding(weights: str, clip_frames: int, device: str) -> Embed:
+    """V-JEPA-2 embeddings, one per frame (a window of ``clip_frames`` ending at it)."""
+    from surprise_memory.config import EncoderConfig
+    from surprise_memory.encoders import VideoEncoder
+    from surprise_memory.frames import Frame
+
+    config = EncoderConfig(encoder_weights=weights, encoder_device=device, clip_frames=clip_frames)
+    encoder = VideoEncoder.from_config(config)
+
+    def embed(frames: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
+        stream = (Frame(np.ascontiguousarray(f), i + 1) for i, f in enumerate(frames))
+        z, _ = encoder.encode_stream(stream, config)
+        return z
+
+    return embed
+
+
 @dataclass
 class Run:
     """What one detector found on one input."""
@@ -295,7 +314,7 @@ def report(clip: Clip, runs: list[Run]) -> None:
         print(f"   {run.detector:<21} {_times(run.boundaries_s)}")
     ours = next(r for r in runs if r.detector == "surprise causal")
     print(
-        f"   (ours: embedding {ours.extra['dim']}-D thumbnail, "
+        f"   (ours: embedding {ours.extra['dim']}-D, "
         f"{len(clip.frames) / ours.extra['embed_s']:.0f} fps; scorer + gate alone "
         f"{ours.extra['detector_only_fps']:.0f} fps)"
     )
@@ -303,6 +322,40 @@ def report(clip: Clip, runs: list[Run]) -> None:
 
 def _times(values: Sequence[float]) -> str:
     return "[" + ", ".join(f"{v:.2f}" for v in values) + "]" if values else "[]"
+
+
+def compare_clip(
+    clip: Clip, detector: GebdDetector, embed: Embed = thumbnail_embedding
+) -> list[Run]:
+    """Ours (causal, offline) and both PySceneDetect detectors on one clip, scored."""
+    runs = [
+        *run_ours(clip, embed, detector),
+        run_scenedetect(clip, "content"),
+        run_scenedetect(clip, "adaptive"),
+    ]
+    score(clip, runs)
+    return runs
+
+
+def result_record(clip: Clip, runs: list[Run]) -> dict[str, Any]:
+    """One input's results as plain data (the ``--json`` output)."""
+    return {
+        "input": clip.name,
+        "frames": len(clip.frames),
+        "duration_s": clip.duration_s,
+        "truth_s": clip.truth_s,
+        "runs": [
+            {
+                "detector": r.detector,
+                "boundaries_s": r.boundaries_s,
+                "fps": r.fps,
+                "f1": r.f1,
+                "mean_f1": None if r.f1 is None else float(np.mean(r.f1)),
+                **r.extra,
+            }
+            for r in runs
+        ],
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -324,6 +377,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=8, help="gate warm-up scores")
     parser.add_argument("--nms", type=float, default=0.5, help="suppression radius, seconds")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--encoder-weights",
+        default=None,
+        help="embed with V-JEPA-2 (hub id, folder, random:tiny); default: thumbnail embedding",
+    )
+    parser.add_argument("--clip-frames", type=int, default=16, help="V-JEPA-2 window M")
+    parser.add_argument("--device", default="auto", help="V-JEPA-2 device")
     args = parser.parse_args(argv)
     if len(args.truth) > len(args.video):
         parser.error("--truth given without a matching --video")
@@ -339,7 +399,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     detector = GebdDetector(
         window=args.window, gamma=args.gamma, warmup=args.warmup, nms_seconds=args.nms
     )
-    print(f"ours: thumbnail embedding + GebdDetector {detector.settings}")
+    embed: Embed = thumbnail_embedding
+    if args.encoder_weights:
+        embed = video_encoder_embedding(args.encoder_weights, args.clip_frames, args.device)
+        print(f"ours: V-JEPA-2 {args.encoder_weights} (M={args.clip_frames}) + {detector.settings}")
+    else:
+        print(f"ours: thumbnail embedding + GebdDetector {detector.settings}")
     clips = [] if args.no_synthetic else synthetic_inputs()
     for k, path in enumerate(args.video):
         clip = decode_video(path, args.max_frames)
@@ -349,32 +414,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     results = []
     for clip in clips:
-        runs = [
-            *run_ours(clip, thumbnail_embedding, detector),
-            run_scenedetect(clip, "content"),
-            run_scenedetect(clip, "adaptive"),
-        ]
-        score(clip, runs)
+        runs = compare_clip(clip, detector, embed)
         report(clip, runs)
-        results.append(
-            {
-                "input": clip.name,
-                "frames": len(clip.frames),
-                "duration_s": clip.duration_s,
-                "truth_s": clip.truth_s,
-                "runs": [
-                    {
-                        "detector": r.detector,
-                        "boundaries_s": r.boundaries_s,
-                        "fps": r.fps,
-                        "f1": r.f1,
-                        "mean_f1": None if r.f1 is None else float(np.mean(r.f1)),
-                        **r.extra,
-                    }
-                    for r in runs
-                ],
-            }
-        )
+        results.append(result_record(clip, runs))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
         print(f"\nwrote {args.json}")

@@ -619,27 +619,10 @@ def _cmd_eval_gebd(args: argparse.Namespace) -> int:
 
 def _detect_video(path: Path, encoder: Any, enc_cfg: EncoderConfig, detector: Any) -> Any:
     """One embedding per frame of a video (a window ending at each frame), then detect."""
-    import numpy as np
-
     from surprise_memory.sources import VideoSource
 
-    sampler = encoder.make_sampler(enc_cfg)
-    windows: list[Any] = []
-    stamps: list[int] = []
-    embeddings: list[Any] = []
-    for frame in VideoSource(path):
-        window = sampler.push(frame)
-        if window is None:
-            continue
-        windows.append(np.array(window.frames))
-        stamps.append(window.stamp_ns)
-        if len(windows) >= enc_cfg.encoder_batch:
-            embeddings.append(encoder.encode_windows(windows, prepared=True))
-            windows = []
-    if windows:
-        embeddings.append(encoder.encode_windows(windows, prepared=True))
-    z = np.concatenate(embeddings) if embeddings else np.zeros((0, encoder.dim), np.float32)
-    return detector.detect(z, np.asarray(stamps, dtype=np.int64), origin_ns=0)
+    z, stamps = encoder.encode_stream(VideoSource(path), enc_cfg)
+    return detector.detect(z, stamps, origin_ns=0)
 
 
 # ----------------------------------------------------------------------------- main

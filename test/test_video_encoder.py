@@ -155,3 +155,18 @@ def test_bad_device_and_dtype() -> None:
         VideoEncoder(TINY_VIDEO_WEIGHTS, device="cpu", dtype="half")
     with pytest.raises(ConfigError, match="device='tpu'"):
         VideoEncoder(TINY_VIDEO_WEIGHTS, device="tpu")
+
+
+def test_encode_stream_equals_one_window_per_frame(encoder: VideoEncoder) -> None:
+    rng = np.random.default_rng(3)
+    frames = [Frame(rng.integers(0, 256, (40, 50, 3), dtype=np.uint8), 1000 + i) for i in range(7)]
+    config = EncoderConfig(clip_frames=4)
+    z, stamps = encoder.encode_stream(iter(frames), config)  # batch 2: three full batches + 1
+    sampler = encoder.make_sampler(config)
+    expected = []
+    for f in frames:
+        window = sampler.push(f)
+        assert window is not None  # warm-up 'pad': a window from the first frame on
+        expected.append(encoder.encode_window(window.frames, prepared=True))
+    assert list(stamps) == [f.stamp_ns for f in frames]
+    np.testing.assert_allclose(z, np.stack(expected), rtol=1e-5, atol=1e-6)

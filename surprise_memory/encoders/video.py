@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -37,7 +37,7 @@ from surprise_memory.encoders.loading import (
 )
 from surprise_memory.encoders.presets import VJEPA2_PRESETS, VJEPA2_VITL_FPC64
 from surprise_memory.errors import InputError, ModelLoadError
-from surprise_memory.frames import WindowSampler
+from surprise_memory.frames import Frame, WindowSampler
 
 __all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "VideoEncoder", "resize_shortest_edge_and_crop"]
 
@@ -368,6 +368,35 @@ class VideoEncoder:
 
         """
         return np.asarray(self.encode_windows([window], prepared=prepared)[0], dtype=np.float32)
+
+    def encode_stream(
+        self, frames: Iterable[Frame], config: EncoderConfig | None = None
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        """Embed a whole clip: one window per sampled frame (``config``), batched.
+
+        For evaluations over short clips held in memory (GEBD, benchmarks); the robot and
+        ``surprise-memory process`` stream instead.
+
+        Returns:
+            (N, dim) embeddings and the (N,) stamps of the windows' newest frames.
+
+        """
+        sampler = self.make_sampler(config or EncoderConfig())
+        windows: list[npt.NDArray[np.uint8]] = []
+        stamps: list[int] = []
+        parts = [np.zeros((0, self._dim), dtype=np.float32)]
+        for frame in frames:
+            window = sampler.push(frame)
+            if window is None:
+                continue
+            windows.append(np.array(window.frames))  # the view is overwritten next push
+            stamps.append(window.stamp_ns)
+            if len(windows) == self._batch_size:  # encode as we go: a batch in memory
+                parts.append(self.encode_windows(windows, prepared=True))
+                windows = []
+        if windows:
+            parts.append(self.encode_windows(windows, prepared=True))
+        return np.concatenate(parts), np.asarray(stamps, dtype=np.int64)
 
 
 def _load_vjepa2(
