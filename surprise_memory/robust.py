@@ -5,7 +5,6 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Callable
 
 __all__ = ["MAD_TO_SIGMA", "RollingMedianMAD"]
 
@@ -67,55 +66,43 @@ class RollingMedianMAD:
             return s[n // 2]
         return 0.5 * (s[n // 2 - 1] + s[n // 2])
 
-    def mad(self) -> float:
-        """Median absolute deviation from the median (unscaled)."""
+    def mad(self, median: float | None = None) -> float:
+        """Median absolute deviation from the median (unscaled).
+
+        Args:
+            median: The current median when the caller has it already.
+        """
         n = len(self._sorted)
         if n == 0:
             return math.nan
-        m = self.median()
+        m = self.median() if median is None else median
         s = self._sorted
         split = bisect.bisect_left(s, m)
+        # deviations: left run m - s[split-1-i] (i = 0..split-1), right run s[split+j] - m,
+        # both ascending. Find the cut taking the `half` smallest of their union.
         n_left, n_right = split, n - split
-
-        def left(i: int) -> float:  # i-th smallest deviation among values below m
-            return m - s[split - 1 - i]
-
-        def right(j: int) -> float:  # j-th smallest deviation among values >= m
-            return s[split + j] - m
-
-        kth = _kth_of_two_sorted
+        half = n // 2 + 1 if n % 2 else n // 2
+        lo, hi = max(0, half - n_right), min(half, n_left)
+        inf = math.inf
+        while True:
+            i = (lo + hi) // 2  # i from the left run, half - i from the right run
+            j = half - i
+            a_left = m - s[split - i] if i > 0 else -inf
+            a_right = m - s[split - 1 - i] if i < n_left else inf
+            b_left = s[split + j - 1] - m if j > 0 else -inf
+            b_right = s[split + j] - m if j < n_right else inf
+            if a_left > b_right:
+                hi = i - 1
+            elif b_left > a_right:
+                lo = i + 1
+            else:
+                break
+        largest_taken = max(a_left, b_left)
         if n % 2:
-            return kth(n // 2, left, n_left, right, n_right)
-        return 0.5 * (
-            kth(n // 2 - 1, left, n_left, right, n_right)
-            + kth(n // 2, left, n_left, right, n_right)
-        )
+            return largest_taken
+        return 0.5 * (largest_taken + min(a_right, b_right))  # the two middle deviations
 
     def threshold(self, gamma: float) -> float:
         """Tau = median + gamma * 1.4826 * MAD of the held values."""
-        return self.median() + gamma * MAD_TO_SIGMA * self.mad()
-
-
-def _kth_of_two_sorted(
-    k: int,
-    a: Callable[[int], float],
-    n_a: int,
-    b: Callable[[int], float],
-    n_b: int,
-) -> float:
-    """The k-th smallest (0-based) of the union of two ascending sequences given by index."""
-    lo, hi = max(0, k + 1 - n_b), min(k + 1, n_a)
-    while lo <= hi:
-        i = (lo + hi) // 2  # i items from a, j from b: the k+1 smallest if the cut is valid
-        j = k + 1 - i
-        a_left = a(i - 1) if i > 0 else -math.inf
-        a_right = a(i) if i < n_a else math.inf
-        b_left = b(j - 1) if j > 0 else -math.inf
-        b_right = b(j) if j < n_b else math.inf
-        if a_left > b_right:
-            hi = i - 1
-        elif b_left > a_right:
-            lo = i + 1
-        else:
-            return max(a_left, b_left)
-    raise AssertionError("unreachable: inputs were not sorted")
+        m = self.median()
+        return m + gamma * MAD_TO_SIGMA * self.mad(m)

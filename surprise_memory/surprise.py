@@ -159,8 +159,7 @@ class SurpriseScorer:
         t = diff * (1.0 + 1.0 / self._w)
         np.subtract(2.0 * d, t, out=t)
         t *= diff
-        self._m2 += t
-        np.maximum(self._m2, 0.0, out=self._m2)
+        self._m2 += t  # may dip below 0 by rounding: the eps^2 floor below covers it
         diff *= 1.0 / self._w
         self._mean += diff
         self._slides_since_refresh += 1
@@ -170,10 +169,10 @@ class SurpriseScorer:
             self._update_inv_std()
 
     def _update_inv_std(self) -> None:
-        std = self._m2 * (1.0 / self._w)
-        np.sqrt(std, out=std)
-        np.maximum(std, self._eps, out=std)
-        self._inv_std = np.reciprocal(std, out=std)
+        var = self._m2 * (1.0 / self._w)
+        np.maximum(var, self._eps * self._eps, out=var)  # sigma floored at eps
+        np.sqrt(var, out=var)
+        self._inv_std = np.reciprocal(var, out=var)
 
     def _refresh(self) -> None:
         """Recompute the window's sums exactly from the held embeddings (bounds drift)."""
