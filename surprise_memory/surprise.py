@@ -85,12 +85,6 @@ class SurpriseScorer:
         self._inv_std = np.zeros(0)
         self._slides_since_refresh = 0
 
-    def mean_std(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """Current per-dimension mean and floored population standard deviation."""
-        n = max(self._count if self._count < self._w else self._w, 1)
-        std = np.sqrt(np.maximum(self._m2 / n, 0.0))
-        return self._mean.copy(), np.maximum(std, self._eps)
-
     def update(self, z: npt.ArrayLike) -> SurpriseResult | None:
         """Score ``z`` against the window, then add it to the window.
 
