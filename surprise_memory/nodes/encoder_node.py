@@ -81,7 +81,7 @@ class EncoderNode(Node):
                 f"encoder weights {self._encoder.model_name}: UNTRAINED, surprise is meaningless"
             )
         self._stats = NodeStats(self)
-        self._stats.values.update(
+        self._stats.set(
             model=self._encoder.model_name,
             pretrained=str(self._encoder.pretrained),
             latency_mean_ms="",
@@ -124,7 +124,7 @@ class EncoderNode(Node):
             # model thread needs its own copy
             owned = Window(window.stamp_ns, np.array(window.frames), window.padded)
             if self._slot.put((owned, frame.frame_id)):
-                self._stats.counts["windows_dropped"] += 1
+                self._stats.count("windows_dropped")
 
     def _encode_loop(self) -> None:
         while not self._stop.is_set():
@@ -149,9 +149,9 @@ class EncoderNode(Node):
             msg.header.frame_id = frame_id
             msg.embedding = array("f", z.astype(np.float32).tobytes())
             self._pub.publish(msg)
-            self._stats.counts["windows_encoded"] += 1
+            self._stats.count("windows_encoded")
             lat = np.asarray(self._latencies) * 1e3
-            self._stats.values.update(
+            self._stats.set(
                 latency_mean_ms=f"{lat.mean():.1f}", latency_p95_ms=f"{np.percentile(lat, 95):.1f}"
             )
 

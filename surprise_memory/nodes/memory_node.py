@@ -8,6 +8,7 @@ import queue
 import threading
 
 import numpy as np
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock
 from rclpy.clock_type import ClockType
 from rclpy.node import Node
@@ -76,6 +77,8 @@ class MemoryNode(Node):
     reason, and the node keeps serving.
     """
 
+    executor_threads = 2  # camera/events/timer in one group, retrievals in another
+
     def __init__(self) -> None:
         super().__init__("memory_node")
         values = declare_settings(self, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig)
@@ -88,7 +91,7 @@ class MemoryNode(Node):
         self._assembler = EpisodeAssembler(EpisodeConfig.from_mapping(values))
         self._events: dict[int, SurpriseEvent] = {}  # trigger stamp -> event, until stored
         self._stats = NodeStats(self)
-        self._stats.values.update(
+        self._stats.set(
             store=path, embedder=self._embedder.model_name, episodes_in_store=str(len(self._store))
         )
         self._order = StampOrder(self, self._stats, self._reset)
@@ -105,7 +108,15 @@ class MemoryNode(Node):
             qos_overriding_options=QoSOverridingOptions.with_default_policies(),
         )
         self.create_subscription(SurpriseEvent, "events", self._on_event, RELIABLE)
-        self.create_service(RetrieveEpisodes, "retrieve_episodes", self._on_retrieve)
+        # queries (which may run the text/image tower) in their own group and thread, so a
+        # retrieval never holds up the camera callback; the store and the embedder lock
+        # make the two safe together
+        self.create_service(
+            RetrieveEpisodes,
+            "retrieve_episodes",
+            self._on_retrieve,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
         # fires on wall time; compares with the node's clock (sim time during a bag replay)
         self.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._worker = threading.Thread(target=self._store_loop, name="episodes", daemon=True)
@@ -137,7 +148,7 @@ class MemoryNode(Node):
             decided_ns=time_to_ns(msg.decided),
             kl=msg.kl,
         )
-        self._stats.counts["events_in"] += 1
+        self._stats.count("events_in")
         self._enqueue(self._assembler.add_trigger(trigger))
 
     def _on_timer(self) -> None:
@@ -162,8 +173,8 @@ class MemoryNode(Node):
                 self._stats.reject("store", f"{type(exc).__name__}: {exc}")
                 continue
             self._episode_pub.publish(episode_to_msg(record))
-            self._stats.counts["episodes_stored"] += 1
-            self._stats.values["episodes_in_store"] = str(len(self._store))
+            self._stats.count("episodes_stored")
+            self._stats.set(episodes_in_store=str(len(self._store)))
             self.get_logger().info(
                 f"stored episode {record.id}: {len(record.frame_paths)} frames, "
                 f"surprise {record.surprise:.3f}"
@@ -203,7 +214,7 @@ class MemoryNode(Node):
         except SurpriseMemoryError as exc:
             response.success = False
             response.message = str(exc)
-            self._stats.counts["retrievals_refused"] += 1
+            self._stats.count("retrievals_refused")
             return response
         for hit in hits:
             images = [decode_jpeg(j, hit.episode.id) for j in hit.jpegs]
@@ -213,7 +224,7 @@ class MemoryNode(Node):
         response.message = f"{len(hits)} episode(s)"
         if (request.text or request.image.width) and not self._embedder.pretrained:
             response.message += " (untrained embedder: similarity scores are not meaningful)"
-        self._stats.counts["retrievals"] += 1
+        self._stats.count("retrievals")
         return response
 
     def _query_from(self, request: RetrieveEpisodes.Request) -> RetrievalQuery:

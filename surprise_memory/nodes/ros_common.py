@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
-from collections.abc import Iterable
 from typing import Any
 
 from builtin_interfaces.msg import Time
@@ -131,38 +131,49 @@ class NodeStats:
     """Counters of a node (frames in, rejections by reason, ...) published as diagnostics.
 
     The counts go to ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, the ROS convention
-    read by rqt_robot_monitor and Foxglove) and into a periodic log line.
+    read by rqt_robot_monitor and Foxglove) every ``period_s`` seconds of wall time. Nodes
+    count from their callbacks and worker threads alike, hence the lock.
     """
 
     def __init__(self, node: Node, period_s: float = 5.0) -> None:
         self._node = node
-        self.counts: Counter[str] = Counter()
-        self.values: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+        self._values: dict[str, str] = {}
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
         # wall time: with use_sim_time the counters must still come when a bag has ended
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._timer = node.create_timer(period_s, self.publish, clock=steady)
 
+    def count(self, key: str, n: int = 1) -> int:
+        """Add ``n`` to a counter; return its new value."""
+        with self._lock:
+            self._counts[key] += n
+            return self._counts[key]
+
+    def set(self, **values: str) -> None:
+        """Set reported values (model name, latency, ...)."""
+        with self._lock:
+            self._values.update(values)
+
     def reject(self, reason: str, detail: str) -> None:
         """Count a rejected input and log it, throttled."""
-        self.counts[f"rejected_{reason}"] += 1
+        total = self.count(f"rejected_{reason}")
         self._node.get_logger().warning(
-            f"rejected ({reason}): {detail} [{self.counts[f'rejected_{reason}']} so far]",
-            throttle_duration_sec=5.0,
+            f"rejected ({reason}): {detail} [{total} so far]", throttle_duration_sec=5.0
         )
 
     def publish(self) -> None:
         """Publish the counters now."""
+        with self._lock:
+            items = [(k, str(v)) for k, v in sorted(self._counts.items())]
+            items += sorted(self._values.items())
         status = DiagnosticStatus(
             level=DiagnosticStatus.OK,
             name=f"surprise_memory: {self._node.get_name()}",
             hardware_id=self._node.get_fully_qualified_name(),
             message="running",
         )
-        items: Iterable[tuple[str, str]] = [
-            *((k, str(v)) for k, v in sorted(self.counts.items())),
-            *sorted(self.values.items()),
-        ]
         status.values = [KeyValue(key=k, value=v) for k, v in items]
         msg = DiagnosticArray()
         msg.header.stamp = self._node.get_clock().now().to_msg()
@@ -175,13 +186,19 @@ def run_node(factory: Any, args: list[str] | None = None) -> int:
 
     A node whose parameters are invalid, or whose model or store cannot be opened, exits
     with status 2 and a one-line reason instead of a stack trace. ``factory()`` builds the
-    node; its ``close()`` method, if it has one, runs before the node is destroyed.
+    node; its ``close()`` method, if it has one, runs before the node is destroyed. A node
+    with an ``executor_threads`` attribute above 1 is spun by a multi-threaded executor
+    (its callback groups say what may run in parallel).
     """
     import signal
     import sys
 
     import rclpy
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.executors import (
+        ExternalShutdownException,
+        MultiThreadedExecutor,
+        SingleThreadedExecutor,
+    )
     from rclpy.signals import SignalHandlerOptions
 
     # SIGINT/SIGTERM raise KeyboardInterrupt instead of shutting the context down at once,
@@ -200,7 +217,8 @@ def run_node(factory: Any, args: list[str] | None = None) -> int:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         rclpy.try_shutdown()
         return 2
-    executor = SingleThreadedExecutor()
+    threads = getattr(node, "executor_threads", 1)
+    executor = MultiThreadedExecutor(threads) if threads > 1 else SingleThreadedExecutor()
     executor.add_node(node)
     try:
         while rclpy.ok():
@@ -263,7 +281,7 @@ class StampOrder:
             f"time went backwards ({last} -> {stamp_ns} ns): a bag restarted or looped? "
             "Starting a new sequence."
         )
-        self._stats.counts["resets"] += 1
+        self._stats.count("resets")
         self._on_reset()
         return True
 
@@ -276,7 +294,7 @@ def frame_from_msg(msg: Any, stats: NodeStats) -> Any:
     """A camera message as a core Frame, or None (counted and logged) when unusable."""
     from surprise_memory.frames import frame_from_image_msg
 
-    stats.counts["frames_in"] += 1
+    stats.count("frames_in")
     try:
         return frame_from_image_msg(msg)
     except SurpriseMemoryError as exc:

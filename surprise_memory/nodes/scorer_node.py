@@ -98,7 +98,7 @@ class ScorerNode(Node):
 
     def _on_embedding(self, msg: FrameEmbedding) -> None:
         stamp = time_to_ns(msg.header.stamp)
-        self._stats.counts["embeddings_in"] += 1
+        self._stats.count("embeddings_in")
         if not self._order.check(stamp):
             return
         try:
@@ -111,7 +111,7 @@ class ScorerNode(Node):
         if result is None:
             return
         triggers = self._gate.push(stamp, result.score, result.kl)
-        self._stats.counts["frames_scored"] += 1
+        self._stats.count("frames_scored")
         out = SurpriseScore(
             header=msg.header,
             score=result.score,
@@ -142,7 +142,7 @@ class ScorerNode(Node):
         else:
             event.pose.orientation.w = 1.0
         self._event_pub.publish(event)
-        self._stats.counts["events"] += 1
+        self._stats.count("events")
         self.get_logger().info(
             f"event at {trigger.stamp_ns / 1e9:.3f} s: score {trigger.score:.3f} > "
             f"tau {trigger.threshold:.3f} (pose: {source})"
