@@ -38,6 +38,18 @@ TextEmbedder = Callable[[str], npt.NDArray[np.float32]]
 """Embeds a text query into the store's embedding space, e.g. PE-Core's text tower."""
 
 
+# strict function calling: every parameter is required (optional ones are nullable)
+_PARAMETERS = (
+    "query",
+    "start_time",
+    "end_time",
+    "position",
+    "radius",
+    "max_results",
+    "include_images",
+)
+
+
 class EpisodeRetriever(Protocol):
     """What the tool needs from a memory: answer a :class:`RetrievalQuery`."""
 
@@ -187,15 +199,7 @@ class EpisodicMemoryTool:
                             "episodes as images.",
                         },
                     },
-                    "required": [
-                        "query",
-                        "start_time",
-                        "end_time",
-                        "position",
-                        "radius",
-                        "max_results",
-                        "include_images",
-                    ],
+                    "required": list(_PARAMETERS),
                     "additionalProperties": False,
                 },
             },
@@ -229,18 +233,9 @@ class EpisodicMemoryTool:
         return result
 
     def _build_query(self, kwargs: dict[str, Any]) -> tuple[RetrievalQuery, bool]:
-        known = {
-            "query",
-            "start_time",
-            "end_time",
-            "position",
-            "radius",
-            "max_results",
-            "include_images",
-        }
-        unknown = sorted(set(kwargs) - known)
+        unknown = sorted(set(kwargs) - set(_PARAMETERS))
         if unknown:
-            raise InputError(f"unknown arguments {unknown}; allowed: {sorted(known)}")
+            raise InputError(f"unknown arguments {unknown}; allowed: {sorted(_PARAMETERS)}")
         text = kwargs.get("query")
         embedding = None
         if text is not None:

@@ -29,17 +29,14 @@ from typing import Any, Literal
 
 from surprise_memory.config import (
     ComponentConfig,
-    EmbedderConfig,
     EncoderConfig,
-    EpisodeConfig,
     GateConfig,
-    PoseConfig,
     ScorerConfig,
     Setting,
-    StoreConfig,
     settings_of,
 )
 from surprise_memory.errors import ConfigError, InputError, StoreError, SurpriseMemoryError
+from surprise_memory.pipeline import PIPELINE_CONFIGS
 
 __all__ = ["build_parser", "main", "parse_time"]
 
@@ -53,15 +50,6 @@ _PROCESS_EXCLUDED = {
     "tf_timeout_seconds": "no tf listener offline",
 }
 _ALIASES = {"encoder_batch": ("--batch",), "encoder_weights": ("--weights",)}
-_PROCESS_CONFIGS: tuple[type[ComponentConfig], ...] = (
-    EncoderConfig,
-    ScorerConfig,
-    GateConfig,
-    EpisodeConfig,
-    EmbedderConfig,
-    StoreConfig,
-    PoseConfig,
-)
 
 
 def option_strings(name: str) -> list[str]:
@@ -211,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--embedder-device override it per model",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_config_options(p, _PROCESS_CONFIGS, excluded=tuple(_PROCESS_EXCLUDED))
+    _add_config_options(p, PIPELINE_CONFIGS, excluded=tuple(_PROCESS_EXCLUDED))
     p.set_defaults(func=_cmd_process)
 
     q = sub.add_parser(
@@ -291,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_process(args: argparse.Namespace) -> int:
     from surprise_memory.pipeline import OfflinePipeline, PipelineSettings, Progress, process
 
-    values = _given(args, _PROCESS_CONFIGS)
+    values = _given(args, PIPELINE_CONFIGS)
     if args.device:
         values.setdefault("encoder_device", args.device)
         values.setdefault("embedder_device", args.device)

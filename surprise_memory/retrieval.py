@@ -286,8 +286,11 @@ class EmbeddingIndex:
     @property
     def nbytes(self) -> int:
         """Bytes allocated by the matrix and the per-episode arrays (with spare capacity)."""
-        parts = (
-            self._matrix,
+        return self._matrix.nbytes + sum(a.nbytes for a in self._episode_arrays())
+
+    def _episode_arrays(self) -> tuple[_Rows, ...]:
+        """The per-episode columns, kept row for row in step."""
+        return (
             self._keys,
             self._stamps,
             self._positions,
@@ -297,23 +300,13 @@ class EmbeddingIndex:
             self._row_count,
             self._alive,
         )
-        return sum(p.nbytes for p in parts)
 
     def reserve(self, episodes: int, frames: int) -> None:
         """Pre-allocate room (e.g. when loading a store whose size is known)."""
         if self._dim is None:
             return
         self._matrix.reserve(frames)
-        for arr in (
-            self._keys,
-            self._stamps,
-            self._positions,
-            self._pose_valid,
-            self._surprise,
-            self._first_row,
-            self._row_count,
-            self._alive,
-        ):
+        for arr in self._episode_arrays():
             arr.reserve(episodes)
 
     @staticmethod
@@ -391,16 +384,7 @@ class EmbeddingIndex:
         counts = self._row_count.view()[alive]
         self._matrix.keep_runs(starts, counts)
         idx = np.flatnonzero(alive)
-        for arr in (
-            self._keys,
-            self._stamps,
-            self._positions,
-            self._pose_valid,
-            self._surprise,
-            self._first_row,
-            self._row_count,
-            self._alive,
-        ):
+        for arr in self._episode_arrays():
             arr.keep(idx)
         self._first_row.view()[:] = np.cumsum(counts) - counts
         self._dead_rows = 0

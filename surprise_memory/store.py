@@ -939,6 +939,12 @@ class EpisodeStore:
             )
         return out
 
+    def _seq(self, episode_id: str) -> int:
+        seq = self._seq_of.get(episode_id)
+        if seq is None:
+            raise StoreError(f"no episode {episode_id!r} in {self._root}")
+        return seq
+
     def get(self, episode_id: str) -> EpisodeRecord:
         """The episode with this id.
 
@@ -947,9 +953,7 @@ class EpisodeStore:
 
         """
         with self._lock:
-            seq = self._seq_of.get(episode_id)
-            if seq is None:
-                raise StoreError(f"no episode {episode_id!r} in {self._root}")
+            seq = self._seq(episode_id)
             try:
                 return self._records(self._db(), [seq])[seq]
             except sqlite3.Error as exc:
@@ -968,9 +972,7 @@ class EpisodeStore:
 
         """
         with self._lock:
-            seq = self._seq_of.get(episode_id)
-            if seq is None:
-                raise StoreError(f"no episode {episode_id!r} in {self._root}")
+            seq = self._seq(episode_id)
             rows = self._db().execute(
                 "SELECT dim, dtype, data FROM embeddings WHERE episode_seq = ? ORDER BY idx",
                 (seq,),

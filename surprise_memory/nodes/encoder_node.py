@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.config import CameraConfig, EncoderConfig
@@ -26,6 +25,7 @@ from surprise_memory.nodes.ros_common import (
     frame_from_msg,
     ns_to_time,
     run_node,
+    subscribe_camera,
 )
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
@@ -92,16 +92,7 @@ class EncoderNode(Node):
         self._slot = LatestSlot()
         self._stop = threading.Event()
         self._pub = self.create_publisher(FrameEmbedding, "embedding", RELIABLE)
-        msg_type = CompressedImage if camera.image_transport == "compressed" else Image
-        # sensor-data QoS (best effort, keep last 5) unless the params file overrides it, e.g.
-        # qos_overrides./camera/image_raw.subscription.reliability: reliable
-        self.create_subscription(
-            msg_type,
-            "image",
-            self._on_image,
-            qos_profile_sensor_data,
-            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
-        )
+        subscribe_camera(self, camera, self._on_image)
         self._worker = threading.Thread(target=self._encode_loop, name="encoder", daemon=True)
         self._worker.start()
         self.get_logger().info(

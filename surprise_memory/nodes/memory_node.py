@@ -12,8 +12,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock
 from rclpy.clock_type import ClockType
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.config import CameraConfig, EmbedderConfig, EpisodeConfig, StoreConfig
@@ -33,6 +32,7 @@ from surprise_memory.nodes.ros_common import (
     pose_from_msg,
     pose_to_msg,
     run_node,
+    subscribe_camera,
     time_to_ns,
 )
 from surprise_memory.pose import Pose
@@ -97,16 +97,7 @@ class MemoryNode(Node):
         self._order = StampOrder(self, self._stats, self._reset)
         self._work: queue.Queue[EpisodeFrames | None] = queue.Queue(maxsize=_PENDING_EPISODES)
         self._episode_pub = self.create_publisher(Episode, "episodes", RELIABLE)
-        msg_type = CompressedImage if camera.image_transport == "compressed" else Image
-        # sensor-data QoS (best effort, keep last 5) unless the params file overrides it, e.g.
-        # qos_overrides./camera/image_raw.subscription.reliability: reliable
-        self.create_subscription(
-            msg_type,
-            "image",
-            self._on_image,
-            qos_profile_sensor_data,
-            qos_overriding_options=QoSOverridingOptions.with_default_policies(),
-        )
+        subscribe_camera(self, camera, self._on_image)
         self.create_subscription(SurpriseEvent, "events", self._on_event, RELIABLE)
         # queries (which may run the text/image tower) in their own group and thread, so a
         # retrieval never holds up the camera callback; the store and the embedder lock

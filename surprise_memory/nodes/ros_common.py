@@ -21,7 +21,7 @@ from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from surprise_memory.config import ComponentConfig, Setting, settings_of
+from surprise_memory.config import CameraConfig, ComponentConfig, Setting, settings_of
 from surprise_memory.errors import ConfigError, SurpriseMemoryError
 from surprise_memory.pose import Pose
 
@@ -300,3 +300,23 @@ def frame_from_msg(msg: Any, stats: NodeStats) -> Any:
     except SurpriseMemoryError as exc:
         stats.reject("image", str(exc))
         return None
+
+
+def subscribe_camera(node: Node, camera: CameraConfig, callback: Any) -> Any:
+    """Subscribe ``callback`` to the node's ``image`` input (Image, or CompressedImage).
+
+    Sensor-data QoS (best effort, keep last 5) unless the params file overrides it, e.g.
+    ``qos_overrides./camera/image_raw.subscription.reliability: reliable``.
+    """
+    from rclpy.qos import qos_profile_sensor_data
+    from rclpy.qos_overriding_options import QoSOverridingOptions
+    from sensor_msgs.msg import CompressedImage, Image
+
+    msg_type = CompressedImage if camera.image_transport == "compressed" else Image
+    return node.create_subscription(
+        msg_type,
+        "image",
+        callback,
+        qos_profile_sensor_data,
+        qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+    )

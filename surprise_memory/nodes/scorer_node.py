@@ -102,7 +102,7 @@ class ScorerNode(Node):
         if not self._order.check(stamp):
             return
         try:
-            result = self._scorer.update(np.asarray(msg.embedding, dtype=np.float32))
+            result = self._scorer.update(np.asarray(msg.embedding, dtype=np.float64))
         except InputError as exc:
             self._stats.reject("embedding", str(exc))
             return
