@@ -140,6 +140,19 @@ def _check_against_core(got: Received, ref: dict[str, Any]) -> None:
     assert any(abs(s - change) <= 4 * 10**9 // sf.FPS for s, _ in have), have
 
 
+def _wait_and_check(node: Node, got: Received, ref: dict[str, Any]) -> None:
+    """Wait until every window is published or counted as dropped and an episode is stored,
+    then compare with the core."""
+    n_windows = len(ref["embeddings"])
+
+    def all_windows() -> bool:
+        return len(got.embeddings) + got.count("encoder_node", "windows_dropped") >= n_windows
+
+    assert spin_until(node, all_windows, 30.0), got.diagnostics
+    assert spin_until(node, lambda: len(got.episodes) >= 1, 30.0), "no episode"
+    _check_against_core(got, ref)
+
+
 def test_live_pipeline_over_dds(tmp_path: Path, core_reference: dict[str, Any]) -> None:
     store = tmp_path / "store"
     rclpy.init()
@@ -166,15 +179,7 @@ def test_live_pipeline_over_dds(tmp_path: Path, core_reference: dict[str, Any]) 
                 odom.publish(o)
                 camera.publish(msg)
                 spin_until(node, lambda: False, 1.0 / sf.FPS)
-            n_windows = len(core_reference["embeddings"])
-
-            def all_windows() -> bool:
-                dropped = got.count("encoder_node", "windows_dropped")
-                return len(got.embeddings) + dropped >= n_windows
-
-            assert spin_until(node, all_windows, 30.0), got.diagnostics
-            assert spin_until(node, lambda: len(got.episodes) >= 1, 30.0), "no episode"
-            _check_against_core(got, core_reference)
+            _wait_and_check(node, got, core_reference)
 
             # each event has the odometry pose at its stamp
             for e in got.events:
@@ -271,15 +276,7 @@ def test_bag_replay_with_sim_time_gives_the_live_results(
             with peer_process(player, tmp_path, "bag_player") as play:
                 assert spin_until(node, lambda: play.poll() is not None, 60.0)
                 assert play.returncode == 0
-            n_windows = len(core_reference["embeddings"])
-
-            def all_windows() -> bool:
-                dropped = got.count("encoder_node", "windows_dropped")
-                return len(got.embeddings) + dropped >= n_windows
-
-            assert spin_until(node, all_windows, 30.0), got.diagnostics
-            assert spin_until(node, lambda: len(got.episodes) >= 1, 30.0), "no episode"
-            _check_against_core(got, core_reference)
+            _wait_and_check(node, got, core_reference)
             assert all(not math.isnan(e.score) for e in got.events)
     finally:
         node.destroy_node()
