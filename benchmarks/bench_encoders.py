@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import transformers
 
-from surprise_memory.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
+from surprise_memory.perception.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
 
 
 def _sync(device: torch.device) -> None:

@@ -10,7 +10,7 @@ Figures (median over ``--reps`` rounds, each round a mean over many calls):
   encoder node's per-frame work after preparation) and with the encoder's geometric
   preparation of a 640x480 frame (resize shortest edge to 292, centre crop 256) on insert;
 * ``frame_from_image_msg``: ``sensor_msgs/Image`` rgb8 and bgr8 at 640x480, and a JPEG
-  ``CompressedImage`` of the same size, to a :class:`~surprise_memory.frames.Frame`.
+  ``CompressedImage`` of the same size, to a :class:`~surprise_memory.perception.frames.Frame`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from surprise_memory.frames import Frame, FrameRingBuffer, WindowSampler, frame_from_image_msg
+from surprise_memory.perception.frames import Frame, frame_from_image_msg
+from surprise_memory.perception.window import FrameRingBuffer, WindowSampler
 
 WIDTH, HEIGHT = 640, 480
 CROP = 256  # V-JEPA-2 ViT-L input size
@@ -79,7 +80,7 @@ def bench_ring_buffer(reps: int = 5, calls: int = 2000) -> dict[str, Any]:
         sampler.push(Frame(prepared[i % 8], _T0 + i))
     sampler_us = _per_call_us(lambda i: sampler.push(Frame(prepared[i % 8], base + i)), calls, reps)
 
-    from surprise_memory.encoders import resize_shortest_edge_and_crop
+    from surprise_memory.perception.encoders import resize_shortest_edge_and_crop
 
     def prepare(rgb: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
         # the encoder's VideoEncoder.prepare_frame, without building a ViT-L to get it

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import PIL
 
-from surprise_memory.frames import Frame
-from surprise_memory.pose import Pose
-from surprise_memory.retrieval import EmbeddingIndex, RetrievalQuery
-from surprise_memory.store import EpisodeStore
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.retrieval import EmbeddingIndex, RetrievalQuery
+from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000
 DIM = 1024

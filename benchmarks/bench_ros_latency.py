@@ -69,7 +69,7 @@ class _Inbox:
 
 def node_params(clip_frames: int, scorer_window: int) -> dict[str, Any]:
     """Params file content: tiny encoder preset on the CPU, scorer window W."""
-    from surprise_memory.encoders import TINY_VIDEO_WEIGHTS
+    from surprise_memory.perception.encoders import TINY_VIDEO_WEIGHTS
 
     return {
         "/**/encoder_node": {
@@ -198,7 +198,7 @@ def run(
     from sensor_msgs.msg import Image
 
     from surprise_memory.msg import SurpriseScore
-    from surprise_memory.nodes.ros_common import image_msg_from_rgb, ns_to_time
+    from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time
 
     def say(text: str) -> None:
         if log is not None:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from surprise_memory.gate import SurpriseGate
-from surprise_memory.surprise import SurpriseScorer
+from surprise_memory.surprise.gate import SurpriseGate
+from surprise_memory.surprise.scorer import SurpriseScorer
 
 
 def bench(

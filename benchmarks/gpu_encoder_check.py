@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import transformers
 
-from surprise_memory.encoders import VideoEncoder
+from surprise_memory.perception.encoders import VideoEncoder
 
 
 def timed(fn: Any, reps: int) -> float:

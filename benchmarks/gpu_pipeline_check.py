@@ -26,11 +26,11 @@ import numpy as np
 import torch
 
 from surprise_memory.config import EncoderConfig
-from surprise_memory.encoders import VideoEncoder
-from surprise_memory.gate import SurpriseGate
-from surprise_memory.pipeline import PipelineSettings, process
-from surprise_memory.surprise import SurpriseScorer
-from surprise_memory.synthetic import SyntheticScene, write_synthetic_bag
+from surprise_memory.offline.pipeline import PipelineSettings, process
+from surprise_memory.offline.synthetic import SyntheticScene, write_synthetic_bag
+from surprise_memory.perception.encoders import VideoEncoder
+from surprise_memory.surprise.gate import SurpriseGate
+from surprise_memory.surprise.scorer import SurpriseScorer
 
 ENCODER = {"encoder_weights": "random", "encoder_device": "cuda"}
 EMBEDDER = {

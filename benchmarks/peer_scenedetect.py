@@ -203,8 +203,8 @@ def thumbnail_embedding(frames: npt.NDArray[np.uint8], grid: int = 8) -> npt.NDA
 def video_encoder_embedding(weights: str, clip_frames: int, device: str) -> Embed:
     """V-JEPA-2 embeddings, one per frame (a window of ``clip_frames`` ending at it)."""
     from surprise_memory.config import EncoderConfig
-    from surprise_memory.encoders import VideoEncoder
-    from surprise_memory.frames import Frame
+    from surprise_memory.perception.encoders import VideoEncoder
+    from surprise_memory.perception.frames import Frame
 
     config = EncoderConfig(encoder_weights=weights, encoder_device=device, clip_frames=clip_frames)
     encoder = VideoEncoder.from_config(config)

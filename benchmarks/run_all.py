@@ -18,7 +18,7 @@ reusing the single-purpose benchmark beside this file:
 * ``store``: episode add, retrieval at 1k/10k(/100k) episodes (:mod:`bench_retrieval`);
 * ``ros``: published frame -> SurpriseScore over real DDS at 10 and 30 Hz with the installed
   nodes, drops counted (:mod:`bench_ros_latency`);
-* ``offline``: ``surprise_memory.pipeline.process`` frames/s on a synthetic bag vs
+* ``offline``: ``surprise_memory.offline.pipeline.process`` frames/s on a synthetic bag vs
   ``encoder_batch`` 1, 4, 8, 16 (tiny preset);
 * ``peer``: ours vs PySceneDetect on the synthetic clips with ground truth
   (:mod:`peer_scenedetect`), F1 and frames/s in the same run.
@@ -161,7 +161,7 @@ def section_scorer(s: Suite) -> None:
     from bench_encoders import median_s
     from bench_scorer_gate import bench
 
-    from surprise_memory.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
+    from surprise_memory.perception.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
 
     reps, frames = (5, 5000) if s.quick else (9, 20_000)
     totals, scorer, gate, cpu = [], [], [], []
@@ -258,7 +258,7 @@ def section_encoder(s: Suite) -> None:
     """Our wrapper vs the bare VJEPA2Model forward, interleaved in this run."""
     from bench_encoders import overhead
 
-    from surprise_memory.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
+    from surprise_memory.perception.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
 
     tiny = VideoEncoder(TINY_VIDEO_WEIGHTS, device="cpu", batch_size=64)
     reps = 10 if s.quick else 20
@@ -411,14 +411,14 @@ def section_ros(s: Suite) -> None:
 
 def section_offline(s: Suite) -> None:
     """`process` throughput on a synthetic bag vs encoder batch size (tiny preset)."""
-    from surprise_memory.encoders import (
+    from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, process
+    from surprise_memory.offline.synthetic import SyntheticScene, write_synthetic_bag
+    from surprise_memory.perception.encoders import (
         TINY_EMBEDDER_MODEL,
         TINY_VIDEO_WEIGHTS,
         ImageTextEmbedder,
         VideoEncoder,
     )
-    from surprise_memory.pipeline import OfflinePipeline, PipelineSettings, process
-    from surprise_memory.synthetic import SyntheticScene, write_synthetic_bag
 
     scene = SyntheticScene(seed=1, duration_s=20.0 if s.quick else 60.0, fps=10.0)
     values = {

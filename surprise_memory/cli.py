@@ -23,7 +23,6 @@ import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,12 +35,12 @@ from surprise_memory.config import (
     settings_of,
 )
 from surprise_memory.errors import ConfigError, InputError, StoreError, SurpriseMemoryError
-from surprise_memory.pipeline import PIPELINE_CONFIGS
+from surprise_memory.offline.pipeline import PIPELINE_CONFIGS
+from surprise_memory.stamps import NS_PER_SECOND, parse_time
 
-__all__ = ["build_parser", "main", "parse_time"]
+__all__ = ["build_parser", "main"]
 
 PROG = "surprise-memory"
-_NS = 1_000_000_000
 
 # Settings the offline command replaces by its own options.
 _PROCESS_EXCLUDED = {
@@ -106,44 +105,6 @@ def _add_config_options(
 def _given(args: argparse.Namespace, configs: Sequence[type[ComponentConfig]]) -> dict[str, Any]:
     names = {s.name for cls in configs for s in settings_of(cls)}
     return {k: v for k, v in vars(args).items() if k in names and v is not None}
-
-
-# ----------------------------------------------------------------------------- time parsing
-
-_REL_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?s?$")
-_NS_RE = re.compile(r"^\d+ns$")
-
-
-def parse_time(text: str, origin_ns: int | None) -> int:
-    """Parse a ``--start``/``--end`` value to int nanoseconds since the epoch.
-
-    * ``12.5`` or ``12.5s``: seconds from the recording's origin (see ``query --help``);
-    * ``1700000012500000000ns``: an absolute stamp in integer nanoseconds;
-    * ``2023-11-14T22:13:32.5Z`` (ISO 8601 with a time zone): an absolute time.
-
-    Raises:
-        InputError: Unparseable, or relative while the store has no origin.
-
-    """
-    value = text.strip()
-    if _NS_RE.match(value):
-        return int(value[:-2])
-    if _REL_RE.match(value):
-        if origin_ns is None:
-            raise InputError(f"time {text!r} is relative, but the store has no episode yet")
-        return origin_ns + round(float(value.rstrip("s")) * _NS)
-    try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(
-            f"time {text!r}: expected seconds from the recording start (12.5), nanoseconds "
-            "since the epoch (1700000012500000000ns) or ISO 8601 with a zone "
-            "(2023-11-14T22:13:32Z)"
-        ) from None
-    if when.tzinfo is None:
-        raise InputError(f"time {text!r}: an ISO 8601 time needs a zone (Z or +01:00)")
-    seconds = int(when.timestamp())
-    return seconds * _NS + when.microsecond * 1000
 
 
 def _parse_point(text: str) -> tuple[float, float, float]:
@@ -277,7 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_process(args: argparse.Namespace) -> int:
-    from surprise_memory.pipeline import OfflinePipeline, PipelineSettings, Progress, process
+    from surprise_memory.offline.pipeline import (
+        OfflinePipeline,
+        PipelineSettings,
+        Progress,
+        process,
+    )
 
     values = _given(args, PIPELINE_CONFIGS)
     if args.device:
@@ -351,7 +317,7 @@ def _note(message: str) -> None:
 
 
 def _store_origin(store: Any) -> int | None:
-    from surprise_memory.pipeline import RUN_RECORD
+    from surprise_memory.offline.pipeline import RUN_RECORD
 
     run = Path(store.path) / RUN_RECORD
     if run.is_file():
@@ -383,8 +349,8 @@ def _query_embedder(store: Any, device: str, text: bool) -> Any:
         seed = int(found.group(1)) if found else 0
         weights = "random"
         _note(f"image query with the untrained embedder {name!r} (random weights)")
-    from surprise_memory.encoders import ImageTextEmbedder
     from surprise_memory.errors import ModelLoadError
+    from surprise_memory.perception.encoders import ImageTextEmbedder
 
     try:
         emb = ImageTextEmbedder(model, weights, device=device, seed=seed)
@@ -398,8 +364,8 @@ def _query_embedder(store: Any, device: str, text: bool) -> Any:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from surprise_memory.retrieval import RetrievalQuery
-    from surprise_memory.store import EpisodeStore
+    from surprise_memory.memory.retrieval import RetrievalQuery
+    from surprise_memory.memory.store import EpisodeStore
 
     store_dir = Path(args.store)
     if not store_dir.is_dir():
@@ -469,7 +435,7 @@ def _hit_dict(hit: Any, origin: int | None) -> dict[str, Any]:
     return {
         "id": ep.id,
         "stamp_ns": ep.stamp_ns,
-        "time_s": None if origin is None else (ep.stamp_ns - origin) / _NS,
+        "time_s": None if origin is None else (ep.stamp_ns - origin) / NS_PER_SECOND,
         "score": hit.score,
         "distance_m": hit.distance_m,
         "surprise": ep.surprise,
@@ -486,7 +452,7 @@ def _hit_dict(hit: Any, origin: int | None) -> dict[str, Any]:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from surprise_memory.report import write_report
+    from surprise_memory.offline.report import write_report
 
     html, png = write_report(args.store, args.out)
     print(f"report {html}\ncurve  {png}")
@@ -538,7 +504,7 @@ def _cmd_eval_gebd(args: argparse.Namespace) -> int:
             enc_values["encoder_device"] = args.device
         enc_cfg = EncoderConfig.from_mapping(enc_values)
         detector = GebdDetector(**det_values)
-        from surprise_memory.encoders import VideoEncoder
+        from surprise_memory.perception.encoders import VideoEncoder
 
         encoder = VideoEncoder.from_config(enc_cfg)
         weights = encoder.model_name

@@ -181,7 +181,7 @@ class ComponentConfig:
 
 @dataclass(frozen=True)
 class ScorerConfig(ComponentConfig):
-    """Settings of :class:`surprise_memory.surprise.SurpriseScorer` (s(t) and KL(t))."""
+    """Settings of :class:`surprise_memory.surprise.scorer.SurpriseScorer` (s(t) and KL(t))."""
 
     component: ClassVar[str] = "scorer"
 
@@ -205,7 +205,7 @@ class ScorerConfig(ComponentConfig):
 
 @dataclass(frozen=True)
 class GateConfig(ComponentConfig):
-    """Settings of :class:`surprise_memory.gate.SurpriseGate`: tau = median + gamma*1.4826*MAD."""
+    """Settings of the :class:`~surprise_memory.surprise.gate.SurpriseGate` (τ, peaks, NMS)."""
 
     component: ClassVar[str] = "gate"
 
@@ -248,7 +248,7 @@ class GateConfig(ComponentConfig):
 
 @dataclass(frozen=True)
 class EncoderConfig(ComponentConfig):
-    """Settings of :class:`surprise_memory.encoders.VideoEncoder` and of its window sampler."""
+    """Settings of the :class:`~surprise_memory.perception.encoders.VideoEncoder` and sampler."""
 
     component: ClassVar[str] = "encoder"
 
@@ -319,7 +319,7 @@ class EncoderConfig(ComponentConfig):
 
 @dataclass(frozen=True)
 class EmbedderConfig(ComponentConfig):
-    """Settings of :class:`surprise_memory.encoders.ImageTextEmbedder` (episode frames, text)."""
+    """Settings of the :class:`~surprise_memory.perception.encoders.ImageTextEmbedder`."""
 
     component: ClassVar[str] = "embedder"
 
@@ -355,7 +355,7 @@ class EmbedderConfig(ComponentConfig):
 
 @dataclass(frozen=True)
 class StoreConfig(ComponentConfig):
-    """Settings of :class:`surprise_memory.store.EpisodeStore` and of its retrieval queries."""
+    """Settings of :class:`~surprise_memory.memory.store.EpisodeStore` and its retrieval queries."""
 
     component: ClassVar[str] = "store"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from surprise_memory.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
+from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 
 T0 = 1_700_000_000 * 10**9  # a realistic epoch stamp (ns)
 FPS = 20
@@ -87,7 +87,7 @@ def scene_change_rgb() -> list[np.ndarray]:
 
 def scene_change_frames() -> list[tuple[int, Any]]:
     """(stamp, sensor_msgs/Image rgb8) pairs of the stream (for rclpy publishers)."""
-    from surprise_memory.nodes.ros_common import image_msg_from_rgb
+    from surprise_memory.nodes.messages import image_msg_from_rgb
 
     return [
         (t, image_msg_from_rgb(rgb, t, "camera"))

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from surprise_memory.agent_tool import EpisodicMemoryTool
+from surprise_memory.agents.tool import EpisodicMemoryTool
 from surprise_memory.errors import InputError
-from surprise_memory.frames import Frame
-from surprise_memory.pose import Pose
-from surprise_memory.store import EpisodeStore
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000
 DIM = 12

@@ -19,9 +19,13 @@ from pathlib import Path
 import pytest
 
 from surprise_memory.config import iter_settings
-from surprise_memory.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 from surprise_memory.evaluation import evaluate_gebd, load_ground_truth, load_predictions
-from surprise_memory.synthetic import SyntheticScene, write_synthetic_bag, write_synthetic_video
+from surprise_memory.offline.synthetic import (
+    SyntheticScene,
+    write_synthetic_bag,
+    write_synthetic_video,
+)
+from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = [
@@ -243,11 +247,13 @@ def test_pip_install_gives_the_command(tmp_path: Path) -> None:
     for needed in (
         "surprise_memory/cli.py",
         "surprise_memory/__main__.py",
-        "surprise_memory/report.py",
+        "surprise_memory/offline/report.py",
+        "surprise_memory/memory/store/sqlite.py",
     ):
         assert needed in names
     assert any(
-        n.startswith("surprise_memory/encoders/open_clip_configs/") and n.endswith(".json")
+        n.startswith("surprise_memory/perception/encoders/open_clip_configs/")
+        and n.endswith(".json")
         for n in names
     )
 

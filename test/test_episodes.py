@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from surprise_memory.config import ConfigError, EpisodeConfig
-from surprise_memory.episodes import EpisodeAssembler, FrameHistory, select_episode_frames
 from surprise_memory.errors import InputError
-from surprise_memory.frames import Frame
-from surprise_memory.gate import SurpriseTrigger
+from surprise_memory.memory.episodes import EpisodeAssembler, FrameHistory, select_episode_frames
+from surprise_memory.perception.frames import Frame
+from surprise_memory.surprise.gate import SurpriseTrigger
 
 S = 1_000_000_000
 PIXELS = np.zeros((2, 2, 3), np.uint8)

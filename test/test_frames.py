@@ -9,14 +9,8 @@ import pytest
 from rosbags.typesys import Stores, get_typestore
 
 from surprise_memory.errors import ConfigError, InputError
-from surprise_memory.frames import (
-    Frame,
-    FrameRingBuffer,
-    Window,
-    WindowSampler,
-    frame_from_image_msg,
-    rgb_from_image_msg,
-)
+from surprise_memory.perception.frames import Frame, frame_from_image_msg, rgb_from_image_msg
+from surprise_memory.perception.window import FrameRingBuffer, Window, WindowSampler
 
 TS = get_typestore(Stores.LATEST)
 Image = TS.types["sensor_msgs/msg/Image"]
@@ -236,25 +230,9 @@ def test_latest_is_a_contiguous_view_in_order(pushed: int) -> None:
         assert view.flags.c_contiguous and not view.flags.writeable
         assert np.shares_memory(view, buf._slots)  # no copy per window
         assert list(view[:, 0, 0, 0]) == [i % 256 for i in range(pushed - m, pushed)]
-        assert list(buf.latest_stamps(m)) == [1000 * (i + 1) for i in range(pushed - m, pushed)]
+    assert buf.last_stamp_ns == 1000 * pushed
     with pytest.raises(InputError, match="serves windows of at most 5"):
         buf.latest(6)
-
-
-def test_between_and_around_by_stamp() -> None:
-    buf = FrameRingBuffer(6, 2, 3)
-    for i in range(10):  # holds frames 4..9, stamps 5000..10000
-        buf.push(frame(i))
-    assert [f.stamp_ns for f in buf.between(0, 7000)] == [5000, 6000, 7000]
-    assert [f.stamp_ns for f in buf.between(6500, 6900)] == []
-    assert [f.stamp_ns for f in buf.around(7400, 3)] == [6000, 7000, 8000]
-    assert [f.stamp_ns for f in buf.around(1, 4)] == [5000, 6000, 7000, 8000]
-    assert [f.stamp_ns for f in buf.around(99_999, 20)] == [5000 + 1000 * k for k in range(6)]
-    got = buf.between(9000, 9000)[0]
-    got.rgb[:] = 0  # a copy: the buffer is unchanged
-    assert buf.latest(1)[0, 0, 0, 0] == 9
-    with pytest.raises(InputError, match="end before start"):
-        buf.between(2, 1)
 
 
 def test_push_rejects_without_changing_state() -> None:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from surprise_memory.errors import ConfigError, InputError
-from surprise_memory.gate import SurpriseGate, SurpriseTrigger
-from surprise_memory.robust import MAD_TO_SIGMA
+from surprise_memory.surprise.gate import SurpriseGate, SurpriseTrigger
+from surprise_memory.surprise.robust import MAD_TO_SIGMA
 
 S = 1_000_000_000  # one second in ns
 

@@ -11,16 +11,16 @@ import torch
 from PIL import Image
 from safetensors.torch import save_file
 
-from surprise_memory.encoders import (
+from surprise_memory.errors import InputError, ModelLoadError
+from surprise_memory.perception.encoders import (
     PE_CORE_L14,
     PE_MEAN,
     PE_STD,
     TINY_EMBEDDER_MODEL,
     ImageTextEmbedder,
 )
-from surprise_memory.encoders.image_text import PE_INTERPOLATION, PE_RESIZE_MODE
-from surprise_memory.errors import InputError, ModelLoadError
-from surprise_memory.frames import Frame
+from surprise_memory.perception.encoders.image_text import PE_INTERPOLATION, PE_RESIZE_MODE
+from surprise_memory.perception.frames import Frame
 
 RNG = np.random.default_rng(5)
 

@@ -32,7 +32,7 @@ from synthetic_frames import TEST_PARAMS, scene_change_frames
 
 from launch import LaunchDescription
 from surprise_memory.msg import SurpriseEvent, SurpriseScore
-from surprise_memory.nodes.ros_common import ns_to_time
+from surprise_memory.nodes.messages import ns_to_time
 
 WORK = Path(tempfile.mkdtemp(prefix="surprise_memory_launch_"))
 

@@ -26,15 +26,15 @@ from rosbags.rosbag2 import Writer
 from rosbags.typesys import Stores, get_typestore
 from sensor_msgs.msg import Image
 
-from surprise_memory.client import EpisodicMemoryClient
+from surprise_memory.agents.ros_client import EpisodicMemoryClient
 from surprise_memory.config import EncoderConfig, GateConfig, ScorerConfig
-from surprise_memory.encoders import VideoEncoder
 from surprise_memory.errors import InputError
-from surprise_memory.gate import SurpriseGate, SurpriseTrigger
 from surprise_memory.msg import Episode, FrameEmbedding, SurpriseEvent, SurpriseScore
-from surprise_memory.nodes.ros_common import image_msg_from_rgb, ns_to_time, time_to_ns
-from surprise_memory.pipeline import PipelineSettings, load_run_record, process
-from surprise_memory.surprise import SurpriseScorer
+from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time, time_to_ns
+from surprise_memory.offline.pipeline import PipelineSettings, load_run_record, process
+from surprise_memory.perception.encoders import VideoEncoder
+from surprise_memory.surprise.gate import SurpriseGate, SurpriseTrigger
+from surprise_memory.surprise.scorer import SurpriseScorer
 
 NS = "/surprise_memory"
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
@@ -68,7 +68,7 @@ def core_reference() -> dict[str, Any]:
     scorer = SurpriseScorer.from_config(ScorerConfig.from_mapping(sf.SCORER))
     gate = SurpriseGate.from_config(GateConfig.from_mapping(sf.SCORER))
     embeddings, events = {}, []
-    from surprise_memory.frames import Frame
+    from surprise_memory.perception.frames import Frame
 
     for t, rgb in zip(sf.stamps(), sf.scene_change_rgb(), strict=True):
         window = sampler.push(Frame(rgb, t))

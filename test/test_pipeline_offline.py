@@ -15,17 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from surprise_memory.encoders import (
-    TINY_EMBEDDER_MODEL,
-    TINY_VIDEO_WEIGHTS,
-    ImageTextEmbedder,
-    VideoEncoder,
-)
-from surprise_memory.episodes import EpisodeAssembler
 from surprise_memory.errors import InputError, StoreError
-from surprise_memory.frames import Frame
-from surprise_memory.gate import SurpriseGate, SurpriseTrigger
-from surprise_memory.pipeline import (
+from surprise_memory.memory.episodes import EpisodeAssembler
+from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.offline.pipeline import (
     OfflinePipeline,
     PipelineSettings,
     Progress,
@@ -34,15 +27,22 @@ from surprise_memory.pipeline import (
     process,
     read_scores,
 )
-from surprise_memory.sources import open_source
-from surprise_memory.store import EpisodeStore
-from surprise_memory.surprise import SurpriseScorer
-from surprise_memory.synthetic import (
+from surprise_memory.offline.synthetic import (
     SyntheticScene,
     synthetic_frames,
     write_synthetic_bag,
     write_synthetic_video,
 )
+from surprise_memory.perception.encoders import (
+    TINY_EMBEDDER_MODEL,
+    TINY_VIDEO_WEIGHTS,
+    ImageTextEmbedder,
+    VideoEncoder,
+)
+from surprise_memory.perception.frames import Frame
+from surprise_memory.sources import open_source
+from surprise_memory.surprise.gate import SurpriseGate, SurpriseTrigger
+from surprise_memory.surprise.scorer import SurpriseScorer
 
 NS = 1_000_000_000
 # 24 s at 10 Hz, small frames; short windows so the tiny encoder is fast

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from surprise_memory.errors import ConfigError
-from surprise_memory.pose import (
+from surprise_memory.memory.pose import (
     Pose,
     PoseBuffer,
     Sample,

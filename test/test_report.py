@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from surprise_memory.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 from surprise_memory.errors import StoreError
-from surprise_memory.pipeline import OfflinePipeline, PipelineSettings, load_run_record
-from surprise_memory.report import THUMB_WIDTH, write_report
-from surprise_memory.store import EpisodeStore
-from surprise_memory.synthetic import SyntheticScene, synthetic_frames
+from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, load_run_record
+from surprise_memory.offline.report import THUMB_WIDTH, write_report
+from surprise_memory.offline.synthetic import SyntheticScene, synthetic_frames
+from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 
 WIDTH, HEIGHT = 1280, 2400
 

@@ -10,10 +10,10 @@ import pytest
 
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import InputError, StoreError
-from surprise_memory.frames import Frame
-from surprise_memory.pose import Pose
-from surprise_memory.retrieval import EmbedderMismatchError, EmbeddingIndex, RetrievalQuery
-from surprise_memory.store import EpisodeStore
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.retrieval import EmbedderMismatchError, EmbeddingIndex, RetrievalQuery
+from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000
 DIM = 24

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from surprise_memory.robust import MAD_TO_SIGMA, RollingMedianMAD
+from surprise_memory.surprise.robust import MAD_TO_SIGMA, RollingMedianMAD
 
 
 def _reference(values: list[float]) -> tuple[float, float]:

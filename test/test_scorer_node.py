@@ -14,10 +14,10 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
 
-from surprise_memory.gate import SurpriseGate
 from surprise_memory.msg import FrameEmbedding, SurpriseEvent, SurpriseScore
-from surprise_memory.nodes.ros_common import ns_to_time
-from surprise_memory.surprise import SurpriseScorer
+from surprise_memory.nodes.messages import ns_to_time
+from surprise_memory.surprise.gate import SurpriseGate
+from surprise_memory.surprise.scorer import SurpriseScorer
 
 NS = "/surprise_memory"
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)

@@ -19,8 +19,16 @@ from rosbags.rosbag2 import Writer as Writer2
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from surprise_memory.errors import ConfigError, InputError
-from surprise_memory.frames import Frame
-from surprise_memory.pose import Pose
+from surprise_memory.memory.pose import Pose
+from surprise_memory.offline.synthetic import (
+    SyntheticScene,
+    synthetic_frames,
+    synthetic_odometry,
+    write_synthetic_bag,
+    write_synthetic_video,
+    write_video,
+)
+from surprise_memory.perception.frames import Frame
 from surprise_memory.sources import (
     BagSource,
     ChainedPoseLookup,
@@ -29,15 +37,7 @@ from surprise_memory.sources import (
     VideoSource,
     open_source,
 )
-from surprise_memory.sources.pose import yaw_of
-from surprise_memory.synthetic import (
-    SyntheticScene,
-    synthetic_frames,
-    synthetic_odometry,
-    write_synthetic_bag,
-    write_synthetic_video,
-    write_video,
-)
+from surprise_memory.sources.pose_lookup import yaw_of
 
 NS = 1_000_000_000
 SCENE = SyntheticScene(seed=3, duration_s=3.0, fps=10.0, width=32, height=24, odom_rate_hz=20.0)

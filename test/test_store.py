@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import surprise_memory.store as store_mod
+import surprise_memory.memory.store as store_mod
 from surprise_memory.config import ConfigError, StoreConfig
 from surprise_memory.errors import InputError, StoreError
-from surprise_memory.frames import Frame
-from surprise_memory.pose import Pose
-from surprise_memory.retrieval import EmbedderMismatchError, RetrievalQuery
-from surprise_memory.store import DB_NAME, EpisodeStore
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery
+from surprise_memory.memory.store import DB_NAME, EpisodeStore
+from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000
 DIM = 16
@@ -170,7 +170,7 @@ def test_one_writer_and_read_only_readers(tmp_path: Path) -> None:
         ({"episode_id": "first"}, StoreError, "already in the store"),
         ({"surprise": float("nan")}, InputError, "surprise=nan"),
         ({"embedder_model": ""}, InputError, "embedder_model"),
-        ({"pose": (1.0, 2.0, 3.0)}, InputError, "expected surprise_memory.pose.Pose"),
+        ({"pose": (1.0, 2.0, 3.0)}, InputError, "expected surprise_memory.memory.pose.Pose"),
         ({"pose": Pose(x=float("nan"))}, InputError, "must be finite"),
         ({"pose": Pose(qw=0.0)}, InputError, "zero quaternion"),
         ({"embedder_model": "other"}, EmbedderMismatchError, "cannot join a store of"),
@@ -362,9 +362,9 @@ _CHILD = textwrap.dedent(
     """
     import sys
     import numpy as np
-    from surprise_memory.frames import Frame
-    from surprise_memory.pose import Pose
-    from surprise_memory.store import EpisodeStore
+    from surprise_memory.perception.frames import Frame
+    from surprise_memory.memory.pose import Pose
+    from surprise_memory.memory.store import EpisodeStore
 
     rng = np.random.default_rng(int(sys.argv[2]))
     store = EpisodeStore(sys.argv[1])

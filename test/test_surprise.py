@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from surprise_memory.errors import ConfigError, InputError
-from surprise_memory.surprise import SurpriseScorer, diagonal_gaussian_kl
+from surprise_memory.surprise.scorer import SurpriseScorer, diagonal_gaussian_kl
 
 
 def _direct(window: np.ndarray, z: np.ndarray, eps: float = 1e-6) -> tuple[float, float]:

@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 
 from surprise_memory.errors import ConfigError
-from surprise_memory.sources import open_source
-from surprise_memory.sources.pose import yaw_of
-from surprise_memory.synthetic import (
+from surprise_memory.offline.synthetic import (
     EVENT_KINDS,
     GROUND_TRUTH_FORMAT,
     ScriptedEvent,
@@ -24,6 +22,8 @@ from surprise_memory.synthetic import (
     synthetic_odometry,
     write_synthetic_bag,
 )
+from surprise_memory.sources import open_source
+from surprise_memory.sources.pose_lookup import yaw_of
 
 NS = 1_000_000_000
 SCENE = SyntheticScene(seed=7, duration_s=20.0, fps=5.0, width=64, height=48)

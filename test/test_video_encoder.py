@@ -11,9 +11,9 @@ import torch
 from transformers import VJEPA2Model, VJEPA2VideoProcessor
 
 from surprise_memory.config import EncoderConfig
-from surprise_memory.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
 from surprise_memory.errors import ConfigError, InputError, ModelLoadError
-from surprise_memory.frames import Frame
+from surprise_memory.perception.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
+from surprise_memory.perception.frames import Frame
 
 RNG = np.random.default_rng(3)
 

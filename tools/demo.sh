@@ -13,4 +13,4 @@ source "$ROOT/install/setup.bash"
 set -u
 cd "${TMPDIR:-/tmp}"  # run from outside the checkout so the colcon install is what is imported
 # outputs in the checkout's demo_output/ (git-ignored); a later --out in "$@" wins
-python -m surprise_memory.demo --out "$ROOT/demo_output" "$@"
+python -m surprise_memory.offline.demo --out "$ROOT/demo_output" "$@"

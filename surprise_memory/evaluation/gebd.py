@@ -44,8 +44,9 @@ semantics; every rule below was checked against that script:
 
 Detector
 ========
-:class:`GebdDetector` runs the project's own :class:`~surprise_memory.surprise.SurpriseScorer`
-and :class:`~surprise_memory.gate.SurpriseGate`, reset per video, over the embeddings of one
+:class:`GebdDetector` runs the project's own
+:class:`~surprise_memory.surprise.scorer.SurpriseScorer` and
+:class:`~surprise_memory.surprise.gate.SurpriseGate`, reset per video, over the embeddings of one
 video and returns boundary times in seconds, from the causal gate and from the "offline"
 variant whose tau is computed over the whole video at once (:func:`offline_peaks`).
 
@@ -67,9 +68,10 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import ConfigError, InputError
-from surprise_memory.gate import SurpriseGate
-from surprise_memory.robust import MAD_TO_SIGMA
-from surprise_memory.surprise import SurpriseScorer
+from surprise_memory.stamps import NS_PER_SECOND
+from surprise_memory.surprise.gate import SurpriseGate
+from surprise_memory.surprise.robust import MAD_TO_SIGMA
+from surprise_memory.surprise.scorer import SurpriseScorer
 
 __all__ = [
     "MIN_CONSISTENCY",
@@ -105,8 +107,6 @@ MIN_CONSISTENCY = 0.3
 """Videos with ``f1_consis_avg`` below this are left out of the evaluation."""
 
 MissingPolicy = Literal["count", "skip"]
-
-_NS = 1_000_000_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -649,7 +649,7 @@ def frame_stamps_ns(num_frames: int, fps: float, start_ns: int = 0) -> npt.NDArr
         raise ConfigError(f"fps={fps!r}: must be a positive number")
     if num_frames < 0:
         raise ConfigError(f"num_frames={num_frames!r}: must be >= 0")
-    return start_ns + np.round(np.arange(num_frames) * (_NS / fps)).astype(np.int64)
+    return start_ns + np.round(np.arange(num_frames) * (NS_PER_SECOND / fps)).astype(np.int64)
 
 
 def offline_peaks(
@@ -661,7 +661,7 @@ def offline_peaks(
     s(p) > tau, it has a frame before and after it, s(p) is strictly greater than every
     earlier score within ``nms_seconds`` and than the previous frame's, and at least as
     great as every later score within ``nms_seconds`` and the next frame's. This is the
-    same local suppression rule as :class:`~surprise_memory.gate.SurpriseGate` (ties go to
+    same local suppression rule as :class:`~surprise_memory.surprise.gate.SurpriseGate` (ties go to
     the earlier frame; a suppressed peak does not free its neighbours), with tau fixed.
 
     Args:
@@ -694,7 +694,7 @@ def offline_peaks(
         return np.zeros(0, dtype=np.intp), math.nan
     med = float(np.median(s))
     tau = med + gamma * MAD_TO_SIGMA * float(np.median(np.abs(s - med)))
-    radius = round(nms_seconds * _NS)
+    radius = round(nms_seconds * NS_PER_SECOND)
     lo = np.searchsorted(t, t - radius, side="left")  # first index within the radius before
     hi = np.searchsorted(t, t + radius, side="right")  # one past the last within it after
     peaks = []
@@ -874,8 +874,8 @@ class GebdDetector:
         cfg = self._gate.config
         idx, tau = offline_peaks(t, s, cfg.gamma, cfg.nms_seconds)
         return GebdDetection(
-            causal_s=tuple((p - origin_ns) / _NS for p in peaks),
-            offline_s=tuple((int(t[i]) - origin_ns) / _NS for i in idx),
+            causal_s=tuple((p - origin_ns) / NS_PER_SECOND for p in peaks),
+            offline_s=tuple((int(t[i]) - origin_ns) / NS_PER_SECOND for i in idx),
             offline_threshold=tau,
             stamps_ns=t,
             scores=s,

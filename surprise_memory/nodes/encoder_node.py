@@ -10,25 +10,18 @@ from typing import Any
 
 import numpy as np
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.config import CameraConfig, EncoderConfig
-from surprise_memory.encoders import VideoEncoder
 from surprise_memory.errors import InputError
-from surprise_memory.frames import Window
 from surprise_memory.msg import FrameEmbedding
-from surprise_memory.nodes.ros_common import (
-    NodeStats,
-    StampOrder,
-    declare_settings,
-    frame_from_msg,
-    ns_to_time,
-    run_node,
-    subscribe_camera,
-)
-
-RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.messages import ns_to_time
+from surprise_memory.nodes.parameters import declare_settings
+from surprise_memory.nodes.qos import RELIABLE, subscribe_camera
+from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
+from surprise_memory.perception.encoders import VideoEncoder
+from surprise_memory.perception.window import Window
 
 
 class LatestSlot:

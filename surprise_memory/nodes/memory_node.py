@@ -12,35 +12,31 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock
 from rclpy.clock_type import ClockType
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.config import CameraConfig, EmbedderConfig, EpisodeConfig, StoreConfig
-from surprise_memory.encoders import ImageTextEmbedder
-from surprise_memory.episodes import EpisodeAssembler, EpisodeFrames
 from surprise_memory.errors import InputError, SurpriseMemoryError
-from surprise_memory.frames import rgb_from_image_msg
-from surprise_memory.gate import SurpriseTrigger
+from surprise_memory.memory.episodes import EpisodeAssembler, EpisodeFrames
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.store import EpisodeRecord, EpisodeStore, RetrievalHit, decode_jpeg
 from surprise_memory.msg import Episode, SurpriseEvent
-from surprise_memory.nodes.ros_common import (
-    NodeStats,
-    StampOrder,
-    declare_settings,
-    frame_from_msg,
+from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.messages import (
     image_msg_from_rgb,
     ns_to_time,
     pose_from_msg,
     pose_to_msg,
-    run_node,
-    subscribe_camera,
     time_to_ns,
 )
-from surprise_memory.pose import Pose
-from surprise_memory.retrieval import RetrievalQuery
+from surprise_memory.nodes.parameters import declare_settings
+from surprise_memory.nodes.qos import RELIABLE, subscribe_camera
+from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
+from surprise_memory.perception.encoders import ImageTextEmbedder
+from surprise_memory.perception.frames import rgb_from_image_msg
 from surprise_memory.srv import RetrieveEpisodes
-from surprise_memory.store import EpisodeRecord, EpisodeStore, RetrievalHit, decode_jpeg
+from surprise_memory.surprise.gate import SurpriseTrigger
 
-RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 _PENDING_EPISODES = 32  # episodes waiting for the embedder; more means it cannot keep up
 
 

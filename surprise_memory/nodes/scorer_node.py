@@ -10,28 +10,20 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.time import Time as RclpyTime
 
 from surprise_memory.config import GateConfig, PoseConfig, ScorerConfig
 from surprise_memory.errors import InputError
-from surprise_memory.gate import SurpriseGate, SurpriseTrigger
+from surprise_memory.memory.pose import Pose, PoseBuffer
 from surprise_memory.msg import FrameEmbedding, SurpriseEvent, SurpriseScore
-from surprise_memory.nodes.ros_common import (
-    NodeStats,
-    StampOrder,
-    declare_settings,
-    ns_to_time,
-    pose_from_msg,
-    pose_to_msg,
-    run_node,
-    settings_change_validator,
-    time_to_ns,
-)
-from surprise_memory.pose import Pose, PoseBuffer
-from surprise_memory.surprise import SurpriseScorer
-
-RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.messages import ns_to_time, pose_from_msg, pose_to_msg, time_to_ns
+from surprise_memory.nodes.parameters import declare_settings, settings_change_validator
+from surprise_memory.nodes.qos import RELIABLE
+from surprise_memory.nodes.runtime import StampOrder, run_node
+from surprise_memory.stamps import NS_PER_SECOND, ns_to_seconds
+from surprise_memory.surprise.gate import SurpriseGate, SurpriseTrigger
+from surprise_memory.surprise.scorer import SurpriseScorer
 
 
 class ScorerNode(Node):
@@ -56,7 +48,9 @@ class ScorerNode(Node):
         self._order = StampOrder(self, self._stats, self._reset)
         self._encoder = ("", True)  # model and pretrained flag of the latest embedding
 
-        self._odometry = PoseBuffer(max_gap_ns=round(self._pose_cfg.pose_tolerance_seconds * 1e9))
+        self._odometry = PoseBuffer(
+            max_gap_ns=round(self._pose_cfg.pose_tolerance_seconds * NS_PER_SECOND)
+        )
         self._tf_buffer = self._make_tf_buffer()
         if self._pose_cfg.odom_topic:
             self.create_subscription(Odometry, self._pose_cfg.odom_topic, self._on_odometry, 50)
@@ -144,7 +138,7 @@ class ScorerNode(Node):
         self._event_pub.publish(event)
         self._stats.count("events")
         self.get_logger().info(
-            f"event at {trigger.stamp_ns / 1e9:.3f} s: score {trigger.score:.3f} > "
+            f"event at {ns_to_seconds(trigger.stamp_ns):.3f} s: score {trigger.score:.3f} > "
             f"tau {trigger.threshold:.3f} (pose: {source})"
         )
 

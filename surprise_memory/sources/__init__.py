@@ -1,7 +1,7 @@
 """Offline inputs: frames (and poses) from rosbags and video files, streamed.
 
-A :class:`FrameSource` is an iterable of :class:`surprise_memory.frames.Frame` in strictly
-increasing stamp order, read in constant memory (a two-hour bag is never loaded whole),
+A :class:`FrameSource` is an iterable of :class:`~surprise_memory.perception.frames.Frame`
+in strictly increasing stamp order, read in constant memory (a two-hour bag is never loaded whole),
 re-readable from the start, with bad items skipped and counted in ``stats`` instead of
 raised. :func:`open_source` picks the reader from the path:
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from surprise_memory.errors import InputError
 from surprise_memory.sources.bag import BAG_SUFFIXES, IMAGE_TYPES, POSE_TYPES, BagSource
 from surprise_memory.sources.base import FrameSource, SourceStats
-from surprise_memory.sources.pose import (
+from surprise_memory.sources.pose_lookup import (
     ChainedPoseLookup,
     Pose,
     PoseLookup,

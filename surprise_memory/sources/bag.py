@@ -12,7 +12,7 @@ header order (several cameras, network jitter): a small reorder buffer
 too late, or repeats a stamp, is dropped and counted (``stats.out_of_order``), so the
 stream's stamps strictly increase.
 
-Pixels. Messages are converted by :func:`surprise_memory.frames.rgb_from_image_msg`, the
+Pixels. Messages are converted by :func:`surprise_memory.perception.frames.rgb_from_image_msg`, the
 project's one conversion (the live nodes use it too). A frame it refuses (depth or
 unknown encoding, zero size, ``step``/``data`` length mismatch, compressed data that is
 not a decodable JPEG or PNG) is skipped, logged as a "bad frame" with the reason, and
@@ -41,8 +41,8 @@ from rosbags.highlevel import AnyReader, AnyReaderError
 from rosbags.typesys import Stores, get_typestore
 
 from surprise_memory.errors import ConfigError, InputError
-from surprise_memory.frames import Frame, rgb_from_image_msg
-from surprise_memory.pose import Pose
+from surprise_memory.memory.pose import Pose
+from surprise_memory.perception.frames import Frame, rgb_from_image_msg
 from surprise_memory.sources.base import (
     SkipLog,
     SourceStats,
@@ -50,7 +50,13 @@ from surprise_memory.sources.base import (
     check_fps,
     estimate_frames,
 )
-from surprise_memory.sources.pose import ChainedPoseLookup, PoseLookup, Sample, SampledPoseLookup
+from surprise_memory.sources.pose_lookup import (
+    ChainedPoseLookup,
+    PoseLookup,
+    Sample,
+    SampledPoseLookup,
+)
+from surprise_memory.stamps import NS_PER_SECOND, stamp_to_ns
 
 __all__ = [
     "BAG_SUFFIXES",
@@ -77,8 +83,6 @@ POSE_TYPES = (ODOMETRY_TYPE, *POSE_STAMPED_TYPES, *TF_TYPES)
 
 BAG_SUFFIXES = (".bag", ".db3", ".mcap")
 """Suffixes of bag files (a rosbag2 storage file is read through its folder)."""
-
-_NS = 1_000_000_000
 
 
 def bag_paths(path: str | Path) -> list[Path]:
@@ -128,10 +132,6 @@ def _open_reader(paths: Sequence[Path]) -> AnyReader:
     except (AnyReaderError, FileNotFoundError) as err:
         raise InputError(f"cannot read bag {', '.join(map(str, paths))}: {err}") from err
     return reader
-
-
-def _stamp_ns(stamp: Any) -> int:
-    return int(stamp.sec) * _NS + int(stamp.nanosec)
 
 
 def _strip(frame: str) -> str:
@@ -282,7 +282,7 @@ class BagSource:
 
     def describe(self) -> str:
         """One line: bag, topic, type, duration and frame count."""
-        seconds = (self.duration_ns or 0) / _NS
+        seconds = (self.duration_ns or 0) / NS_PER_SECOND
         rate = f", subsampled to {self._fps:g} fps" if self._fps else ""
         return (
             f"bag {self._path} topic {self._topic} ({self.message_type}): "
@@ -326,7 +326,7 @@ class BagSource:
                 stats.read += 1
                 try:
                     msg: Any = reader.deserialize(raw, connection.msgtype)
-                    stamp_ns = _stamp_ns(msg.header.stamp)
+                    stamp_ns = stamp_to_ns(msg.header.stamp)
                 except Exception as err:  # a corrupt message never ends the stream
                     stats.bad += 1
                     skips.skip("bad message", f"log time {log_ns} ns: {err}")
@@ -357,7 +357,7 @@ class BagSource:
         max_gap_ns: int = 500_000_000,
         parent_max_gap_ns: int | None = None,
         interpolate: bool = True,
-        history_ns: int | None = 300 * _NS,
+        history_ns: int | None = 300 * NS_PER_SECOND,
         tf_scan_messages: int = 2000,
     ) -> PoseLookup:
         """Build a pose lookup from a topic of the same bag.
@@ -440,7 +440,7 @@ class BagSource:
 
     def _topic_poses(self, topic: str) -> Generator[Sample, None, None]:
         for log_ns, msg in self._messages([topic]):
-            stamp = _stamp_ns(msg.header.stamp) or log_ns  # zero stamp: the log time
+            stamp = stamp_to_ns(msg.header.stamp) or log_ns  # zero stamp: the log time
             pose = msg.pose.pose if hasattr(msg.pose, "pose") else msg.pose
             yield stamp, _pose(pose.position, pose.orientation, msg.header.frame_id)
 
@@ -526,6 +526,6 @@ def _pose(position: Any, orientation: Any, frame: str) -> Pose:
 
 
 def _transform_pose(tf: Any, log_ns: int) -> Sample:
-    stamp = _stamp_ns(tf.header.stamp) or log_ns
+    stamp = stamp_to_ns(tf.header.stamp) or log_ns
     t = tf.transform
     return stamp, _pose(t.translation, t.rotation, tf.header.frame_id)

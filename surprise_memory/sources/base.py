@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from surprise_memory.errors import ConfigError
-from surprise_memory.frames import Frame
+from surprise_memory.perception.frames import Frame
+from surprise_memory.stamps import NS_PER_SECOND
 
 __all__ = ["FrameSource", "SourceStats", "Subsampler", "check_fps"]
 
-_NS = 1_000_000_000
 _LOG = logging.getLogger("surprise_memory.sources")
 WARN_LIMIT = 5
 """Skipped items of one kind that are logged one by one; the rest are only counted."""
@@ -124,7 +124,7 @@ class Subsampler:
     """
 
     def __init__(self, fps: float | None) -> None:
-        self._period_ns = None if fps is None else max(1, round(_NS / fps))
+        self._period_ns = None if fps is None else max(1, round(NS_PER_SECOND / fps))
         self._origin: int | None = None
         self._last_slot = -1
 
@@ -147,7 +147,7 @@ def estimate_frames(count: int | None, duration_ns: int | None, fps: float | Non
         return None
     if fps is None or duration_ns is None:
         return count
-    return min(count, int(duration_ns * fps // _NS) + 1)
+    return min(count, int(duration_ns * fps // NS_PER_SECOND) + 1)
 
 
 class SkipLog:

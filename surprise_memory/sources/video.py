@@ -19,7 +19,7 @@ from typing import Any
 import av
 
 from surprise_memory.errors import ConfigError, InputError
-from surprise_memory.frames import Frame
+from surprise_memory.perception.frames import Frame
 from surprise_memory.sources.base import (
     SkipLog,
     SourceStats,
@@ -27,18 +27,17 @@ from surprise_memory.sources.base import (
     check_fps,
     estimate_frames,
 )
+from surprise_memory.stamps import NS_PER_SECOND
 
 __all__ = ["VIDEO_SUFFIXES", "VideoSource"]
 
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm")
 """File suffixes :func:`surprise_memory.sources.open_source` treats as video."""
 
-_NS = 1_000_000_000
-
 
 def _to_ns(ticks: int, time_base: Fraction) -> int:
     """``ticks * time_base`` seconds as int nanoseconds, rounded to nearest, exactly."""
-    value = Fraction(ticks) * time_base * _NS
+    value = Fraction(ticks) * time_base * NS_PER_SECOND
     return int(value.numerator * 2 + value.denominator) // (2 * value.denominator)
 
 
@@ -113,7 +112,9 @@ class VideoSource:
         Some containers declare none (mkv, webm), and AVI counts time slots, not frames,
         when the time base is finer than the frame rate.
         """
-        estimate = round(duration_ns * rate / _NS) if duration_ns is not None and rate else None
+        estimate = (
+            round(duration_ns * rate / NS_PER_SECOND) if duration_ns is not None and rate else None
+        )
         if declared > 0 and (estimate is None or declared <= 2 * estimate + 1):
             return declared
         return estimate
@@ -175,7 +176,9 @@ class VideoSource:
 
     def describe(self) -> str:
         """One line: file, codec, size, duration and frame count."""
-        seconds = f"{self._duration_ns / _NS:.1f} s" if self._duration_ns is not None else "? s"
+        seconds = (
+            f"{self._duration_ns / NS_PER_SECOND:.1f} s" if self._duration_ns is not None else "? s"
+        )
         frames = self._frames if self._frames is not None else "?"
         rate = f", subsampled to {self._fps:g} fps" if self._fps else ""
         return (
@@ -190,13 +193,15 @@ class VideoSource:
         stats = self._stats = SourceStats()
         skips = SkipLog(str(self._path))
         subsampler = Subsampler(self._fps)
-        step_ns = round(_NS / self._rate) if self._rate else 0
+        step_ns = round(NS_PER_SECOND / self._rate) if self._rate else 0
         last: int | None = None
         with self._open() as container:
             stream = self._stream(container)
             if self._threads:
                 stream.thread_type = "AUTO"
-            time_base = Fraction(stream.time_base) if stream.time_base else Fraction(1, _NS)
+            time_base = (
+                Fraction(stream.time_base) if stream.time_base else Fraction(1, NS_PER_SECOND)
+            )
             try:
                 for packet in container.demux(stream):
                     try:

@@ -15,7 +15,7 @@ episode's best frame, vectorised filters and a partial sort. Removal marks episo
 and compacts the arrays once dead rows pass a fraction of all rows, so evicting one
 episode does not move the whole matrix.
 
-The index is not thread-safe on its own; :class:`surprise_memory.store.EpisodeStore`
+The index is not thread-safe on its own; :class:`surprise_memory.memory.store.EpisodeStore`
 guards it with its lock.
 """
 
@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import InputError, StoreError
+from surprise_memory.stamps import NS_PER_SECOND
 
 __all__ = [
     "EmbedderMismatchError",
@@ -38,7 +39,6 @@ __all__ = [
     "SearchResult",
 ]
 
-_NS = 1_000_000_000
 # compact the arrays once this fraction of the matrix rows belongs to removed episodes
 _COMPACT_FRACTION = 0.125
 # gather the rows of the filtered episodes (instead of scoring every row) below this share
@@ -134,7 +134,7 @@ class RetrievalQuery:
         if start is not None and end is not None and end < start:
             raise InputError(
                 f"time window ends before it starts: end_ns={end} < start_ns={start} "
-                f"({(start - end) / _NS:.3f} s)"
+                f"({(start - end) / NS_PER_SECOND:.3f} s)"
             )
         object.__setattr__(self, "start_ns", start)
         object.__setattr__(self, "end_ns", end)

@@ -36,8 +36,9 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import ConfigError
-from surprise_memory.frames import Frame
-from surprise_memory.pose import Pose
+from surprise_memory.memory.pose import Pose
+from surprise_memory.perception.frames import Frame
+from surprise_memory.stamps import NS_PER_SECOND
 
 __all__ = [
     "EVENT_KINDS",
@@ -58,8 +59,7 @@ __all__ = [
     "write_video",
 ]
 
-_NS = 1_000_000_000
-GROUND_TRUTH_FORMAT = "surprise_memory.synthetic.ground_truth/1"
+GROUND_TRUTH_FORMAT = "surprise_memory.offline.synthetic.ground_truth/1"
 """Value of the ``format`` key of the ground-truth JSON."""
 
 EVENT_KINDS: dict[str, str] = {
@@ -141,7 +141,7 @@ class SyntheticScene:
     odom_rate_hz: float = 20.0
     speed_mps: float = 0.5
     noise: float = 2.0
-    start_ns: int = 1_700_000_000 * _NS
+    start_ns: int = 1_700_000_000 * NS_PER_SECOND
     events: tuple[ScriptedEvent, ...] | None = None
     camera_frame: str = "camera"
     odom_frame: str = "odom"
@@ -188,11 +188,11 @@ class SyntheticScene:
 
     def frame_stamp(self, index: int) -> int:
         """Stamp of frame ``index`` in int nanoseconds."""
-        return self.start_ns + round(index * _NS / self.fps)
+        return self.start_ns + round(index * NS_PER_SECOND / self.fps)
 
     def seconds(self, stamp_ns: int) -> float:
         """Seconds from the start of the recording."""
-        return (stamp_ns - self.start_ns) / _NS
+        return (stamp_ns - self.start_ns) / NS_PER_SECOND
 
 
 @dataclass(frozen=True)
@@ -241,10 +241,10 @@ def synthetic_odometry(scene: SyntheticScene) -> Iterator[OdometrySample]:
     positions are integrated with the midpoint rule on a fixed step, so they are exactly
     reproducible.
     """
-    step_ns = round(_NS / scene.odom_rate_hz)
-    count = int(scene.duration_s * _NS // step_ns) + 1
+    step_ns = round(NS_PER_SECOND / scene.odom_rate_hz)
+    count = int(scene.duration_s * NS_PER_SECOND // step_ns) + 1
     x = y = 0.0
-    dt = step_ns / _NS
+    dt = step_ns / NS_PER_SECOND
     for i in range(count):
         t = i * dt
         yaw = _yaw(scene, t)
@@ -415,8 +415,8 @@ def ground_truth(
             {
                 "name": ev.kind,
                 "description": ev.description or EVENT_KINDS[ev.kind],
-                "start_ns": scene.start_ns + round(ev.start_s * _NS),
-                "end_ns": scene.start_ns + round(ev.end_s * _NS),
+                "start_ns": scene.start_ns + round(ev.start_s * NS_PER_SECOND),
+                "end_ns": scene.start_ns + round(ev.end_s * NS_PER_SECOND),
                 "start_s": ev.start_s,
                 "end_s": ev.end_s,
                 "position": [round(c, 6) for c in pose.position],
@@ -447,7 +447,7 @@ def _odometry_at(scene: SyntheticScene, times_s: Iterable[float]) -> Iterator[Po
     """The odometry pose nearest each time (times in any order)."""
     samples = list(synthetic_odometry(scene))
     for t in times_s:
-        stamp = scene.start_ns + round(t * _NS)
+        stamp = scene.start_ns + round(t * NS_PER_SECOND)
         yield min(samples, key=lambda s: abs(s.stamp_ns - stamp)).pose
 
 
@@ -481,7 +481,9 @@ def _ros_types(typestore: Any, ros1: bool) -> Any:
     t = typestore.types
 
     def header(stamp_ns: int, frame: str, seq: int) -> Any:
-        stamp = t["builtin_interfaces/msg/Time"](sec=stamp_ns // _NS, nanosec=stamp_ns % _NS)
+        stamp = t["builtin_interfaces/msg/Time"](
+            sec=stamp_ns // NS_PER_SECOND, nanosec=stamp_ns % NS_PER_SECOND
+        )
         if ros1:
             return t["std_msgs/msg/Header"](seq=seq, stamp=stamp, frame_id=frame)
         return t["std_msgs/msg/Header"](stamp=stamp, frame_id=frame)
@@ -673,7 +675,7 @@ def write_video(
                     f"frame at {frame.stamp_ns} ns is {w}x{h}; the video is "
                     f"{stream.width}x{stream.height}"
                 )
-            pts = int(Fraction(frame.stamp_ns - first, _NS) / time_base)
+            pts = int(Fraction(frame.stamp_ns - first, NS_PER_SECOND) / time_base)
             if pts <= last:
                 raise ConfigError(
                     f"frame at {frame.stamp_ns} ns: stamps must increase by at least one "

@@ -1,7 +1,7 @@
 """The README's main job: a synthetic robot recording through the whole pipeline.
 
 Run with ``make demo`` (``tools/demo.sh``: sets up, builds, runs this) or
-``python -m surprise_memory.demo [--out DIR]``. It
+``python -m surprise_memory.offline.demo [--out DIR]``. It
 
 1. writes a synthetic camera recording as a real rosbag2 (``sensor_msgs/Image`` and
    ``nav_msgs/Odometry``; a scene with an object appearing, a light change, a camera turn
@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.errors import SurpriseMemoryError
+from surprise_memory.stamps import NS_PER_SECOND, ns_to_seconds
 
 __all__ = ["main", "resolve_weights"]
 
-_NS = 1_000_000_000
 _MARKER = ".surprise_memory_demo"
 _BAG = "recording"
 _STORE = "store"
@@ -61,7 +61,7 @@ def resolve_weights(
         ``trained_encoder`` / ``trained_embedder`` flags.
 
     """
-    from surprise_memory.encoders import (
+    from surprise_memory.perception.encoders import (
         PE_CORE_L14,
         TINY_EMBEDDER_MODEL,
         TINY_VIDEO_WEIGHTS,
@@ -114,7 +114,9 @@ def _prepare_out(out: Path) -> None:
             elif target.exists():
                 target.unlink()
     out.mkdir(parents=True, exist_ok=True)
-    (out / _MARKER).write_text("written by python -m surprise_memory.demo\n", encoding="utf-8")
+    (out / _MARKER).write_text(
+        "written by python -m surprise_memory.offline.demo\n", encoding="utf-8"
+    )
 
 
 def _banner(lines: list[str]) -> None:
@@ -128,7 +130,7 @@ def _banner(lines: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the process exit code."""
     parser = argparse.ArgumentParser(
-        prog="python -m surprise_memory.demo", description=(__doc__ or "").splitlines()[0]
+        prog="python -m surprise_memory.offline.demo", description=(__doc__ or "").splitlines()[0]
     )
     parser.add_argument("--out", default="demo_output", help="output folder (default: %(default)s)")
     parser.add_argument("--seconds", type=float, default=60.0, help="length of the recording")
@@ -148,10 +150,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from surprise_memory.pipeline import OfflinePipeline, PipelineSettings, process
-    from surprise_memory.report import write_report
-    from surprise_memory.store import EpisodeStore
-    from surprise_memory.synthetic import SyntheticScene, write_synthetic_bag
+    from surprise_memory.memory.store import EpisodeStore
+    from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, process
+    from surprise_memory.offline.report import write_report
+    from surprise_memory.offline.synthetic import SyntheticScene, write_synthetic_bag
 
     t_start = time.perf_counter()
     out = Path(args.out).resolve()
@@ -218,7 +220,7 @@ def _run(args: argparse.Namespace) -> int:
 
     run = json.loads((store_dir / "run.json").read_text(encoding="utf-8"))
     origin = scene.start_ns
-    events = [(e["stamp_ns"] - origin) / _NS for e in run["events"]]
+    events = [(e["stamp_ns"] - origin) / NS_PER_SECOND for e in run["events"]]
     print("3. events found vs ground truth (seconds from the start):")
     for ev in truth["events"]:
         near = min(events, key=lambda t: abs(t - ev["start_s"]), default=None)
@@ -236,8 +238,8 @@ def _run(args: argparse.Namespace) -> int:
     with EpisodeStore(store_dir, read_only=True) as store:
         ev1 = truth["events"][1]
         hits = store.search(
-            start_ns=origin + round((ev1["start_s"] - 2) * _NS),
-            end_ns=origin + round((ev1["end_s"] + 5) * _NS),
+            start_ns=origin + round((ev1["start_s"] - 2) * NS_PER_SECOND),
+            end_ns=origin + round((ev1["end_s"] + 5) * NS_PER_SECOND),
             max_results=3,
         )
         print(f"   by time, {ev1['start_s'] - 2:.0f}..{ev1['end_s'] + 5:.0f} s ({ev1['name']}):")
@@ -285,7 +287,8 @@ def _print_hits(hits: list[Any], origin: int) -> None:
         extra = "" if h.score is None else f" cosine {h.score:.3f}"
         extra += "" if h.distance_m is None else f" {h.distance_m:.1f} m away"
         print(
-            f"     {(ep.stamp_ns - origin) / _NS:6.1f} s  surprise {ep.surprise:.2f}  {pos}{extra}"
+            f"     {ns_to_seconds(ep.stamp_ns - origin):6.1f} s  surprise {ep.surprise:.2f}  "
+            f"{pos}{extra}"
         )
 
 

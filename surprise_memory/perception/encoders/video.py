@@ -28,16 +28,17 @@ import numpy.typing as npt
 import torch
 
 from surprise_memory.config import EncoderConfig
-from surprise_memory.encoders.loading import (
+from surprise_memory.errors import InputError, ModelLoadError
+from surprise_memory.perception.encoders.loading import (
     check_hub_reachable,
     parse_weights,
     resolve_device,
     resolve_dtype,
     seeded,
 )
-from surprise_memory.encoders.presets import VJEPA2_PRESETS, VJEPA2_VITL_FPC64
-from surprise_memory.errors import InputError, ModelLoadError
-from surprise_memory.frames import Frame, WindowSampler
+from surprise_memory.perception.encoders.presets import VJEPA2_PRESETS, VJEPA2_VITL_FPC64
+from surprise_memory.perception.frames import Frame
+from surprise_memory.perception.window import WindowSampler
 
 __all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "VideoEncoder", "resize_shortest_edge_and_crop"]
 

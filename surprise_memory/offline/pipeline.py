@@ -24,7 +24,7 @@ held, the assembler keeps ``frame_history_seconds``, and the per-frame scores ar
 
 Outputs beside the store: ``scores.csv`` (``stamp_ns,score,kl,tau,triggered``, one row per
 scored frame) and ``run.json`` (settings, model names, "untrained" when weights were random,
-input, counts, summary), read by :mod:`surprise_memory.report`.
+input, counts, summary), read by :mod:`surprise_memory.offline.report`.
 """
 
 from __future__ import annotations
@@ -56,16 +56,17 @@ from surprise_memory.config import (
     ScorerConfig,
     StoreConfig,
 )
-from surprise_memory.episodes import EpisodeAssembler, EpisodeFrames
 from surprise_memory.errors import InputError, StoreError
-from surprise_memory.frames import Frame
-from surprise_memory.gate import SurpriseGate, SurpriseTrigger
-from surprise_memory.surprise import SurpriseScorer
+from surprise_memory.memory.episodes import EpisodeAssembler, EpisodeFrames
+from surprise_memory.perception.frames import Frame
+from surprise_memory.stamps import NS_PER_SECOND
+from surprise_memory.surprise.gate import SurpriseGate, SurpriseTrigger
+from surprise_memory.surprise.scorer import SurpriseScorer
 
 if TYPE_CHECKING:
-    from surprise_memory.encoders import ImageTextEmbedder, VideoEncoder
+    from surprise_memory.memory.store import EpisodeStore
+    from surprise_memory.perception.encoders import ImageTextEmbedder, VideoEncoder
     from surprise_memory.sources import PoseLookup
-    from surprise_memory.store import EpisodeStore
 
 __all__ = [
     "PIPELINE_CONFIGS",
@@ -82,7 +83,6 @@ __all__ = [
     "read_scores",
 ]
 
-_NS = 1_000_000_000
 SCORES_CSV = "scores.csv"
 """File name of the per-frame scores in the store folder."""
 SCORES_HEADER = ("stamp_ns", "score", "kl", "tau", "triggered")
@@ -361,7 +361,7 @@ class OfflinePipeline:
         embedder: ImageTextEmbedder | None = None,
         seed: int = 0,
     ) -> None:
-        from surprise_memory.encoders import ImageTextEmbedder, VideoEncoder
+        from surprise_memory.perception.encoders import ImageTextEmbedder, VideoEncoder
 
         self.settings = settings or PipelineSettings()
         t0 = time.perf_counter()
@@ -421,7 +421,7 @@ class OfflinePipeline:
             StoreError: The store cannot be written, or it already holds a run.
 
         """
-        from surprise_memory.store import EpisodeStore
+        from surprise_memory.memory.store import EpisodeStore
 
         root = Path(store_path).expanduser()
         if (root / RUN_RECORD).exists():
@@ -604,7 +604,7 @@ class _Run:
     def _finish(self) -> None:
         sm = self.summary
         if sm.first_stamp_ns is not None and sm.last_stamp_ns is not None:
-            sm.duration_s = (sm.last_stamp_ns - sm.first_stamp_ns) / _NS
+            sm.duration_s = (sm.last_stamp_ns - sm.first_stamp_ns) / NS_PER_SECOND
         minutes = sm.duration_s / 60.0
         sm.episodes_per_minute = sm.episodes / minutes if minutes > 0 else 0.0
         sm.stored_fraction = sm.stored_frames / sm.frames if sm.frames else 0.0
@@ -669,7 +669,7 @@ def process(
             pose_topic,
             map_frame=cfg.map_frame,
             base_frame=cfg.robot_frame,
-            max_gap_ns=round(cfg.pose_tolerance_seconds * _NS),
+            max_gap_ns=round(cfg.pose_tolerance_seconds * NS_PER_SECOND),
         )
     if on_open is not None:
         on_open(source, lookup)

@@ -10,10 +10,10 @@ A :class:`PoseLookup` answers "where was the robot at stamp t?" with a :class:`P
 * :class:`ChainedPoseLookup`, the composition of several lookups along a tf chain,
   e.g. ``map -> odom`` (static or slow) then ``odom -> base_link`` (fast).
 
-Poses are :class:`surprise_memory.pose.Pose` (the project's one pose type); a lookup
+Poses are :class:`surprise_memory.memory.pose.Pose` (the project's one pose type); a lookup
 also names its moving frame (``child_frame_id``). The pose maths and the lookup rule
 (``compose``, ``interpolate``, ``yaw_of``, re-exported here) live in
-:mod:`surprise_memory.pose`, shared with the live node's ``PoseBuffer``. Nothing here
+:mod:`surprise_memory.memory.pose`, shared with the live node's ``PoseBuffer``. Nothing here
 knows about bags or ROS messages; :mod:`surprise_memory.sources.bag` builds these lookups
 from a bag's messages, and a node could build them from its subscriptions.
 """
@@ -27,8 +27,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 
 from surprise_memory.errors import ConfigError, InputError
-from surprise_memory.pose import Pose, Sample, compose, pose_from_samples, yaw_of
-from surprise_memory.pose import interpolate_between as interpolate
+from surprise_memory.memory.pose import Pose, Sample, compose, pose_from_samples, yaw_of
+from surprise_memory.memory.pose import interpolate_between as interpolate
 
 __all__ = [
     "ChainedPoseLookup",
@@ -89,8 +89,8 @@ class PoseLookup(ABC):
 class SampledPoseLookup(PoseLookup):
     """Poses from time-stamped samples, interpolated or nearest, with a maximum gap.
 
-    Rule for ``at(t)`` (:func:`surprise_memory.pose.pose_from_neighbours`, the same as
-    :class:`surprise_memory.pose.PoseBuffer`'s): with
+    Rule for ``at(t)`` (:func:`surprise_memory.memory.pose.pose_from_neighbours`, the same as
+    :class:`surprise_memory.memory.pose.PoseBuffer`'s): with
     ``interpolate``, when a sample at or before t and one at or after t are both within
     ``max_gap_ns`` of t, the pose is interpolated between them (linear position, slerp
     orientation); otherwise (or without ``interpolate``) the nearest sample is returned

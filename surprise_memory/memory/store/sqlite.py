@@ -33,7 +33,7 @@ transaction); a newer one is refused with a :class:`StoreError`.
 Embeddings are stored unit-normalised (only their direction matters to a cosine), as
 ``float16`` by default (``embedding_dtype``: 2 KiB instead of 4 KiB per 1024-d frame; the
 cosine error, about 1e-3, does not change a ranking that matters), with their dimension.
-In memory they are one float32 matrix (see :mod:`surprise_memory.retrieval`), loaded once
+In memory they are one float32 matrix (see :mod:`surprise_memory.memory.retrieval`), loaded once
 at open and appended at each add; a query does not read the database except to fetch the
 k episodes it returns (one statement with a bound JSON list, no SQL built from strings).
 
@@ -79,9 +79,9 @@ from PIL import Image
 
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import InputError, StoreError
-from surprise_memory.frames import Frame
-from surprise_memory.pose import Pose
-from surprise_memory.retrieval import EmbedderMismatchError, EmbeddingIndex, RetrievalQuery
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.retrieval import EmbedderMismatchError, EmbeddingIndex, RetrievalQuery
+from surprise_memory.perception.frames import Frame
 
 __all__ = [
     "DB_NAME",
@@ -645,7 +645,7 @@ class EpisodeStore:
         if pose is not None:
             if not isinstance(pose, Pose):
                 raise InputError(
-                    f"pose is a {type(pose).__name__}: expected surprise_memory.pose.Pose or None"
+                    f"pose is a {type(pose).__name__}: expected a surprise_memory Pose or None"
                 )
             if not pose.is_finite():
                 raise InputError(f"pose {pose}: values must be finite")

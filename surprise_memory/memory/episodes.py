@@ -10,12 +10,11 @@ import numpy as np
 
 from surprise_memory.config import EpisodeConfig
 from surprise_memory.errors import InputError
-from surprise_memory.frames import Frame
-from surprise_memory.gate import SurpriseTrigger
+from surprise_memory.perception.frames import Frame
+from surprise_memory.stamps import NS_PER_SECOND
+from surprise_memory.surprise.gate import SurpriseTrigger
 
 __all__ = ["EpisodeAssembler", "EpisodeFrames", "FrameHistory", "select_episode_frames"]
-
-_NS = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ class FrameHistory:
     """
 
     def __init__(self, seconds: float, max_frames: int) -> None:
-        self._span_ns = round(seconds * _NS)
+        self._span_ns = round(seconds * NS_PER_SECOND)
         self._max_frames = max_frames
         self._frames: deque[Frame] = deque()
         self._stamps: deque[int] = deque()
@@ -119,9 +118,9 @@ class EpisodeAssembler:
     def __init__(self, config: EpisodeConfig | None = None) -> None:
         self._config = config or EpisodeConfig()
         c = self._config
-        self._before_ns = round(c.episode_before_seconds * _NS)
-        self._after_ns = round(c.episode_after_seconds * _NS)
-        self._timeout_ns = round(c.episode_timeout_seconds * _NS)
+        self._before_ns = round(c.episode_before_seconds * NS_PER_SECOND)
+        self._after_ns = round(c.episode_after_seconds * NS_PER_SECOND)
+        self._timeout_ns = round(c.episode_timeout_seconds * NS_PER_SECOND)
         self.history = FrameHistory(c.frame_history_seconds, c.frame_history_max)
         self._pending: deque[SurpriseTrigger] = deque()
 

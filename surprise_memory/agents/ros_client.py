@@ -13,15 +13,10 @@ import rclpy
 from rclpy.node import Node
 
 from surprise_memory.errors import InputError, ServiceTimeoutError
-from surprise_memory.frames import rgb_from_image_msg
+from surprise_memory.memory.pose import Pose
 from surprise_memory.msg import Episode
-from surprise_memory.nodes.ros_common import (
-    image_msg_from_rgb,
-    ns_to_time,
-    pose_from_msg,
-    time_to_ns,
-)
-from surprise_memory.pose import Pose
+from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time, pose_from_msg, time_to_ns
+from surprise_memory.perception.frames import rgb_from_image_msg
 from surprise_memory.srv import RetrieveEpisodes
 
 __all__ = ["EpisodicMemoryClient", "RetrievedEpisode"]

@@ -10,8 +10,8 @@ presets of the real architectures for tests), and expose ``model_name``, ``pretr
 ``dim`` for the store and the messages.
 """
 
-from surprise_memory.encoders.image_text import PE_MEAN, PE_STD, ImageTextEmbedder
-from surprise_memory.encoders.loading import (
+from surprise_memory.perception.encoders.image_text import PE_MEAN, PE_STD, ImageTextEmbedder
+from surprise_memory.perception.encoders.loading import (
     WeightsSource,
     check_hub_reachable,
     hub_offline,
@@ -20,7 +20,7 @@ from surprise_memory.encoders.loading import (
     resolve_dtype,
     seeded,
 )
-from surprise_memory.encoders.presets import (
+from surprise_memory.perception.encoders.presets import (
     PE_CORE_L14,
     RANDOM,
     TINY_EMBEDDER_MODEL,
@@ -29,7 +29,7 @@ from surprise_memory.encoders.presets import (
     VJEPA2_VITL_FPC64,
     register_open_clip_configs,
 )
-from surprise_memory.encoders.video import (
+from surprise_memory.perception.encoders.video import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     VideoEncoder,

@@ -26,11 +26,11 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import StoreError
-from surprise_memory.pipeline import SCORES_CSV, load_run_record, read_scores
+from surprise_memory.offline.pipeline import SCORES_CSV, load_run_record, read_scores
+from surprise_memory.stamps import NS_PER_SECOND, ns_to_seconds
 
 __all__ = ["THUMB_WIDTH", "plot_surprise", "render_html", "write_report"]
 
-_NS = 1_000_000_000
 THUMB_WIDTH = 144
 """Width in pixels of an episode thumbnail in the page."""
 
@@ -69,7 +69,7 @@ def plot_surprise(
     """The surprise curve as PNG bytes: s(t), tau(t) dashed, events marked in red.
 
     Args:
-        scores: Columns of ``scores.csv`` (:func:`surprise_memory.pipeline.read_scores`).
+        scores: Columns of ``scores.csv`` (:func:`surprise_memory.offline.pipeline.read_scores`).
         events_ns: Event stamps (int ns).
         origin_ns: Stamp of time zero on the x axis.
         title: Title above the plot.
@@ -86,7 +86,7 @@ def plot_surprise(
 
     fig = Figure(figsize=(12, 3.6), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
-    t = (scores["stamp_ns"] - origin_ns) / _NS
+    t = (scores["stamp_ns"] - origin_ns) / NS_PER_SECOND
     s = scores["score"]
     if t.size:
         ax.plot(t, s, color="#1f77b4", linewidth=1.2, label="surprise s(t)")
@@ -96,7 +96,7 @@ def plot_surprise(
             ax.plot(t[ok], tau[ok], color="#ff7f0e", linestyle="--", linewidth=1.5, label="τ(t)")
         stamp_index = {int(v): i for i, v in enumerate(scores["stamp_ns"].tolist())}
         for k, e in enumerate(events_ns):
-            x = (e - origin_ns) / _NS
+            x = (e - origin_ns) / NS_PER_SECOND
             ax.axvline(x, color="#d62728", alpha=0.5, linewidth=1.0)
             i = stamp_index.get(int(e))
             y = float(s[i]) if i is not None else float(np.nanmax(s))
@@ -153,7 +153,7 @@ def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
         StoreError: The store or its run record cannot be read.
 
     """
-    from surprise_memory.store import EpisodeStore
+    from surprise_memory.memory.store import EpisodeStore
 
     root = Path(store_path)
     run = load_run_record(root)
@@ -220,7 +220,7 @@ def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
             else "no pose"
         )
         meta = (
-            f"<b>#{n}</b> t = {(rec.stamp_ns - origin) / _NS:.2f} s "
+            f"<b>#{n}</b> t = {(rec.stamp_ns - origin) / NS_PER_SECOND:.2f} s "
             f"(stamp {rec.stamp_ns} ns) &nbsp; surprise {rec.surprise:.3f} &nbsp; "
             f"τ {_fmt(rec.threshold)} &nbsp; pose: {pose} &nbsp; "
             f'<span class="muted">{html.escape(rec.id)}</span>'
@@ -233,9 +233,8 @@ def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
                 if data
                 else '<span class="muted">(missing)</span>'
             )
-            figures.append(
-                f"<figure>{img}<figcaption>{(stamp - origin) / _NS:.2f} s</figcaption></figure>"
-            )
+            caption = f"{ns_to_seconds(stamp - origin):.2f} s"
+            figures.append(f"<figure>{img}<figcaption>{caption}</figcaption></figure>")
         parts.append(
             f'<div class="episode"><div class="meta">{meta}</div>'
             f'<div class="frames">{"".join(figures)}</div></div>'

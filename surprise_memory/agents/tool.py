@@ -8,7 +8,7 @@ recording (the store's first episode, or an origin given to the tool), positions
 ``{"_images": [{"base64": ..., "label": ...}]}`` (the stored JPEG bytes, base64-encoded,
 not re-encoded). DAAAM itself is not imported.
 
-The tool works against any :class:`EpisodeRetriever` — :class:`surprise_memory.store.
+The tool works against any :class:`EpisodeRetriever` — :class:`surprise_memory.memory.store.
 EpisodeStore` is one, and a ROS service client can be another — and, for text queries,
 a callable that embeds text with the same model as the store's frame embeddings.
 Errors in a call (bad times, a text query without a text embedder, a model mismatch) come
@@ -27,12 +27,12 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import InputError, SurpriseMemoryError
-from surprise_memory.retrieval import RetrievalQuery
-from surprise_memory.store import RetrievalHit
+from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.store import RetrievalHit
+from surprise_memory.stamps import NS_PER_SECOND
 
 __all__ = ["EpisodeRetriever", "EpisodicMemoryTool", "HasTimeOrigin", "TextEmbedder"]
 
-_NS = 1_000_000_000
 
 TextEmbedder = Callable[[str], npt.NDArray[np.float32]]
 """Embeds a text query into the store's embedding space, e.g. PE-Core's text tower."""
@@ -74,7 +74,7 @@ class EpisodicMemoryTool:
     """Search the robot's surprise-gated episodic memory, for an LLM agent.
 
     Args:
-        retriever: The memory (an :class:`~surprise_memory.store.EpisodeStore` or a client).
+        retriever: The memory (an :class:`~surprise_memory.memory.store.EpisodeStore` or a client).
         embed_text: Text-to-vector function of the store's embedder; None = no text queries.
         embedder_model: Model name of ``embed_text`` (checked against the store's).
         embedder_pretrained: Whether ``embed_text``'s model has its trained weights (None =
@@ -297,11 +297,11 @@ class EpisodicMemoryTool:
                 f"{name}={seconds!r}: must be >= 0 seconds since the start of the recording"
             )
         # at least 1 ns: 0 means "open" to the query, but 0 s here means the origin itself
-        return max(origin + round(seconds * _NS), 1)
+        return max(origin + round(seconds * NS_PER_SECOND), 1)
 
     @staticmethod
     def _seconds(stamp_ns: int, origin: int) -> float:
-        return round((stamp_ns - origin) / _NS, 3)
+        return round((stamp_ns - origin) / NS_PER_SECOND, 3)
 
     def _episode_json(self, hit: RetrievalHit, origin: int) -> dict[str, Any]:
         ep = hit.episode

@@ -19,7 +19,8 @@ import numpy.typing as npt
 import torch
 
 from surprise_memory.config import EmbedderConfig
-from surprise_memory.encoders.loading import (
+from surprise_memory.errors import InputError, ModelLoadError
+from surprise_memory.perception.encoders.loading import (
     check_hub_reachable,
     local_folder_hint,
     parse_weights,
@@ -27,9 +28,8 @@ from surprise_memory.encoders.loading import (
     resolve_dtype,
     seeded,
 )
-from surprise_memory.encoders.presets import PE_CORE_L14, register_open_clip_configs
-from surprise_memory.errors import InputError, ModelLoadError
-from surprise_memory.frames import Frame
+from surprise_memory.perception.encoders.presets import PE_CORE_L14, register_open_clip_configs
+from surprise_memory.perception.frames import Frame
 
 __all__ = ["PE_INTERPOLATION", "PE_MEAN", "PE_RESIZE_MODE", "PE_STD", "ImageTextEmbedder"]
 

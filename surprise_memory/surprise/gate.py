@@ -9,11 +9,10 @@ from dataclasses import dataclass
 
 from surprise_memory.config import GateConfig
 from surprise_memory.errors import InputError
-from surprise_memory.robust import RollingMedianMAD
+from surprise_memory.stamps import NS_PER_SECOND
+from surprise_memory.surprise.robust import RollingMedianMAD
 
 __all__ = ["SurpriseGate", "SurpriseTrigger"]
-
-_NS = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ class SurpriseGate:
             gamma=gamma, history=history, warmup=warmup, nms_seconds=nms_seconds
         )
         self._gamma = self._config.gamma
-        self._radius_ns = round(self._config.nms_seconds * _NS)
+        self._radius_ns = round(self._config.nms_seconds * NS_PER_SECOND)
         self._stats = RollingMedianMAD(self._config.history)
         # (stamp, score) of recent frames with decreasing scores: the front is the largest
         # score within the radius before the newest frame (monotonic-queue maximum)

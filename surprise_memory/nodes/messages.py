@@ -1,0 +1,55 @@
+"""Conversions between ROS messages and core types: stamps, poses, images."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Pose as PoseMsg
+
+from surprise_memory.memory.pose import Pose
+from surprise_memory.stamps import split_ns, stamp_to_ns
+
+__all__ = ["image_msg_from_rgb", "ns_to_time", "pose_from_msg", "pose_to_msg", "time_to_ns"]
+
+
+def time_to_ns(stamp: Time) -> int:
+    """builtin_interfaces/Time -> int nanoseconds."""
+    return stamp_to_ns(stamp)
+
+
+def ns_to_time(ns: int) -> Time:
+    """Int nanoseconds -> builtin_interfaces/Time (negative clamps to zero)."""
+    sec, nanosec = split_ns(ns)
+    return Time(sec=sec, nanosec=nanosec)
+
+
+def pose_to_msg(pose: Pose) -> PoseMsg:
+    """Core Pose -> geometry_msgs/Pose (the frame goes into the enclosing header)."""
+    msg = PoseMsg()
+    msg.position.x, msg.position.y, msg.position.z = pose.x, pose.y, pose.z
+    o = msg.orientation
+    o.x, o.y, o.z, o.w = pose.qx, pose.qy, pose.qz, pose.qw
+    return msg
+
+
+def pose_from_msg(msg: PoseMsg, frame_id: str) -> Pose:
+    """geometry_msgs/Pose in ``frame_id`` -> core Pose."""
+    p, o = msg.position, msg.orientation
+    return Pose(p.x, p.y, p.z, o.x, o.y, o.z, o.w, frame_id)
+
+
+def image_msg_from_rgb(rgb: Any, stamp_ns: int = 0, frame_id: str = "") -> Any:
+    """An (H, W, 3) uint8 RGB array -> sensor_msgs/Image (rgb8)."""
+    import numpy as np
+    from sensor_msgs.msg import Image
+
+    arr = np.ascontiguousarray(rgb, dtype=np.uint8)
+    if arr.ndim != 3 or arr.shape[2] != 3:
+        raise ValueError(f"expected an (H, W, 3) uint8 RGB array, got shape {arr.shape}")
+    msg = Image(height=arr.shape[0], width=arr.shape[1], encoding="rgb8", is_bigendian=0)
+    msg.step = arr.shape[1] * 3
+    msg.data = arr.tobytes()
+    msg.header.stamp = ns_to_time(stamp_ns)
+    msg.header.frame_id = frame_id
+    return msg

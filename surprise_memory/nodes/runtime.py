@@ -1,0 +1,117 @@
+"""How a node runs: ``main()`` with clean shutdown, the stamp-order watch, camera frames in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rclpy.node import Node
+
+from surprise_memory.errors import SurpriseMemoryError
+from surprise_memory.nodes.diagnostics import NodeStats
+
+__all__ = ["StampOrder", "frame_from_msg", "run_node"]
+
+
+def run_node(factory: Any, args: list[str] | None = None) -> int:
+    """``main()`` of a node: init, build, spin until Ctrl-C or shutdown, clean up.
+
+    A node whose parameters are invalid, or whose model or store cannot be opened, exits
+    with status 2 and a one-line reason instead of a stack trace. ``factory()`` builds the
+    node; its ``close()`` method, if it has one, runs before the node is destroyed. A node
+    with an ``executor_threads`` attribute above 1 is spun by a multi-threaded executor
+    (its callback groups say what may run in parallel).
+    """
+    import signal
+    import sys
+
+    import rclpy
+    from rclpy.executors import (
+        ExternalShutdownException,
+        MultiThreadedExecutor,
+        SingleThreadedExecutor,
+    )
+    from rclpy.signals import SignalHandlerOptions
+
+    # SIGINT/SIGTERM raise KeyboardInterrupt instead of shutting the context down at once,
+    # so that close() can still publish what is pending (the gate's last event, episodes);
+    # spin_once with a timeout returns to Python often enough for the signal to land. Set
+    # both explicitly: a process started in the background inherits SIGINT ignored.
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        node = factory()
+    except SurpriseMemoryError as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    threads = getattr(node, "executor_threads", 1)
+    executor = MultiThreadedExecutor(threads) if threads > 1 else SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        while rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        close = getattr(node, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception as exc:  # shutting down anyway: report, do not trace
+                print(f"while closing: {type(exc).__name__}: {exc}", file=sys.stderr)
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+class StampOrder:
+    """Watches that a stream's stamps increase, as every node's core objects require.
+
+    ``check(stamp)``: an equal stamp is a duplicate (rejected and counted: False); an
+    earlier one means time went backwards (a bag restarted or looped): one warning, a
+    counted reset, ``on_reset()``, and the item is accepted as the start of a new sequence.
+    ``commit(stamp)`` records an item the node actually used.
+    """
+
+    def __init__(self, node: Node, stats: NodeStats, on_reset: Any) -> None:
+        self._node = node
+        self._stats = stats
+        self._on_reset = on_reset
+        self._last: int | None = None
+
+    def check(self, stamp_ns: int) -> bool:
+        """True when the item may be used (after a reset if time went backwards)."""
+        last = self._last
+        if last is None or stamp_ns > last:
+            return True
+        if stamp_ns == last:
+            self._stats.reject("duplicate_stamp", f"stamp {stamp_ns} ns seen twice")
+            return False
+        self._node.get_logger().warning(
+            f"time went backwards ({last} -> {stamp_ns} ns): a bag restarted or looped? "
+            "Starting a new sequence."
+        )
+        self._stats.count("resets")
+        self._on_reset()
+        return True
+
+    def commit(self, stamp_ns: int) -> None:
+        """Record the stamp of an item that was used."""
+        self._last = stamp_ns
+
+
+def frame_from_msg(msg: Any, stats: NodeStats) -> Any:
+    """A camera message as a core Frame, or None (counted and logged) when unusable."""
+    from surprise_memory.perception.frames import frame_from_image_msg
+
+    stats.count("frames_in")
+    try:
+        return frame_from_image_msg(msg)
+    except SurpriseMemoryError as exc:
+        stats.reject("image", str(exc))
+        return None

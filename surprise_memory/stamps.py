@@ -1,0 +1,84 @@
+"""Time in the core: integer nanoseconds, and the one place that converts to and from them.
+
+Every stamp in the core is an ``int`` of nanoseconds (since the epoch for ROS and bag
+stamps, since the start of the stream for videos), as in ``rosbags``. Message stamps
+(``builtin_interfaces/Time``, from rclpy or deserialised from a bag) are converted here,
+duck-typed on ``sec`` and ``nanosec``, so this module needs no ROS.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from surprise_memory.errors import InputError
+
+__all__ = [
+    "NS_PER_SECOND",
+    "ns_to_seconds",
+    "parse_time",
+    "seconds_to_ns",
+    "split_ns",
+    "stamp_to_ns",
+]
+
+NS_PER_SECOND = 1_000_000_000
+"""Nanoseconds in one second."""
+
+
+def seconds_to_ns(seconds: float) -> int:
+    """Seconds (float) -> int nanoseconds, rounded to nearest."""
+    return round(seconds * NS_PER_SECOND)
+
+
+def ns_to_seconds(ns: int) -> float:
+    """Int nanoseconds -> float seconds."""
+    return ns / NS_PER_SECOND
+
+
+def stamp_to_ns(stamp: Any) -> int:
+    """A message stamp (``sec``, ``nanosec``; rclpy or rosbags) -> int nanoseconds."""
+    return int(stamp.sec) * NS_PER_SECOND + int(stamp.nanosec)
+
+
+def split_ns(ns: int) -> tuple[int, int]:
+    """Int nanoseconds -> ``(sec, nanosec)`` of a ``builtin_interfaces/Time`` (negative -> 0)."""
+    ns = max(int(ns), 0)
+    return ns // NS_PER_SECOND, ns % NS_PER_SECOND
+
+
+_REL_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?s?$")
+_NS_RE = re.compile(r"^\d+ns$")
+
+
+def parse_time(text: str, origin_ns: int | None) -> int:
+    """Parse a time given by a person to int nanoseconds since the epoch.
+
+    * ``12.5`` or ``12.5s``: seconds from the recording's origin ``origin_ns``;
+    * ``1700000012500000000ns``: an absolute stamp in integer nanoseconds;
+    * ``2023-11-14T22:13:32.5Z`` (ISO 8601 with a time zone): an absolute time.
+
+    Raises:
+        InputError: Unparseable, or relative while there is no origin.
+
+    """
+    value = text.strip()
+    if _NS_RE.match(value):
+        return int(value[:-2])
+    if _REL_RE.match(value):
+        if origin_ns is None:
+            raise InputError(f"time {text!r} is relative, but the store has no episode yet")
+        return origin_ns + seconds_to_ns(float(value.rstrip("s")))
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"time {text!r}: expected seconds from the recording start (12.5), nanoseconds "
+            "since the epoch (1700000012500000000ns) or ISO 8601 with a zone "
+            "(2023-11-14T22:13:32Z)"
+        ) from None
+    if when.tzinfo is None:
+        raise InputError(f"time {text!r}: an ISO 8601 time needs a zone (Z or +01:00)")
+    seconds = int(when.timestamp())
+    return seconds * NS_PER_SECOND + when.microsecond * 1000
