@@ -87,6 +87,22 @@ def _as_tensor(window: WindowLike) -> torch.Tensor:
         return torch.from_numpy(window)
 
 
+def _split_windows(windows: Sequence[WindowLike] | WindowLike) -> list[torch.Tensor]:
+    if isinstance(windows, np.ndarray | torch.Tensor):
+        t = _as_tensor(windows)
+        if t.ndim == 4:
+            return [t]
+        if t.ndim == 5:
+            return list(t.unbind(0))
+        raise InputError(
+            f"expected a (T, H, W, 3) window or (B, T, H, W, 3) windows, got shape {tuple(t.shape)}"
+        )
+    items = [_as_tensor(w) for w in windows]
+    if not items:
+        raise InputError("no windows to encode")
+    return items
+
+
 class VideoEncoder:
     """V-JEPA-2 encoder over windows of frames, mean-pooled to one vector per window.
 
@@ -269,7 +285,7 @@ class VideoEncoder:
                 ``prepared`` frames that are not crop x crop.
 
         """
-        items = self._split(windows)
+        items = _split_windows(windows)
         length = int(items[0].shape[0])
         if length == 0 or length % self._tubelet:
             raise InputError(
@@ -298,23 +314,6 @@ class VideoEncoder:
         video = torch.stack(batch).to(torch.float32)
         video = video.sub_(self._mean).div_(self._std)
         return video.to(self._dtype)
-
-    @staticmethod
-    def _split(windows: Sequence[WindowLike] | WindowLike) -> list[torch.Tensor]:
-        if isinstance(windows, np.ndarray | torch.Tensor):
-            t = _as_tensor(windows)
-            if t.ndim == 4:
-                return [t]
-            if t.ndim == 5:
-                return list(t.unbind(0))
-            raise InputError(
-                f"expected a (T, H, W, 3) window or (B, T, H, W, 3) windows, got shape "
-                f"{tuple(t.shape)}"
-            )
-        items = [_as_tensor(w) for w in windows]
-        if not items:
-            raise InputError("no windows to encode")
-        return items
 
     def forward_features(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """Encoder forward on model input and mean pooling over tokens.
@@ -347,7 +346,7 @@ class VideoEncoder:
             InputError: See :meth:`preprocess`.
 
         """
-        items = self._split(windows)
+        items = _split_windows(windows)
         out = np.empty((len(items), self._dim), dtype=np.float32)
         with torch.inference_mode():
             for lo in range(0, len(items), self._batch_size):
