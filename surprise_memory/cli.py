@@ -317,7 +317,7 @@ def _note(message: str) -> None:
 
 
 def _store_origin(store: Any) -> int | None:
-    from surprise_memory.offline.pipeline import RUN_RECORD
+    from surprise_memory.offline.run_record import RUN_RECORD
 
     run = Path(store.path) / RUN_RECORD
     if run.is_file():

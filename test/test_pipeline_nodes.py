@@ -31,7 +31,8 @@ from surprise_memory.config import EncoderConfig, GateConfig, ScorerConfig
 from surprise_memory.errors import InputError
 from surprise_memory.msg import Episode, FrameEmbedding, SurpriseEvent, SurpriseScore
 from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time, time_to_ns
-from surprise_memory.offline.pipeline import PipelineSettings, load_run_record, process
+from surprise_memory.offline.pipeline import PipelineSettings, process
+from surprise_memory.offline.run_record import load_run_record
 from surprise_memory.perception.encoders import VideoEncoder
 from surprise_memory.surprise.gate import SurpriseGate, SurpriseTrigger
 from surprise_memory.surprise.scorer import SurpriseScorer

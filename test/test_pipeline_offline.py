@@ -22,11 +22,9 @@ from surprise_memory.offline.pipeline import (
     OfflinePipeline,
     PipelineSettings,
     Progress,
-    RunSummary,
-    load_run_record,
     process,
-    read_scores,
 )
+from surprise_memory.offline.run_record import RunSummary, load_run_record, read_scores
 from surprise_memory.offline.synthetic import (
     SyntheticScene,
     synthetic_frames,

@@ -19,8 +19,9 @@ from PIL import Image
 
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.store import EpisodeStore
-from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, load_run_record
+from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.report import THUMB_WIDTH, write_report
+from surprise_memory.offline.run_record import load_run_record
 from surprise_memory.offline.synthetic import SyntheticScene, synthetic_frames
 from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 

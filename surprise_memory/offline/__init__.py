@@ -2,9 +2,12 @@
 
 * :mod:`.pipeline`: a bag or a video (from :mod:`surprise_memory.sources`) through
   perception, surprise and memory, batched, into the same store the memory node writes.
-* :mod:`.run_record`: what a run leaves beside the store (``scores.csv``, ``run.json``).
+* :mod:`.run_record`: what a run leaves beside the store (``scores.csv``, ``run.json``):
+  names, formats, the run summary, writers and readers.
 * :mod:`.synthetic`: deterministic synthetic recordings with scripted events and ground
-  truth, for the demo and the tests.
+  truth, for the demo and the tests: :mod:`.synthetic.scene` (events, odometry, rendering,
+  ground truth, in memory) and :mod:`.synthetic.recording` (the bag, video and
+  ground-truth writers); the package re-exports the public names of both.
 * :mod:`.demo`: the README's main job (``make demo``).
 * :mod:`.report`: the HTML report and the surprise curve of a processed store.
 """

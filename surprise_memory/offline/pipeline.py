@@ -24,20 +24,16 @@ held, the assembler keeps ``frame_history_seconds``, and the per-frame scores ar
 
 Outputs beside the store: ``scores.csv`` (``stamp_ns,score,kl,tau,triggered``, one row per
 scored frame) and ``run.json`` (settings, model names, "untrained" when weights were random,
-input, counts, summary), read by :mod:`surprise_memory.offline.report`.
+input, counts, summary); their names, formats, writers and readers are in
+:mod:`surprise_memory.offline.run_record`, and :mod:`surprise_memory.offline.report` reads them.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
-import math
 import os
-import platform
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +54,16 @@ from surprise_memory.config import (
 )
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.episodes import EpisodeAssembler, EpisodeFrames
+from surprise_memory.offline.run_record import (
+    RUN_FORMAT,
+    RUN_RECORD,
+    SCORES_CSV,
+    RunSummary,
+    ScoresWriter,
+    finite_or_none,
+    versions,
+    write_json,
+)
 from surprise_memory.perception.frames import Frame
 from surprise_memory.stamps import NS_PER_SECOND
 from surprise_memory.surprise.gate import SurpriseGate, SurpriseTrigger
@@ -70,27 +76,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PIPELINE_CONFIGS",
-    "RUN_FORMAT",
-    "RUN_RECORD",
-    "SCORES_CSV",
-    "SCORES_HEADER",
     "OfflinePipeline",
     "PipelineSettings",
     "Progress",
-    "RunSummary",
-    "load_run_record",
     "process",
-    "read_scores",
 ]
 
-SCORES_CSV = "scores.csv"
-"""File name of the per-frame scores in the store folder."""
-SCORES_HEADER = ("stamp_ns", "score", "kl", "tau", "triggered")
-"""Columns of ``scores.csv``."""
-RUN_RECORD = "run.json"
-"""File name of the run record in the store folder."""
-RUN_FORMAT = "surprise_memory.run/1"
-"""Value of the ``format`` key of ``run.json``."""
 _MAX_PENDING_FRAMES = 4096  # frames held between two encodes, at most (input_fps skips)
 
 PIPELINE_CONFIGS: tuple[type[ComponentConfig], ...] = (
@@ -162,178 +153,6 @@ class Progress:
     events: int
     episodes: int
     stamp_ns: int
-
-
-@dataclass
-class RunSummary:
-    """Counts and rates of one offline run.
-
-    Attributes:
-        frames: Camera frames processed.
-        duration_s: Stamp span of those frames, seconds.
-        windows: Encoder windows encoded.
-        scored: Frames that got a surprise score (after the scorer's W warm-up).
-        events: Gated events.
-        episodes: Episodes stored.
-        episodes_per_minute: ``episodes`` per minute of ``duration_s``.
-        stored_frames: Frames stored in episodes.
-        stored_fraction: ``stored_frames / frames``.
-        rejected: Frames or embeddings a core object refused (counted, skipped).
-        wall_s: Seconds of processing (models already loaded).
-        load_s: Seconds to load the models.
-        throughput_fps: ``frames / wall_s``.
-        first_stamp_ns: Stamp of the first frame (None without frames).
-        last_stamp_ns: Stamp of the last frame.
-
-    """
-
-    frames: int = 0
-    duration_s: float = 0.0
-    windows: int = 0
-    scored: int = 0
-    events: int = 0
-    episodes: int = 0
-    episodes_per_minute: float = 0.0
-    stored_frames: int = 0
-    stored_fraction: float = 0.0
-    rejected: int = 0
-    wall_s: float = 0.0
-    load_s: float = 0.0
-    throughput_fps: float = 0.0
-    first_stamp_ns: int | None = None
-    last_stamp_ns: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain data for ``run.json``."""
-        return dataclasses.asdict(self)
-
-    def format(self) -> str:
-        """The end-of-run summary, a few lines for the terminal."""
-        return "\n".join(
-            [
-                f"frames      {self.frames} over {self.duration_s:.1f} s "
-                f"({self.windows} windows encoded, {self.scored} scored)",
-                f"events      {self.events} ({self.episodes} episodes stored, "
-                f"{self.episodes_per_minute:.2f} per minute)",
-                f"stored      {self.stored_frames} frames = {100 * self.stored_fraction:.2f} % "
-                "of the frames",
-                f"throughput  {self.throughput_fps:.1f} frames/s ({self.wall_s:.1f} s, models "
-                f"loaded in {self.load_s:.1f} s)"
-                + (f"; {self.rejected} items rejected" if self.rejected else ""),
-            ]
-        )
-
-
-class _ScoresWriter:
-    """Writes the per-frame scores, each row once the gate can no longer trigger on it."""
-
-    def __init__(self, path: Path, delay_ns: int) -> None:
-        self._file: io.TextIOWrapper = path.open("w", encoding="utf-8", newline="")
-        self._csv = csv.writer(self._file)
-        self._csv.writerow(SCORES_HEADER)
-        self._delay_ns = delay_ns
-        self._rows: deque[list[Any]] = deque()
-
-    def add(self, stamp_ns: int, score: float, kl: float, tau: float) -> None:
-        self._rows.append([stamp_ns, score, kl, tau, 0])
-
-    def mark(self, trigger: SurpriseTrigger) -> None:
-        for row in reversed(self._rows):
-            if row[0] == trigger.stamp_ns:
-                row[4] = 1
-                return
-
-    def settle(self, now_ns: int | None) -> None:
-        """Write the rows older than the gate's delay (all of them when ``now_ns`` is None)."""
-        rows = self._rows
-        while rows and (now_ns is None or rows[0][0] < now_ns - self._delay_ns):
-            stamp, score, kl, tau, trig = rows.popleft()
-            self._csv.writerow([stamp, repr(score), repr(kl), repr(tau), trig])
-
-    def close(self) -> None:
-        self.settle(None)
-        self._file.close()
-
-
-def read_scores(path: str | os.PathLike[str]) -> dict[str, npt.NDArray[Any]]:
-    """Read a ``scores.csv`` into arrays keyed by column (``stamp_ns`` int64, others float).
-
-    Raises:
-        StoreError: The file is missing or its header is not :data:`SCORES_HEADER`.
-
-    """
-    path = Path(path)
-    try:
-        with path.open(encoding="utf-8", newline="") as f:
-            reader = csv.reader(f)
-            header = tuple(next(reader, ()))
-            if header != SCORES_HEADER:
-                raise StoreError(f"{path}: header {header} is not {SCORES_HEADER}")
-            rows = list(reader)
-    except OSError as exc:
-        raise StoreError(f"cannot read the scores {path}: {exc}") from exc
-    cols = list(zip(*rows, strict=True)) if rows else [() for _ in SCORES_HEADER]
-    return {
-        "stamp_ns": np.asarray([int(v) for v in cols[0]], dtype=np.int64),
-        "score": np.asarray([float(v) for v in cols[1]], dtype=np.float64),
-        "kl": np.asarray([float(v) for v in cols[2]], dtype=np.float64),
-        "tau": np.asarray([float(v) for v in cols[3]], dtype=np.float64),
-        "triggered": np.asarray([int(v) for v in cols[4]], dtype=np.int64),
-    }
-
-
-def load_run_record(store_path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read ``STORE/run.json``.
-
-    Raises:
-        StoreError: Missing, unreadable, or not a run record.
-
-    """
-    path = Path(store_path) / RUN_RECORD
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StoreError(
-            f"{path} is missing: {Path(store_path)} was not written by `surprise-memory process`"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise StoreError(f"cannot read the run record {path}: {exc}") from exc
-    if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
-        raise StoreError(f"{path} is not a run record (format {RUN_FORMAT})")
-    return data
-
-
-def _versions() -> dict[str, str]:
-    import torch
-
-    from surprise_memory import __version__
-
-    return {
-        "surprise_memory": __version__,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "machine": platform.machine(),
-    }
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=_json_default) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def _finite_or_none(x: float) -> float | None:
-    return x if math.isfinite(x) else None
 
 
 class OfflinePipeline:
@@ -465,7 +284,7 @@ class _Run:
         self.summary = RunSummary(load_s=pipeline.load_s)
         self.events: list[dict[str, Any]] = []
         self.episode_ids: list[str] = []
-        self.scores = _ScoresWriter(store.path / SCORES_CSV, self.gate.max_delay_ns)
+        self.scores = ScoresWriter(store.path / SCORES_CSV, self.gate.max_delay_ns)
         self.record: dict[str, Any] = {
             "format": RUN_FORMAT,
             "status": "running",
@@ -478,9 +297,9 @@ class _Run:
             "models": pipeline.models(),
             "untrained": pipeline.untrained,
             "scores_csv": SCORES_CSV,
-            "versions": _versions(),
+            "versions": versions(),
         }
-        _write_json(store.path / RUN_RECORD, self.record)
+        write_json(store.path / RUN_RECORD, self.record)
 
     def go(self, frames: Iterable[Frame]) -> RunSummary:
         sm = self.summary
@@ -567,8 +386,8 @@ class _Run:
             {
                 "stamp_ns": trigger.stamp_ns,
                 "score": trigger.score,
-                "kl": _finite_or_none(trigger.kl),
-                "threshold": _finite_or_none(trigger.threshold),
+                "kl": finite_or_none(trigger.kl),
+                "threshold": finite_or_none(trigger.threshold),
                 "decided_ns": trigger.decided_ns,
             }
         )
@@ -616,7 +435,7 @@ class _Run:
             events=self.events,
             episodes=self.episode_ids,
         )
-        _write_json(self.store.path / RUN_RECORD, self.record)
+        write_json(self.store.path / RUN_RECORD, self.record)
 
 
 def process(
@@ -692,5 +511,5 @@ def process(
     run_path = Path(store_path).expanduser() / RUN_RECORD
     record = json.loads(run_path.read_text(encoding="utf-8"))
     record["input"]["source_stats"] = source.stats.as_dict()
-    _write_json(run_path, record)
+    write_json(run_path, record)
     return summary

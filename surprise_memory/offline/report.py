@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import StoreError
-from surprise_memory.offline.pipeline import SCORES_CSV, load_run_record, read_scores
+from surprise_memory.offline.run_record import SCORES_CSV, load_run_record, read_scores
 from surprise_memory.stamps import NS_PER_SECOND, ns_to_seconds
 
 __all__ = ["THUMB_WIDTH", "plot_surprise", "render_html", "write_report"]
@@ -69,7 +69,7 @@ def plot_surprise(
     """The surprise curve as PNG bytes: s(t), tau(t) dashed, events marked in red.
 
     Args:
-        scores: Columns of ``scores.csv`` (:func:`surprise_memory.offline.pipeline.read_scores`).
+        scores: Columns of ``scores.csv`` (:func:`surprise_memory.offline.run_record.read_scores`).
         events_ns: Event stamps (int ns).
         origin_ns: Stamp of time zero on the x axis.
         title: Title above the plot.

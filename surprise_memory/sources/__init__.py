@@ -18,7 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from surprise_memory.errors import InputError
-from surprise_memory.sources.bag import BAG_SUFFIXES, IMAGE_TYPES, POSE_TYPES, BagSource
+from surprise_memory.sources.bag import BAG_SUFFIXES, IMAGE_TYPES, BagSource
+from surprise_memory.sources.bag_poses import POSE_TYPES
 from surprise_memory.sources.base import FrameSource, SourceStats
 from surprise_memory.sources.pose_lookup import (
     ChainedPoseLookup,

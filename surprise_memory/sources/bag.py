@@ -20,13 +20,8 @@ counted in ``stats.bad``; the stream goes on.
 
 Poses (:meth:`BagSource.pose_lookup`): from an odometry topic (``nav_msgs/msg/Odometry``),
 a ``geometry_msgs/msg/PoseStamped`` or ``PoseWithCovarianceStamped`` topic (e.g.
-``/amcl_pose``), or from ``/tf``. For tf, how far it goes: the chain from ``map_frame``
-down to ``base_frame`` is found among the edges of ``/tf_static`` (all of it) and of the
-first ``tf_scan_messages`` messages of ``/tf``, any number of hops (typically direct
-``map -> base_link``, or ``map -> odom -> base_link``). Static edges are constant; each
-dynamic edge is interpolated on its own at the query stamp (within its maximum gap) and
-the edges are composed. There is no tf "time travel", no extrapolation, and a tree that
-changes its parents during the bag is not followed.
+``/amcl_pose``), or from a ``/tf`` chain; :mod:`surprise_memory.sources.bag_poses` reads
+them (how far tf goes is described there).
 """
 
 from __future__ import annotations
@@ -41,8 +36,8 @@ from rosbags.highlevel import AnyReader, AnyReaderError
 from rosbags.typesys import Stores, get_typestore
 
 from surprise_memory.errors import ConfigError, InputError
-from surprise_memory.memory.pose import Pose
 from surprise_memory.perception.frames import Frame, rgb_from_image_msg
+from surprise_memory.sources.bag_poses import POSE_TYPES, BagPoseReader, strip_frame
 from surprise_memory.sources.base import (
     SkipLog,
     SourceStats,
@@ -50,36 +45,18 @@ from surprise_memory.sources.base import (
     check_fps,
     estimate_frames,
 )
-from surprise_memory.sources.pose_lookup import (
-    ChainedPoseLookup,
-    PoseLookup,
-    Sample,
-    SampledPoseLookup,
-)
+from surprise_memory.sources.pose_lookup import PoseLookup
 from surprise_memory.stamps import NS_PER_SECOND, stamp_to_ns
 
 __all__ = [
     "BAG_SUFFIXES",
     "IMAGE_TYPES",
-    "POSE_TYPES",
-    "TF_TYPES",
     "BagSource",
     "bag_paths",
 ]
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 """Message types a camera topic may have."""
-
-ODOMETRY_TYPE = "nav_msgs/msg/Odometry"
-POSE_STAMPED_TYPES = (
-    "geometry_msgs/msg/PoseStamped",
-    "geometry_msgs/msg/PoseWithCovarianceStamped",
-)
-TF_TYPES = ("tf2_msgs/msg/TFMessage", "tf/msg/tfMessage")
-"""Message types of ``/tf`` and ``/tf_static`` (ROS 2 and ROS 1)."""
-
-POSE_TYPES = (ODOMETRY_TYPE, *POSE_STAMPED_TYPES, *TF_TYPES)
-"""Message types :meth:`BagSource.pose_lookup` accepts."""
 
 BAG_SUFFIXES = (".bag", ".db3", ".mcap")
 """Suffixes of bag files (a rosbag2 storage file is read through its folder)."""
@@ -132,10 +109,6 @@ def _open_reader(paths: Sequence[Path]) -> AnyReader:
     except (AnyReaderError, FileNotFoundError) as err:
         raise InputError(f"cannot read bag {', '.join(map(str, paths))}: {err}") from err
     return reader
-
-
-def _strip(frame: str) -> str:
-    return str(frame).lstrip("/")  # ROS 1 tf frames often carry a leading slash
 
 
 class BagSource:
@@ -317,7 +290,7 @@ class BagSource:
                 skips.skip("bad frame", f"stamp {stamp_ns} ns: {err}")
                 return
             stats.yielded += 1
-            yield Frame(rgb=rgb, stamp_ns=stamp_ns, frame_id=_strip(msg.header.frame_id))
+            yield Frame(rgb=rgb, stamp_ns=stamp_ns, frame_id=strip_frame(msg.header.frame_id))
 
         reader = _open_reader(self._paths)
         try:
@@ -390,36 +363,16 @@ class BagSource:
                 f"pose topic {pose_topic!r} is not in bag {str(self._path)!r}; topics usable "
                 f"for poses: {', '.join(self.pose_topics()) or 'none'}"
             )
-        msgtype = self._topics[pose_topic][0]
-        kwargs: dict[str, Any] = {
-            "max_gap_ns": max_gap_ns,
-            "interpolate": interpolate,
-            "history_ns": history_ns,
-        }
-        if msgtype == ODOMETRY_TYPE or msgtype in POSE_STAMPED_TYPES:
-            peek = self._messages([pose_topic])  # the frames, named by the first message
-            try:
-                first = next(peek, None)
-            finally:
-                peek.close()
-            msg = first[1] if first else None
-            return SampledPoseLookup(
-                self._topic_poses(pose_topic),
-                frame_id=_strip(msg.header.frame_id) if msg else "",
-                child_frame_id=_strip(getattr(msg, "child_frame_id", "")) if msg else "",
-                **kwargs,
-            )
-        if msgtype in TF_TYPES:
-            return self._tf_lookup(
-                pose_topic,
-                map_frame=_strip(map_frame),
-                base_frame=_strip(base_frame),
-                parent_max_gap_ns=max_gap_ns if parent_max_gap_ns is None else parent_max_gap_ns,
-                scan=tf_scan_messages,
-                **kwargs,
-            )
-        raise InputError(
-            f"pose topic {pose_topic!r} has type {msgtype}, expected one of {', '.join(POSE_TYPES)}"
+        reader = BagPoseReader(self._messages, self.topics)
+        return reader.lookup(
+            pose_topic,
+            map_frame=map_frame,
+            base_frame=base_frame,
+            max_gap_ns=max_gap_ns,
+            parent_max_gap_ns=parent_max_gap_ns,
+            interpolate=interpolate,
+            history_ns=history_ns,
+            tf_scan_messages=tf_scan_messages,
         )
 
     def _messages(self, topics: Sequence[str]) -> Generator[tuple[int, Any], None, None]:
@@ -437,95 +390,3 @@ class BagSource:
                 yield int(log_ns), msg
         finally:
             reader.close()
-
-    def _topic_poses(self, topic: str) -> Generator[Sample, None, None]:
-        for log_ns, msg in self._messages([topic]):
-            stamp = stamp_to_ns(msg.header.stamp) or log_ns  # zero stamp: the log time
-            pose = msg.pose.pose if hasattr(msg.pose, "pose") else msg.pose
-            yield stamp, _pose(pose.position, pose.orientation, msg.header.frame_id)
-
-    def _tf_edges(self, topic: str, scan: int) -> tuple[dict[tuple[str, str], Pose], set[Any]]:
-        static: dict[tuple[str, str], Pose] = {}
-        if "/tf_static" in self._topics and self._topics["/tf_static"][0] in TF_TYPES:
-            for log_ns, msg in self._messages(["/tf_static"]):
-                for tf in msg.transforms:
-                    edge = (_strip(tf.header.frame_id), _strip(tf.child_frame_id))
-                    static[edge] = _transform_pose(tf, log_ns)[1]
-        dynamic: set[tuple[str, str]] = set()
-        if topic != "/tf_static":
-            messages = self._messages([topic])
-            try:
-                for _, msg in itertools.islice(messages, scan):
-                    for tf in msg.transforms:
-                        dynamic.add((_strip(tf.header.frame_id), _strip(tf.child_frame_id)))
-            finally:
-                messages.close()
-        return static, dynamic
-
-    def _tf_lookup(
-        self,
-        topic: str,
-        *,
-        map_frame: str,
-        base_frame: str,
-        parent_max_gap_ns: int,
-        scan: int,
-        **kwargs: Any,
-    ) -> PoseLookup:
-        static, dynamic = self._tf_edges(topic, scan)
-        parent_of = {child: parent for parent, child in (*static, *dynamic)}
-        chain: list[tuple[str, str]] = []
-        frame = base_frame
-        while frame != map_frame and frame in parent_of and len(chain) <= len(parent_of):
-            chain.append((parent_of[frame], frame))
-            frame = parent_of[frame]
-        if frame != map_frame:
-            edges = ", ".join(f"{p}->{c}" for p, c in sorted({*static, *dynamic})) or "none"
-            raise InputError(
-                f"no tf chain {map_frame} -> ... -> {base_frame} in {topic} (first {scan} "
-                f"messages) and /tf_static; edges found: {edges}. Expected a direct edge or a "
-                "chain such as map->odom->base_link (set map_frame/base_frame to match)"
-            )
-        chain.reverse()  # from the map frame outwards
-        links: list[PoseLookup] = []
-        for i, edge in enumerate(chain):
-            if edge in dynamic:
-                link_kwargs = dict(kwargs)
-                if i < len(chain) - 1:
-                    link_kwargs["max_gap_ns"] = parent_max_gap_ns
-                links.append(
-                    SampledPoseLookup(
-                        self._edge_poses(topic, edge),
-                        frame_id=edge[0],
-                        child_frame_id=edge[1],
-                        **link_kwargs,
-                    )
-                )
-            else:
-                links.append(SampledPoseLookup.constant(static[edge], edge[1]))
-        return links[0] if len(links) == 1 else ChainedPoseLookup(links)
-
-    def _edge_poses(self, topic: str, edge: tuple[str, str]) -> Iterator[Sample]:
-        for log_ns, msg in self._messages([topic]):
-            for tf in msg.transforms:
-                if (_strip(tf.header.frame_id), _strip(tf.child_frame_id)) == edge:
-                    yield _transform_pose(tf, log_ns)
-
-
-def _pose(position: Any, orientation: Any, frame: str) -> Pose:
-    return Pose(
-        float(position.x),
-        float(position.y),
-        float(position.z),
-        float(orientation.x),
-        float(orientation.y),
-        float(orientation.z),
-        float(orientation.w),
-        frame_id=_strip(frame),
-    )
-
-
-def _transform_pose(tf: Any, log_ns: int) -> Sample:
-    stamp = stamp_to_ns(tf.header.stamp) or log_ns
-    t = tf.transform
-    return stamp, _pose(t.translation, t.rotation, tf.header.frame_id)

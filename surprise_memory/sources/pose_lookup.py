@@ -14,7 +14,7 @@ Poses are :class:`surprise_memory.memory.pose.Pose` (the project's one pose type
 also names its moving frame (``child_frame_id``). The pose maths and the lookup rule
 (``compose``, ``interpolate``, ``yaw_of``, re-exported here) live in
 :mod:`surprise_memory.memory.pose`, shared with the live node's ``PoseBuffer``. Nothing here
-knows about bags or ROS messages; :mod:`surprise_memory.sources.bag` builds these lookups
+knows about bags or ROS messages; :mod:`surprise_memory.sources.bag_poses` builds these lookups
 from a bag's messages, and a node could build them from its subscriptions.
 """
 

@@ -1,0 +1,242 @@
+"""What an offline run leaves beside the store: ``scores.csv`` and ``run.json``.
+
+* ``scores.csv`` (:data:`SCORES_HEADER`: ``stamp_ns,score,kl,tau,triggered``): one row per
+  scored frame, written by :class:`ScoresWriter` as soon as the gate can no longer turn the
+  frame into an event; read back with :func:`read_scores`.
+* ``run.json`` (``format`` :data:`RUN_FORMAT`): settings, model names, "untrained" when
+  weights were random, input, counts and the :class:`RunSummary`, written with
+  :func:`write_json`; read back with :func:`load_run_record`.
+
+:mod:`surprise_memory.offline.pipeline` writes both; :mod:`surprise_memory.offline.report`
+reads them.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import platform
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from surprise_memory.errors import StoreError
+
+if TYPE_CHECKING:
+    from surprise_memory.surprise.gate import SurpriseTrigger
+
+__all__ = [
+    "RUN_FORMAT",
+    "RUN_RECORD",
+    "SCORES_CSV",
+    "SCORES_HEADER",
+    "RunSummary",
+    "ScoresWriter",
+    "finite_or_none",
+    "load_run_record",
+    "read_scores",
+    "versions",
+    "write_json",
+]
+
+SCORES_CSV = "scores.csv"
+"""File name of the per-frame scores in the store folder."""
+SCORES_HEADER = ("stamp_ns", "score", "kl", "tau", "triggered")
+"""Columns of ``scores.csv``."""
+RUN_RECORD = "run.json"
+"""File name of the run record in the store folder."""
+RUN_FORMAT = "surprise_memory.run/1"
+"""Value of the ``format`` key of ``run.json``."""
+
+
+@dataclass
+class RunSummary:
+    """Counts and rates of one offline run.
+
+    Attributes:
+        frames: Camera frames processed.
+        duration_s: Stamp span of those frames, seconds.
+        windows: Encoder windows encoded.
+        scored: Frames that got a surprise score (after the scorer's W warm-up).
+        events: Gated events.
+        episodes: Episodes stored.
+        episodes_per_minute: ``episodes`` per minute of ``duration_s``.
+        stored_frames: Frames stored in episodes.
+        stored_fraction: ``stored_frames / frames``.
+        rejected: Frames or embeddings a core object refused (counted, skipped).
+        wall_s: Seconds of processing (models already loaded).
+        load_s: Seconds to load the models.
+        throughput_fps: ``frames / wall_s``.
+        first_stamp_ns: Stamp of the first frame (None without frames).
+        last_stamp_ns: Stamp of the last frame.
+
+    """
+
+    frames: int = 0
+    duration_s: float = 0.0
+    windows: int = 0
+    scored: int = 0
+    events: int = 0
+    episodes: int = 0
+    episodes_per_minute: float = 0.0
+    stored_frames: int = 0
+    stored_fraction: float = 0.0
+    rejected: int = 0
+    wall_s: float = 0.0
+    load_s: float = 0.0
+    throughput_fps: float = 0.0
+    first_stamp_ns: int | None = None
+    last_stamp_ns: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for ``run.json``."""
+        return dataclasses.asdict(self)
+
+    def format(self) -> str:
+        """The end-of-run summary, a few lines for the terminal."""
+        return "\n".join(
+            [
+                f"frames      {self.frames} over {self.duration_s:.1f} s "
+                f"({self.windows} windows encoded, {self.scored} scored)",
+                f"events      {self.events} ({self.episodes} episodes stored, "
+                f"{self.episodes_per_minute:.2f} per minute)",
+                f"stored      {self.stored_frames} frames = {100 * self.stored_fraction:.2f} % "
+                "of the frames",
+                f"throughput  {self.throughput_fps:.1f} frames/s ({self.wall_s:.1f} s, models "
+                f"loaded in {self.load_s:.1f} s)"
+                + (f"; {self.rejected} items rejected" if self.rejected else ""),
+            ]
+        )
+
+
+class ScoresWriter:
+    """Writes the per-frame scores, each row once the gate can no longer trigger on it.
+
+    Args:
+        path: The new ``scores.csv``; its header is written at once.
+        delay_ns: The gate's largest decision delay (``SurpriseGate.max_delay_ns``).
+
+    """
+
+    def __init__(self, path: Path, delay_ns: int) -> None:
+        self._file: io.TextIOWrapper = path.open("w", encoding="utf-8", newline="")
+        self._csv = csv.writer(self._file)
+        self._csv.writerow(SCORES_HEADER)
+        self._delay_ns = delay_ns
+        self._rows: deque[list[Any]] = deque()
+
+    def add(self, stamp_ns: int, score: float, kl: float, tau: float) -> None:
+        """Hold the row of a scored frame (not triggered yet) until :meth:`settle`."""
+        self._rows.append([stamp_ns, score, kl, tau, 0])
+
+    def mark(self, trigger: SurpriseTrigger) -> None:
+        """Mark the held row of the trigger's stamp as triggered."""
+        for row in reversed(self._rows):
+            if row[0] == trigger.stamp_ns:
+                row[4] = 1
+                return
+
+    def settle(self, now_ns: int | None) -> None:
+        """Write the rows older than the gate's delay (all of them when ``now_ns`` is None)."""
+        rows = self._rows
+        while rows and (now_ns is None or rows[0][0] < now_ns - self._delay_ns):
+            stamp, score, kl, tau, trig = rows.popleft()
+            self._csv.writerow([stamp, repr(score), repr(kl), repr(tau), trig])
+
+    def close(self) -> None:
+        """Write every held row and close the file."""
+        self.settle(None)
+        self._file.close()
+
+
+def read_scores(path: str | os.PathLike[str]) -> dict[str, npt.NDArray[Any]]:
+    """Read a ``scores.csv`` into arrays keyed by column (``stamp_ns`` int64, others float).
+
+    Raises:
+        StoreError: The file is missing or its header is not :data:`SCORES_HEADER`.
+
+    """
+    path = Path(path)
+    try:
+        with path.open(encoding="utf-8", newline="") as f:
+            reader = csv.reader(f)
+            header = tuple(next(reader, ()))
+            if header != SCORES_HEADER:
+                raise StoreError(f"{path}: header {header} is not {SCORES_HEADER}")
+            rows = list(reader)
+    except OSError as exc:
+        raise StoreError(f"cannot read the scores {path}: {exc}") from exc
+    cols = list(zip(*rows, strict=True)) if rows else [() for _ in SCORES_HEADER]
+    return {
+        "stamp_ns": np.asarray([int(v) for v in cols[0]], dtype=np.int64),
+        "score": np.asarray([float(v) for v in cols[1]], dtype=np.float64),
+        "kl": np.asarray([float(v) for v in cols[2]], dtype=np.float64),
+        "tau": np.asarray([float(v) for v in cols[3]], dtype=np.float64),
+        "triggered": np.asarray([int(v) for v in cols[4]], dtype=np.int64),
+    }
+
+
+def load_run_record(store_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``STORE/run.json``.
+
+    Raises:
+        StoreError: Missing, unreadable, or not a run record.
+
+    """
+    path = Path(store_path) / RUN_RECORD
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(
+            f"{path} is missing: {Path(store_path)} was not written by `surprise-memory process`"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"cannot read the run record {path}: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
+        raise StoreError(f"{path} is not a run record (format {RUN_FORMAT})")
+    return data
+
+
+def versions() -> dict[str, str]:
+    """Versions of the package, Python and torch, and the machine, for the run record."""
+    import torch
+
+    from surprise_memory import __version__
+
+    return {
+        "surprise_memory": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+    }
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """Write ``data`` as indented JSON, atomically (numpy scalars and paths allowed)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=_json_default) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def finite_or_none(x: float) -> float | None:
+    """``x``, or None when it is not finite (JSON has no inf or nan)."""
+    return x if math.isfinite(x) else None

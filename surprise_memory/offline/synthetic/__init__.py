@@ -1,0 +1,55 @@
+"""A deterministic synthetic camera recording with scripted events, for demos and tests.
+
+A robot drives along a path while its camera watches a wide scene; scripted events
+(:data:`EVENT_KINDS`: an object appears, the light changes, the camera pans, a person
+crosses) change what the camera sees. Everything is a pure function of the
+:class:`SyntheticScene` (seed included).
+
+* :mod:`.scene`: the scene, its events, odometry, rendering and ground truth (in memory);
+* :mod:`.recording`: the writers: a rosbag2 (sqlite3 or mcap) or ROS 1 bag, a video file,
+  and the ground-truth JSON beside them.
+
+The public names of both are re-exported here.
+"""
+
+from __future__ import annotations
+
+from surprise_memory.offline.synthetic.recording import (
+    SyntheticRecording,
+    ground_truth_path,
+    write_ground_truth,
+    write_synthetic_bag,
+    write_synthetic_video,
+    write_video,
+)
+from surprise_memory.offline.synthetic.scene import (
+    EVENT_KINDS,
+    GROUND_TRUTH_FORMAT,
+    OdometrySample,
+    ScriptedEvent,
+    SyntheticScene,
+    default_events,
+    ground_truth,
+    render_frame,
+    synthetic_frames,
+    synthetic_odometry,
+)
+
+__all__ = [
+    "EVENT_KINDS",
+    "GROUND_TRUTH_FORMAT",
+    "OdometrySample",
+    "ScriptedEvent",
+    "SyntheticRecording",
+    "SyntheticScene",
+    "default_events",
+    "ground_truth",
+    "ground_truth_path",
+    "render_frame",
+    "synthetic_frames",
+    "synthetic_odometry",
+    "write_ground_truth",
+    "write_synthetic_bag",
+    "write_synthetic_video",
+    "write_video",
+]
