@@ -24,8 +24,9 @@ import numpy as np
 import PIL
 
 from surprise_memory.memory.pose import Pose
-from surprise_memory.memory.retrieval import EmbeddingIndex, RetrievalQuery
+from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.memory.store.search import EmbeddingIndex
 from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000

@@ -11,8 +11,9 @@ import pytest
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.pose import Pose
-from surprise_memory.memory.retrieval import EmbedderMismatchError, EmbeddingIndex, RetrievalQuery
+from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery
 from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.memory.store.search import EmbeddingIndex
 from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000

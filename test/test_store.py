@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import surprise_memory.memory.store as store_mod
+import surprise_memory.memory.store.schema as store_mod
 from surprise_memory.config import ConfigError, StoreConfig
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.pose import Pose

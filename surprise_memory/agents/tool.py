@@ -21,17 +21,17 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import InputError, SurpriseMemoryError
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store import RetrievalHit
+from surprise_memory.memory.store import EpisodeRetriever, HasTimeOrigin, RetrievalHit
 from surprise_memory.stamps import NS_PER_SECOND
 
-__all__ = ["EpisodeRetriever", "EpisodicMemoryTool", "HasTimeOrigin", "TextEmbedder"]
+__all__ = ["EpisodicMemoryTool", "TextEmbedder"]
 
 
 TextEmbedder = Callable[[str], npt.NDArray[np.float32]]
@@ -48,26 +48,6 @@ _PARAMETERS = (
     "max_results",
     "include_images",
 )
-
-
-class EpisodeRetriever(Protocol):
-    """What the tool needs from a memory: answer a :class:`RetrievalQuery`."""
-
-    def retrieve(
-        self, query: RetrievalQuery, *, include_images: bool = False
-    ) -> list[RetrievalHit]:
-        """Episodes best first; with ``include_images``, each hit carries its JPEG bytes."""
-        ...
-
-
-@runtime_checkable
-class HasTimeOrigin(Protocol):
-    """A retriever that knows when its recording started (int ns, None when empty)."""
-
-    @property
-    def origin_ns(self) -> int | None:
-        """The recording's start, int ns."""
-        ...
 
 
 class EpisodicMemoryTool:

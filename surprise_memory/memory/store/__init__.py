@@ -1,23 +1,38 @@
 """The episode store: episodes on disk and retrieval over them.
 
-One interface, :class:`EpisodeStore` (the SQLite folder, the embedded default). See
-:mod:`.sqlite` for the on-disk layout and the durability guarantees.
+One interface, :class:`EpisodeStoreBackend` (and its parts :class:`EpisodeRetriever`,
+:class:`HasTimeOrigin`); one backend, :class:`EpisodeStore` (the SQLite folder, the
+embedded default). The files, one job each:
+
+* :mod:`.interface`: the store interface as :class:`typing.Protocol` classes.
+* :mod:`.sqlite`: :class:`EpisodeStore`, the SQLite-folder backend: layout, durability, threads.
+* :mod:`.folder`: the open folder under the store's lock: writer lock, database, meta, catalog.
+* :mod:`.schema`: the SQL: tables, schema version and migrations, transactions, row statements.
+* :mod:`.frame_files`: the durable JPEG folder ``frames/`` (fsynced writes, orphan cleaning).
+* :mod:`.records`: :class:`EpisodeRecord`, :class:`RetrievalHit`, JPEG decoding, add checks.
+* :mod:`.catalog`: the live episodes in memory (index, ids, sizes) and the eviction choice.
+* :mod:`.search`: the in-memory search, :class:`~.search.EmbeddingIndex` (matrix + filters).
+
+What a query is lives in :mod:`surprise_memory.memory.retrieval`.
 """
 
-from surprise_memory.memory.store.sqlite import (
-    DB_NAME,
-    SCHEMA_VERSION,
-    EpisodeRecord,
-    EpisodeStore,
-    RetrievalHit,
-    decode_jpeg,
+from surprise_memory.memory.store.interface import (
+    EpisodeRetriever,
+    EpisodeStoreBackend,
+    HasTimeOrigin,
 )
+from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit, decode_jpeg
+from surprise_memory.memory.store.schema import DB_NAME, SCHEMA_VERSION
+from surprise_memory.memory.store.sqlite import EpisodeStore
 
 __all__ = [
     "DB_NAME",
     "SCHEMA_VERSION",
     "EpisodeRecord",
+    "EpisodeRetriever",
     "EpisodeStore",
+    "EpisodeStoreBackend",
+    "HasTimeOrigin",
     "RetrievalHit",
     "decode_jpeg",
 ]

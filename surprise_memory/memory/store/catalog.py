@@ -1,0 +1,260 @@
+"""What a store holds, in memory: its embedder and origin, its episodes, the disk budget.
+
+* :class:`StoreMeta`: the store's ``meta`` entries (the embedder of its embeddings, the
+  start of its recording), and the checks of an add or a query against them.
+* :class:`Catalog`: the live episodes, kept in step: the
+  :class:`~surprise_memory.memory.store.search.EmbeddingIndex` the queries run on, the key
+  of each episode id (the database row id) and the bytes each episode counts against the
+  disk budget.
+* :func:`eviction_victims`: the budget rule, which episodes to evict: lowest surprise
+  first, ties to the oldest trigger stamp, then to the earliest added.
+
+Not thread-safe on its own; the store guards it with its lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery
+from surprise_memory.memory.store.records import EpisodeRecord
+from surprise_memory.memory.store.search import EmbeddingIndex
+
+__all__ = ["Catalog", "StoreMeta", "eviction_victims", "over_budget"]
+
+
+def over_budget(count: int, total_bytes: int, *, max_episodes: int, max_store_bytes: int) -> bool:
+    """Whether ``count`` episodes of ``total_bytes`` in all break the budget (0 = no limit)."""
+    return (max_episodes > 0 and count > max_episodes) or (
+        max_store_bytes > 0 and total_bytes > max_store_bytes
+    )
+
+
+def eviction_victims(
+    order: Iterable[int],
+    sizes: Mapping[int, int],
+    *,
+    count: int,
+    total_bytes: int,
+    max_episodes: int,
+    max_store_bytes: int,
+) -> list[int]:
+    """The episodes to evict: the first of ``order`` until the rest fits the budget.
+
+    Args:
+        order: Keys of the episodes that may go, in eviction order (see
+            :meth:`EmbeddingIndex.eviction_order`).
+        sizes: Bytes of each episode by key.
+        count: Episodes held now.
+        total_bytes: Bytes held now.
+        max_episodes: Most episodes kept (0 = no limit).
+        max_store_bytes: Most bytes kept (0 = no limit).
+
+    Returns:
+        Keys to evict, in order; fewer than needed when ``order`` runs out.
+
+    """
+    victims: list[int] = []
+    for key in order:
+        if not over_budget(
+            count, total_bytes, max_episodes=max_episodes, max_store_bytes=max_store_bytes
+        ):
+            break
+        victims.append(key)
+        count -= 1
+        total_bytes -= sizes[key]
+    return victims
+
+
+class Catalog:
+    """The live episodes: search index, id -> key, bytes per episode, kept in step.
+
+    Args:
+        dim: Embedding dimension; None = set by the first :meth:`add`.
+
+    """
+
+    def __init__(self, dim: int | None = None) -> None:
+        self._index = EmbeddingIndex(dim)
+        self._key_of: dict[str, int] = {}
+        self._bytes_of: dict[int, int] = {}
+        self._total_bytes = 0
+
+    @property
+    def index(self) -> EmbeddingIndex:
+        """The in-memory search over the live episodes."""
+        return self._index
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes counted by the disk budget, over the live episodes."""
+        return self._total_bytes
+
+    def __len__(self) -> int:
+        return len(self._key_of)
+
+    def __contains__(self, episode_id: object) -> bool:
+        return episode_id in self._key_of
+
+    def key(self, episode_id: str) -> int | None:
+        """The key of an episode, or None when it is not held."""
+        return self._key_of.get(episode_id)
+
+    def ids(self) -> list[str]:
+        """Ids of the live episodes, in the order they were added (ascending key)."""
+        return sorted(self._key_of, key=self._key_of.__getitem__)
+
+    def add(
+        self,
+        key: int,
+        episode_id: str,
+        nbytes: int,
+        *,
+        stamp_ns: int,
+        position: Sequence[float],
+        pose_valid: bool,
+        surprise: float,
+        unit_embeddings: npt.NDArray[np.float32],
+    ) -> None:
+        """Add one episode (see :meth:`EmbeddingIndex.add` for the index fields).
+
+        Raises:
+            EmbedderMismatchError: The embedding dimension differs from the index's.
+
+        """
+        self._index.add(
+            key,
+            stamp_ns=stamp_ns,
+            position=position,
+            pose_valid=pose_valid,
+            surprise=surprise,
+            unit_embeddings=unit_embeddings,
+        )
+        self._key_of[episode_id] = key
+        self._bytes_of[key] = nbytes
+        self._total_bytes += nbytes
+
+    def remove(self, keys: Sequence[int]) -> list[str]:
+        """Drop episodes by key (each must be held).
+
+        Returns:
+            Their ids, in the order of ``keys``.
+
+        """
+        id_of = {key: ep_id for ep_id, key in self._key_of.items()}
+        self._index.remove(keys)
+        ids = []
+        for key in keys:
+            ep_id = id_of[key]
+            del self._key_of[ep_id]
+            self._total_bytes -= self._bytes_of.pop(key)
+            ids.append(ep_id)
+        return ids
+
+    def victims(self, *, keep: int, max_episodes: int, max_store_bytes: int) -> list[int]:
+        """Keys to evict so that the budget holds (see :func:`eviction_victims`).
+
+        Args:
+            keep: Key never to evict (the episode just added).
+            max_episodes: Most episodes kept (0 = no limit).
+            max_store_bytes: Most bytes kept (0 = no limit).
+
+        Returns:
+            Keys in eviction order; empty when the budget holds already.
+
+        """
+        limits = {"max_episodes": max_episodes, "max_store_bytes": max_store_bytes}
+        if not over_budget(len(self), self._total_bytes, **limits):
+            return []
+        order = self._index.eviction_order(exclude=keep).tolist()
+        return eviction_victims(
+            order, self._bytes_of, count=len(self), total_bytes=self._total_bytes, **limits
+        )
+
+
+class StoreMeta:
+    """The store's ``meta`` entries: which embedder its embeddings come from, since when.
+
+    Args:
+        entries: The ``meta`` table as read (empty for a store without episodes).
+
+    """
+
+    def __init__(self, entries: Mapping[str, str] | None = None) -> None:
+        self._entries = dict(entries or {})
+
+    @property
+    def embedder_model(self) -> str | None:
+        """Model name of the frame embeddings (None before the first episode)."""
+        return self._entries.get("embedder_model")
+
+    @property
+    def embedder_pretrained(self) -> bool | None:
+        """Whether the frame embedder had trained weights (None before the first episode)."""
+        v = self._entries.get("embedder_pretrained")
+        return None if v is None else v == "1"
+
+    @property
+    def embedding_dim(self) -> int | None:
+        """Dimension of the frame embeddings (None before the first episode)."""
+        v = self._entries.get("embedding_dim")
+        return None if v is None else int(v)
+
+    @property
+    def origin_ns(self) -> int | None:
+        """Start of the recording: the earliest trigger stamp ever added (kept on eviction)."""
+        v = self._entries.get("origin_ns")
+        return None if v is None else int(v)
+
+    def check_embedder(self, model: str, pretrained: bool, dim: int) -> None:
+        """Refuse embeddings of a new episode from another embedder than the store's.
+
+        Raises:
+            EmbedderMismatchError: Model, weights or dimension differ from the store's.
+
+        """
+        have = (self.embedder_model, self.embedder_pretrained, self.embedding_dim)
+        if have[0] is not None and have != (model, bool(pretrained), dim):
+            raise EmbedderMismatchError(
+                f"embeddings from {model!r} (pretrained={bool(pretrained)}, dim={dim}) cannot "
+                f"join a store of {have[0]!r} (pretrained={have[1]}, dim={have[2]}); use "
+                "another store folder for another embedder"
+            )
+
+    def check_query(self, query: RetrievalQuery) -> None:
+        """Refuse a query embedding from another embedder than the store's.
+
+        Raises:
+            EmbedderMismatchError: Model, dimension or (when the query says) weights differ.
+
+        """
+        if query.embedding is None or self.embedder_model is None:
+            return
+        want = (self.embedder_model, self.embedding_dim)
+        got = (query.embedder_model, query.embedding.shape[0])
+        pre = query.embedder_pretrained
+        if got != want or (pre is not None and pre != self.embedder_pretrained):
+            raise EmbedderMismatchError(
+                f"query embedding from {got[0]!r} (dim {got[1]}, pretrained={pre}) but "
+                f"this store holds {want[0]!r} (dim {want[1]}, pretrained="
+                f"{self.embedder_pretrained}); embed the query with the store's model"
+            )
+
+    def updates_for(self, record: EpisodeRecord, dim: int) -> dict[str, str]:
+        """The entries that adding ``record`` (embeddings of dimension ``dim``) changes."""
+        meta = {}
+        if self.embedder_model is None:
+            meta["embedder_model"] = record.embedder_model
+            meta["embedder_pretrained"] = "1" if record.embedder_pretrained else "0"
+            meta["embedding_dim"] = str(dim)
+        origin = self.origin_ns
+        if origin is None or record.stamp_ns < origin:
+            meta["origin_ns"] = str(record.stamp_ns)
+        return meta
+
+    def update(self, entries: Mapping[str, str]) -> None:
+        """Take committed entries."""
+        self._entries.update(entries)

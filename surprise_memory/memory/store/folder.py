@@ -1,0 +1,339 @@
+"""An open store folder of the SQLite backend: what :class:`EpisodeStore` holds under its lock.
+
+:class:`StoreFolder` owns the writer lock (``LOCK``), the database connection, the frame
+files and what is loaded from the database at open (the ``meta`` entries and the
+:class:`~surprise_memory.memory.store.catalog.Catalog` of live episodes), and keeps them
+in step: an episode is committed to the database, then to the catalog; a deletion goes
+rows first, then catalog, then files. The database errors of opening, committing and
+deleting come out as :class:`~surprise_memory.errors.StoreError`; those of reading rows
+are left to the caller, which says what it was reading.
+
+Not thread-safe on its own; :class:`~surprise_memory.memory.store.sqlite.EpisodeStore`
+guards it with its lock and validates what comes in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import math
+import os
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from surprise_memory.config import StoreConfig
+from surprise_memory.errors import StoreError
+from surprise_memory.memory.store.catalog import Catalog, StoreMeta
+from surprise_memory.memory.store.frame_files import FrameFiles
+from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
+from surprise_memory.memory.store.schema import (
+    DB_NAME,
+    connect,
+    count_rows,
+    delete_episodes,
+    ensure_schema,
+    index_rows,
+    insert_episode,
+    read_meta,
+    select_embeddings,
+    select_records,
+    transaction,
+    upsert_meta,
+)
+from surprise_memory.memory.store.search import EmbeddingIndex, SearchResult
+
+__all__ = ["StoreFolder"]
+
+_LOCK_NAME = "LOCK"
+_DTYPES = {"float16": "<f2", "float32": "<f4"}
+
+
+def _lock_for_writing(root: Path, frames_dir: Path) -> int:
+    """Create the store folder and take the writer lock; returns the fd holding the flock.
+
+    Raises:
+        StoreError: The folder cannot be created, or another process holds the lock.
+
+    """
+    try:
+        frames_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / _LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreError(f"{root}: cannot create the store folder: {exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise StoreError(
+            f"{root}: the store is open for writing in another process; open it "
+            "with read_only=True to query it, or stop that process"
+        ) from None
+    return fd
+
+
+class StoreFolder:
+    """The open folder: writer lock, database, frame files, meta and catalog.
+
+    Args:
+        root: The store folder (absolute).
+        config: JPEG quality and disk budget.
+        read_only: Open without the writer lock and without cleaning orphans.
+
+    Attributes:
+        files: The ``frames/`` folder.
+        meta: The ``meta`` entries (embedder, origin) as committed.
+        catalog: The live episodes and their search index, as committed.
+
+    Raises:
+        StoreError: The folder cannot be created or read, another process holds it open
+            for writing, or its schema is newer than this code (nothing is left open).
+
+    """
+
+    def __init__(self, root: Path, config: StoreConfig, *, read_only: bool) -> None:
+        self._root = root
+        self._config = config
+        self._read_only = read_only
+        self.files = FrameFiles(root, config.jpeg_quality)
+        self._lock_fd: int | None = None
+        self._conn: sqlite3.Connection | None = None
+        self.meta = StoreMeta()
+        self.catalog = Catalog()
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        db = self._root / DB_NAME
+        if self._read_only:
+            if not db.is_file():
+                raise StoreError(f"{self._root}: no episode store here (missing {DB_NAME})")
+        else:
+            self._lock_fd = _lock_for_writing(self._root, self.files.dir)
+        try:
+            self._conn = conn = connect(db, read_only=self._read_only)
+            ensure_schema(conn, self._root, read_only=self._read_only)
+            self._load(conn)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{db}: cannot open the episode database: {exc}") from exc
+        if not self._read_only:
+            self.files.clean_orphans(keep=self.catalog)
+
+    def _load(self, conn: sqlite3.Connection) -> None:
+        self.meta = StoreMeta(read_meta(conn))
+        self.catalog = Catalog(self.meta.embedding_dim)
+        self.catalog.index.reserve(*count_rows(conn))
+        for row in index_rows(conn):
+            if not row.embeddings:
+                raise StoreError(f"{self._root}: episode {row.episode_id} has no embeddings")
+            self.catalog.add(
+                row.seq,
+                row.episode_id,
+                row.nbytes,
+                stamp_ns=row.stamp_ns,
+                position=row.position,
+                pose_valid=row.pose_valid,
+                surprise=row.surprise,
+                unit_embeddings=EmbeddingIndex.normalise(np.stack(row.embeddings)),
+            )
+
+    def close(self) -> None:
+        """Close the database and release the writer lock (idempotent)."""
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
+
+    def db(self) -> sqlite3.Connection:
+        """The open connection.
+
+        Raises:
+            StoreError: The store is closed.
+
+        """
+        if self._conn is None:
+            raise StoreError(f"{self._root}: the store is closed")
+        return self._conn
+
+    def check_new(self, episode_id: str, model: str, pretrained: bool, dim: int) -> None:
+        """Refuse an episode from another embedder than the store's, or with a stored id.
+
+        Raises:
+            EmbedderMismatchError: Model, weights or dimension differ from the store's.
+            StoreError: The id is already in the store.
+
+        """
+        self.meta.check_embedder(model, pretrained, dim)
+        if episode_id in self.catalog:
+            raise StoreError(f"episode {episode_id} is already in the store")
+
+    # ----------------------------------------------------------------- rows
+    def embedding_blobs(self, unit: npt.NDArray[np.float32]) -> list[bytes]:
+        """Unit-norm embeddings as stored: one blob per row, in ``config.embedding_dtype``."""
+        dtype = _DTYPES[self._config.embedding_dtype]
+        return [row.astype(dtype).tobytes() for row in unit]
+
+    def commit(
+        self,
+        record: EpisodeRecord,
+        unit: npt.NDArray[np.float32],
+        *,
+        blobs: Sequence[bytes],
+        jpeg_sizes: Sequence[int],
+    ) -> int:
+        """Commit an episode whose frames are written: rows and meta, then the catalog.
+
+        Args:
+            record: The episode.
+            unit: Its unit-norm frame embeddings, (frames, D) float32.
+            blobs: The same as stored (:meth:`embedding_blobs`).
+            jpeg_sizes: Size of each frame's JPEG; with the blobs, the episode's size for
+                the disk budget.
+
+        Returns:
+            The episode's key.
+
+        Raises:
+            EmbedderMismatchError: The embedder differs from the store's.
+            StoreError: The store is closed, the id exists, or the transaction failed. In
+                every failure the episode's frame folder is removed.
+
+        """
+        dtype = _DTYPES[self._config.embedding_dtype]
+        nbytes = sum(jpeg_sizes) + sum(len(b) for b in blobs)
+        try:
+            conn = self.db()
+            # checked again: another thread may have added the first episode meanwhile
+            self.check_new(
+                record.id, record.embedder_model, record.embedder_pretrained, unit.shape[1]
+            )
+            with transaction(conn):
+                seq = insert_episode(
+                    conn, record, nbytes=nbytes, blobs=blobs, dtype=dtype, jpeg_sizes=jpeg_sizes
+                )
+                meta = self.meta.updates_for(record, unit.shape[1])
+                upsert_meta(conn, meta)
+        except BaseException as exc:
+            self.files.remove(record.id)
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"episode {record.id}: cannot commit: {exc}") from exc
+            raise
+        self.meta.update(meta)
+        self.catalog.add(
+            seq,
+            record.id,
+            nbytes,
+            stamp_ns=record.stamp_ns,
+            position=record.pose.position,
+            pose_valid=record.pose_valid,
+            surprise=record.surprise,
+            unit_embeddings=unit,
+        )
+        return seq
+
+    def delete(self, seqs: Sequence[int]) -> None:
+        """Delete episodes by key: rows first (one transaction), then catalog, then files.
+
+        Raises:
+            StoreError: The store is closed, or the transaction failed (nothing deleted).
+
+        """
+        if not seqs:
+            return
+        conn = self.db()
+        try:
+            with transaction(conn):
+                delete_episodes(conn, seqs)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self._root}: cannot evict episodes: {exc}") from exc
+        for episode_id in self.catalog.remove(seqs):
+            self.files.remove(episode_id)
+
+    def evict(self, keep: int) -> None:
+        """Apply the disk budget: delete the episodes :meth:`Catalog.victims` names.
+
+        Args:
+            keep: Key never to evict (the episode just added).
+
+        Raises:
+            StoreError: The store is closed, or the transaction failed.
+
+        """
+        cfg = self._config
+        victims = self.catalog.victims(
+            keep=keep, max_episodes=cfg.max_episodes, max_store_bytes=cfg.max_store_bytes
+        )
+        self.delete(victims)
+
+    def key(self, episode_id: str) -> int:
+        """The key of a stored episode.
+
+        Raises:
+            StoreError: No such episode.
+
+        """
+        seq = self.catalog.key(episode_id)
+        if seq is None:
+            raise StoreError(f"no episode {episode_id!r} in {self._root}")
+        return seq
+
+    def records(self, seqs: Sequence[int]) -> dict[int, EpisodeRecord]:
+        """The episodes with these keys, by key (see :func:`.schema.select_records`).
+
+        Raises:
+            StoreError: The store is closed.
+            sqlite3.Error: Reading failed (the caller says what it was reading).
+
+        """
+        return select_records(self.db(), seqs, self._root)
+
+    def hits(self, found: SearchResult, *, include_images: bool) -> list[RetrievalHit]:
+        """The episodes of a search result as hits, in its order.
+
+        Args:
+            found: The index's answer.
+            include_images: Also read each episode's JPEG bytes.
+
+        Raises:
+            StoreError: The store is closed, or a JPEG cannot be read.
+            sqlite3.Error: Reading the rows failed (the caller says what it was reading).
+
+        """
+        records = self.records(found.keys.tolist())
+        hits = []
+        for seq, score, dist in zip(
+            found.keys.tolist(),
+            found.scores.tolist(),
+            found.distances.tolist(),
+            strict=True,
+        ):
+            rec = records[seq]
+            hits.append(
+                RetrievalHit(
+                    episode=rec,
+                    score=None if math.isnan(score) else score,
+                    distance_m=None if math.isnan(dist) else dist,
+                    jpegs=tuple(rec.load_jpegs()) if include_images else (),
+                )
+            )
+        return hits
+
+    def embeddings(self, seq: int) -> npt.NDArray[np.float32]:
+        """The stored frame embeddings of an episode, (frames, D) float32.
+
+        Raises:
+            StoreError: The store is closed.
+
+        """
+        return select_embeddings(self.db(), seq)

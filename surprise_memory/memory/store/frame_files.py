@@ -1,0 +1,137 @@
+"""The durable JPEG folder of a store: ``frames/<episode id>/00.jpg ...``.
+
+An episode's JPEGs are written to ``frames/.tmp-*``, each file fsynced, the folder
+fsynced, renamed to ``frames/<id>`` and ``frames/`` fsynced, so a folder under its final
+name always holds every frame. Folders no committed episode references (an add or an
+eviction interrupted by a crash) are deleted by :meth:`FrameFiles.clean_orphans` at the
+next writable open, under the store's writer lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import secrets
+import shutil
+from collections.abc import Container, Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from surprise_memory.errors import StoreError
+
+__all__ = ["FRAMES_DIR", "FrameFiles"]
+
+FRAMES_DIR = "frames"
+"""Name of the frame folder inside the store folder."""
+
+_TMP_PREFIX = ".tmp-"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class FrameFiles:
+    """The ``frames/`` folder of a store: encode, write durably, remove, clean orphans.
+
+    Args:
+        root: The store folder (``frames/`` is inside it; not created here).
+        jpeg_quality: JPEG quality (1-100) of the written frames.
+
+    """
+
+    def __init__(self, root: Path, jpeg_quality: int) -> None:
+        self._dir = root / FRAMES_DIR
+        self._quality = jpeg_quality
+
+    @property
+    def dir(self) -> Path:
+        """The ``frames/`` folder."""
+        return self._dir
+
+    @staticmethod
+    def relative_paths(episode_id: str, count: int) -> list[str]:
+        """Paths of an episode's ``count`` JPEGs relative to the store folder, in order."""
+        return [f"{FRAMES_DIR}/{episode_id}/{i:02d}.jpg" for i in range(count)]
+
+    def encode(self, rgb: npt.NDArray[np.uint8]) -> bytes:
+        """Encode an (H, W, 3) uint8 RGB frame as JPEG bytes at the store's quality."""
+        buf = io.BytesIO()
+        Image.fromarray(np.ascontiguousarray(rgb), "RGB").save(
+            buf, format="JPEG", quality=self._quality
+        )
+        return buf.getvalue()
+
+    def write(self, episode_id: str, jpegs: Sequence[bytes]) -> None:
+        """Write the JPEGs durably into ``frames/<id>`` (temp folder, fsync, rename, fsync).
+
+        Args:
+            episode_id: The episode's id (its folder name).
+            jpegs: The frames' JPEG bytes, in order (``00.jpg``, ``01.jpg`` ...).
+
+        Raises:
+            StoreError: The folder exists already, or writing failed (the temp folder is
+                removed).
+
+        """
+        final = self._dir / episode_id
+        tmp = self._dir / f"{_TMP_PREFIX}{episode_id}-{secrets.token_hex(4)}"
+        try:
+            if final.exists():
+                raise StoreError(f"{final} exists although no episode {episode_id} is stored")
+            tmp.mkdir()
+            for i, data in enumerate(jpegs):
+                fd = os.open(tmp / f"{i:02d}.jpg", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            _fsync_dir(tmp)
+            os.rename(tmp, final)
+            _fsync_dir(self._dir)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise StoreError(f"episode {episode_id}: cannot write its frames: {exc}") from exc
+
+    def remove(self, episode_id: str) -> None:
+        """Delete an episode's folder; a missing or undeletable one is left to the next clean."""
+        shutil.rmtree(self._dir / episode_id, ignore_errors=True)
+
+    def clean_orphans(self, keep: Container[str]) -> None:
+        """Delete frame folders that no committed episode references (interrupted adds).
+
+        Args:
+            keep: Ids of the committed episodes; every other entry (and every temp folder)
+                is deleted.
+
+        Raises:
+            StoreError: The folder cannot be listed.
+
+        """
+        try:
+            entries = list(os.scandir(self._dir))
+        except OSError as exc:
+            raise StoreError(f"{self._dir}: cannot list frames: {exc}") from exc
+        removed = False
+        for entry in entries:
+            if entry.name in keep and not entry.name.startswith(_TMP_PREFIX):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+            removed = True
+        if removed:
+            _fsync_dir(self._dir)

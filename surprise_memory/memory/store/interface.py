@@ -1,0 +1,149 @@
+"""What an episode store offers, as :class:`typing.Protocol` classes (no implementation).
+
+* :class:`EpisodeRetriever`: answers a :class:`~surprise_memory.memory.retrieval.RetrievalQuery`;
+  all an agent tool needs (the store, or a client of the memory node's service).
+* :class:`HasTimeOrigin`: knows when its recording started.
+* :class:`EpisodeStoreBackend`: the whole store: add, read, delete and query episodes.
+  :class:`~surprise_memory.memory.store.sqlite.EpisodeStore` (the SQLite folder) is the
+  one backend today.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
+from surprise_memory.perception.frames import Frame
+
+__all__ = ["EpisodeRetriever", "EpisodeStoreBackend", "HasTimeOrigin"]
+
+
+class EpisodeRetriever(Protocol):
+    """What the tool needs from a memory: answer a :class:`RetrievalQuery`."""
+
+    def retrieve(
+        self, query: RetrievalQuery, *, include_images: bool = False
+    ) -> list[RetrievalHit]:
+        """Episodes best first; with ``include_images``, each hit carries its JPEG bytes."""
+        ...
+
+
+@runtime_checkable
+class HasTimeOrigin(Protocol):
+    """A retriever that knows when its recording started (int ns, None when empty)."""
+
+    @property
+    def origin_ns(self) -> int | None:
+        """The recording's start, int ns."""
+        ...
+
+
+class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
+    """An episode store backend: episodes in, episodes and retrievals out.
+
+    :class:`~surprise_memory.memory.store.sqlite.EpisodeStore` (a SQLite database and a
+    JPEG folder, embedded in the process) implements it; a second backend (PostgreSQL,
+    shared by several processes) will implement it later. The contract a backend keeps,
+    beyond the signatures:
+
+    * an episode is stored whole or not at all (its frames before its rows), and a
+      committed one survives a crash;
+    * every episode of a store comes from the same embedder (model, weights, dimension);
+      a mismatch raises :class:`~surprise_memory.memory.retrieval.EmbedderMismatchError`;
+    * after each add the disk budget holds: the lowest-surprise episode goes first,
+      never the one just added;
+    * calls from several threads are safe;
+    * errors are :class:`~surprise_memory.errors.InputError` (the request is wrong) or
+      :class:`~surprise_memory.errors.StoreError` (the store cannot do it).
+
+    See :class:`~surprise_memory.memory.store.sqlite.EpisodeStore` for each method's
+    arguments and errors.
+    """
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened read-only (adds and deletes are refused)."""
+        ...
+
+    @property
+    def embedder_model(self) -> str | None:
+        """Model name of the frame embeddings (None before the first episode)."""
+        ...
+
+    @property
+    def embedder_pretrained(self) -> bool | None:
+        """Whether the frame embedder had trained weights (None before the first episode)."""
+        ...
+
+    @property
+    def embedding_dim(self) -> int | None:
+        """Dimension of the frame embeddings (None before the first episode)."""
+        ...
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes counted by the disk budget."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, episode_id: object) -> bool: ...
+
+    def add(
+        self,
+        frames: Sequence[Frame],
+        embeddings: npt.ArrayLike,
+        *,
+        stamp_ns: int,
+        surprise: float,
+        embedder_model: str,
+        embedder_pretrained: bool,
+        encoder_model: str = "",
+        encoder_pretrained: bool = True,
+        threshold: float = math.nan,
+        pose: Pose | None = None,
+        episode_id: str | None = None,
+    ) -> EpisodeRecord:
+        """Store one episode durably, then apply the disk budget."""
+        ...
+
+    def get(self, episode_id: str) -> EpisodeRecord:
+        """The episode with this id."""
+        ...
+
+    def delete(self, episode_ids: Sequence[str]) -> int:
+        """Delete episodes by id; returns how many were found and deleted."""
+        ...
+
+    def episode_ids(self) -> list[str]:
+        """Ids of all episodes, in the order they were added."""
+        ...
+
+    def embeddings(self, episode_id: str) -> npt.NDArray[np.float32]:
+        """The stored (unit-norm) frame embeddings of an episode, (frames, D) float32."""
+        ...
+
+    def search(self, *, include_images: bool = False, **query: Any) -> list[RetrievalHit]:
+        """Shorthand: ``retrieve(RetrievalQuery(**query), include_images=...)``."""
+        ...
+
+    def close(self) -> None:
+        """Release the store (idempotent)."""
+        ...
+
+    def __enter__(self) -> EpisodeStoreBackend: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

@@ -1,0 +1,268 @@
+"""What the store holds and returns, and the checks on what :meth:`EpisodeStore.add` receives.
+
+* :class:`EpisodeRecord`: one stored episode (metadata and where its frames are).
+* :class:`RetrievalHit`: one episode answering a query, with its score and distance.
+* :func:`decode_jpeg`: stored JPEG bytes -> RGB array.
+* :func:`check_frames`, :func:`check_episode_fields`, :func:`check_pose` and
+  :func:`checked_episode_id`: the validation of an add, before anything is written; each
+  raises :class:`~surprise_memory.errors.InputError` naming the field and the rule.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from surprise_memory.errors import InputError, StoreError
+from surprise_memory.memory.pose import Pose
+from surprise_memory.perception.frames import Frame
+
+__all__ = [
+    "EpisodeRecord",
+    "RetrievalHit",
+    "check_episode_fields",
+    "check_frames",
+    "check_pose",
+    "checked_episode_id",
+    "decode_jpeg",
+]
+
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One stored episode, as added and as returned by a query.
+
+    Attributes:
+        id: Episode id (unique in the store; also its folder name under ``frames/``).
+        stamp_ns: Trigger stamp (the peak frame's), int ns.
+        start_ns: Stamp of the first frame, int ns.
+        end_ns: Stamp of the last frame, int ns.
+        pose: Robot pose at the trigger stamp and its frame (identity when not valid).
+        pose_valid: Whether ``pose`` was known; place queries skip episodes without it.
+        surprise: Surprise s(t) of the trigger frame.
+        threshold: Gate threshold tau at the trigger (NaN when unknown).
+        frame_stamps_ns: Stamp of each frame, int ns, in order.
+        frame_paths: Each frame's JPEG, relative to the store folder.
+        encoder_model: Model that scored surprise (e.g. the V-JEPA-2 hub id).
+        encoder_pretrained: Whether that encoder had its trained weights.
+        embedder_model: Model of the frame embeddings (e.g. ``PE-Core-L-14-336``).
+        embedder_pretrained: Whether that embedder had its trained weights.
+        created_wall_ns: Wall-clock time of the add, int ns since the epoch.
+        root: The store folder, to load the frames (not part of equality).
+
+    """
+
+    id: str
+    stamp_ns: int
+    start_ns: int
+    end_ns: int
+    pose: Pose
+    pose_valid: bool
+    surprise: float
+    threshold: float
+    frame_stamps_ns: tuple[int, ...]
+    frame_paths: tuple[str, ...]
+    encoder_model: str
+    encoder_pretrained: bool
+    embedder_model: str
+    embedder_pretrained: bool
+    created_wall_ns: int
+    root: Path | None = field(default=None, repr=False, compare=False)
+
+    def frame_files(self) -> list[Path]:
+        """Absolute paths of the frame JPEGs.
+
+        Raises:
+            StoreError: The record does not know its store folder.
+
+        """
+        if self.root is None:
+            raise StoreError(f"episode {self.id}: no store folder known, cannot locate frames")
+        return [self.root / p for p in self.frame_paths]
+
+    def load_jpegs(self) -> list[bytes]:
+        """The stored JPEG bytes of each frame, in order.
+
+        Raises:
+            StoreError: A file is missing or unreadable (e.g. the episode was evicted).
+
+        """
+        out = []
+        for path in self.frame_files():
+            try:
+                out.append(path.read_bytes())
+            except OSError as exc:
+                raise StoreError(f"episode {self.id}: cannot read frame {path}: {exc}") from exc
+        return out
+
+    def load_images(self) -> list[npt.NDArray[np.uint8]]:
+        """The frames decoded as (H, W, 3) uint8 RGB arrays, in order.
+
+        Raises:
+            StoreError: A file is missing, unreadable or not a valid JPEG.
+
+        """
+        return [decode_jpeg(data, self.id) for data in self.load_jpegs()]
+
+
+@dataclass(frozen=True)
+class RetrievalHit:
+    """One episode answering a query.
+
+    Attributes:
+        episode: The episode.
+        score: Max cosine over its frames with the query embedding; None without one.
+        distance_m: Distance of its pose to the query location in metres; None without one.
+        jpegs: The frames' JPEG bytes when the query asked for images, else empty.
+
+    """
+
+    episode: EpisodeRecord
+    score: float | None
+    distance_m: float | None
+    jpegs: tuple[bytes, ...] = ()
+
+
+def decode_jpeg(data: bytes, label: str = "") -> npt.NDArray[np.uint8]:
+    """Decode JPEG bytes to an (H, W, 3) uint8 RGB array.
+
+    Args:
+        data: The JPEG bytes.
+        label: What they are (e.g. the episode id), for the error message.
+
+    Returns:
+        The image, (H, W, 3) uint8 RGB.
+
+    Raises:
+        StoreError: The bytes are not a decodable image.
+
+    """
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            return np.asarray(img.convert("RGB"), dtype=np.uint8)
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{label or 'frame'}: stored JPEG cannot be decoded: {exc}") from exc
+
+
+def check_frames(frames: Sequence[Frame]) -> None:
+    """Check an episode's frames: at least one, each an RGB uint8 :class:`Frame`, in time order.
+
+    Args:
+        frames: The frames given to an add.
+
+    Raises:
+        InputError: No frame, a frame of another type, shape or dtype, a bad stamp, or
+            stamps out of order.
+
+    """
+    if len(frames) == 0:
+        raise InputError("an episode needs at least one frame, got none")
+    prev: int | None = None
+    for i, fr in enumerate(frames):
+        if not isinstance(fr, Frame):
+            raise InputError(f"frame {i} is a {type(fr).__name__}: expected surprise_memory.Frame")
+        rgb = fr.rgb
+        if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8:
+            raise InputError(
+                f"frame {i}: rgb must be a uint8 array, got {getattr(rgb, 'dtype', type(rgb))}"
+            )
+        if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.shape[0] == 0 or rgb.shape[1] == 0:
+            raise InputError(f"frame {i}: rgb has shape {rgb.shape}: expected (H, W, 3)")
+        if isinstance(fr.stamp_ns, bool) or not isinstance(fr.stamp_ns, int | np.integer):
+            raise InputError(f"frame {i}: stamp_ns={fr.stamp_ns!r} must be int nanoseconds")
+        if fr.stamp_ns < 0:
+            raise InputError(f"frame {i}: stamp_ns={fr.stamp_ns} must be >= 0")
+        if prev is not None and fr.stamp_ns < prev:
+            raise InputError(
+                f"frame {i}: stamp_ns={fr.stamp_ns} is before frame {i - 1}'s {prev}: "
+                "frames must be in time order"
+            )
+        prev = int(fr.stamp_ns)
+
+
+def check_episode_fields(
+    *,
+    stamp_ns: int,
+    surprise: float,
+    threshold: float,
+    embedder_model: str,
+    encoder_model: str,
+) -> None:
+    """Check the scalar fields of an add (see :meth:`EpisodeStore.add` for their meaning).
+
+    Raises:
+        InputError: ``stamp_ns`` is not a non-negative int, ``surprise`` not a finite
+            number, ``threshold`` not a number, ``embedder_model`` not a non-empty string
+            or ``encoder_model`` not a string.
+
+    """
+    if isinstance(stamp_ns, bool) or not isinstance(stamp_ns, int | np.integer):
+        raise InputError(f"stamp_ns={stamp_ns!r}: must be int nanoseconds")
+    if stamp_ns < 0:
+        raise InputError(f"stamp_ns={stamp_ns}: must be >= 0")
+    if not isinstance(surprise, int | float | np.number) or not math.isfinite(surprise):
+        raise InputError(f"surprise={surprise!r}: must be a finite number")
+    if not isinstance(threshold, int | float | np.number):
+        raise InputError(f"threshold={threshold!r}: must be a number (NaN = unknown)")
+    if not isinstance(embedder_model, str) or not embedder_model:
+        raise InputError(f"embedder_model={embedder_model!r}: must be a non-empty string")
+    if not isinstance(encoder_model, str):
+        raise InputError(f"encoder_model={encoder_model!r}: must be a string")
+
+
+def check_pose(pose: Pose | None) -> None:
+    """Check an episode's pose: None (unknown) or a finite :class:`Pose` with a real rotation.
+
+    Raises:
+        InputError: Not a :class:`Pose`, a non-finite value, the zero quaternion, or a
+            ``frame_id`` that is not a string.
+
+    """
+    if pose is None:
+        return
+    if not isinstance(pose, Pose):
+        raise InputError(
+            f"pose is a {type(pose).__name__}: expected surprise_memory.memory.pose.Pose or None"
+        )
+    if not pose.is_finite():
+        raise InputError(f"pose {pose}: values must be finite")
+    if pose.qx**2 + pose.qy**2 + pose.qz**2 + pose.qw**2 == 0.0:
+        raise InputError("pose orientation is the zero quaternion")
+    if not isinstance(pose.frame_id, str):
+        raise InputError(f"pose frame_id={pose.frame_id!r}: must be a string")
+
+
+def checked_episode_id(episode_id: str | None, stamp_ns: int) -> str:
+    """The id of a new episode: the one given, checked, or one generated from the stamp.
+
+    Args:
+        episode_id: The id asked for; None = ``ep-<stamp, 19 digits>-<6 random hex>``.
+        stamp_ns: The episode's trigger stamp, int ns.
+
+    Returns:
+        The id (1-128 letters, digits, ``_ . -``, starting with a letter or digit; safe
+        as a folder name).
+
+    Raises:
+        InputError: The given id breaks that rule.
+
+    """
+    if episode_id is None:
+        episode_id = f"ep-{int(stamp_ns):019d}-{secrets.token_hex(3)}"
+    if not isinstance(episode_id, str) or not _ID_RE.fullmatch(episode_id):
+        raise InputError(
+            f"episode_id={episode_id!r}: use 1-128 letters, digits, '_', '.', '-' "
+            "starting with a letter or digit"
+        )
+    return episode_id

@@ -1,0 +1,435 @@
+"""The store's database: schema, migrations, transactions, and the SQL of its rows.
+
+Tables: ``episodes`` (one row per episode, key ``seq``), ``frames`` (path and stamp of
+each JPEG), ``embeddings`` (one unit-norm blob per frame, with its dtype and dimension)
+and ``meta`` (``embedder_model``, ``embedder_pretrained``, ``embedding_dim``,
+``origin_ns``). ``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`; an older database
+is migrated on open by :func:`ensure_schema`, one step of ``_MIGRATIONS`` per version,
+each in its own transaction; a newer one is refused.
+
+Every statement is a constant with bound parameters (lists go in as one JSON array read
+by ``json_each``); no SQL is built from values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from surprise_memory.errors import StoreError
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.store.records import EpisodeRecord
+
+__all__ = [
+    "DB_NAME",
+    "SCHEMA_VERSION",
+    "IndexRow",
+    "Migration",
+    "connect",
+    "count_rows",
+    "delete_episodes",
+    "ensure_schema",
+    "index_rows",
+    "insert_episode",
+    "read_meta",
+    "select_embeddings",
+    "select_records",
+    "transaction",
+    "upsert_meta",
+]
+
+SCHEMA_VERSION = 1
+"""Version of the database schema written by this code (``PRAGMA user_version``)."""
+
+DB_NAME = "episodes.sqlite3"
+"""Name of the database file inside the store folder."""
+
+_SCHEMA_V1 = (
+    """CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+    """CREATE TABLE episodes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        stamp_ns INTEGER NOT NULL,
+        start_ns INTEGER NOT NULL,
+        end_ns INTEGER NOT NULL,
+        pos_x REAL NOT NULL, pos_y REAL NOT NULL, pos_z REAL NOT NULL,
+        ori_x REAL NOT NULL, ori_y REAL NOT NULL, ori_z REAL NOT NULL, ori_w REAL NOT NULL,
+        pose_frame_id TEXT NOT NULL,
+        pose_valid INTEGER NOT NULL,
+        surprise REAL NOT NULL,
+        threshold REAL,
+        encoder_model TEXT NOT NULL,
+        encoder_pretrained INTEGER NOT NULL,
+        embedder_model TEXT NOT NULL,
+        embedder_pretrained INTEGER NOT NULL,
+        created_wall_ns INTEGER NOT NULL,
+        nbytes INTEGER NOT NULL
+    )""",
+    """CREATE TABLE frames (
+        episode_seq INTEGER NOT NULL REFERENCES episodes(seq) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        stamp_ns INTEGER NOT NULL,
+        path TEXT NOT NULL UNIQUE,
+        nbytes INTEGER NOT NULL,
+        PRIMARY KEY (episode_seq, idx)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE embeddings (
+        episode_seq INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        dim INTEGER NOT NULL,
+        dtype TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (episode_seq, idx),
+        FOREIGN KEY (episode_seq, idx) REFERENCES frames(episode_seq, idx) ON DELETE CASCADE
+    )""",
+    "CREATE INDEX episodes_stamp ON episodes(stamp_ns)",
+)
+
+Migration = Callable[[sqlite3.Connection], None]
+_MIGRATIONS: dict[int, Migration] = {}
+"""Schema steps: ``_MIGRATIONS[v]`` turns a version-v database into version v+1.
+
+Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own
+transaction together with the ``user_version`` update, so a crash mid-migration leaves
+the previous version intact.
+"""
+
+_EPISODE_COLUMNS = (
+    "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
+    "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
+    "embedder_model, embedder_pretrained, created_wall_ns, nbytes"
+)
+_SELECT_EPISODES_BY_SEQ = (
+    "SELECT " + _EPISODE_COLUMNS + " FROM episodes WHERE seq IN (SELECT value FROM json_each(?))"
+)
+_SELECT_FRAMES_BY_SEQ = (
+    "SELECT episode_seq, idx, stamp_ns, path FROM frames "
+    "WHERE episode_seq IN (SELECT value FROM json_each(?)) ORDER BY episode_seq, idx"
+)
+_INSERT_EPISODE = (
+    "INSERT INTO episodes (id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, "
+    "ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, threshold, "
+    "encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
+    "created_wall_ns, nbytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?, ?, ?, ?)"
+)
+
+
+def connect(db: Path, *, read_only: bool) -> sqlite3.Connection:
+    """Open the database with the store's settings (WAL, ``synchronous=FULL``, foreign keys).
+
+    Args:
+        db: The database file.
+        read_only: Open it read-only (``mode=ro``; the journal mode is left as it is).
+
+    Returns:
+        The connection, in autocommit mode (transactions only through :func:`transaction`),
+        usable from any thread (the store serialises the calls).
+
+    Raises:
+        StoreError: SQLite cannot switch to WAL mode.
+        sqlite3.Error: SQLite cannot open or set up the database (the connection is closed).
+
+    """
+    if read_only:
+        conn = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(db, check_same_thread=False)
+    try:
+        conn.isolation_level = None  # explicit BEGIN/COMMIT only
+        conn.execute("PRAGMA busy_timeout = 5000")
+        if not read_only:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{db}: cannot switch SQLite to WAL mode (got {mode})")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+        raise
+    return conn
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction (``BEGIN IMMEDIATE``): committed on exit, rolled back on error.
+
+    Args:
+        conn: A connection in autocommit mode (see :func:`connect`).
+
+    Yields:
+        Nothing; the statements run inside the ``with`` block.
+
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def ensure_schema(conn: sqlite3.Connection, root: Path, *, read_only: bool) -> None:
+    """Create the schema in an empty database, or migrate an older one to :data:`SCHEMA_VERSION`.
+
+    Args:
+        conn: The open database.
+        root: The store folder (for the messages).
+        read_only: The store is opened read-only: a database that needs migrating is refused.
+
+    Raises:
+        StoreError: The schema is newer than this code, needs migrating but the store is
+            read-only, the database holds other tables, or a migration step is missing.
+        sqlite3.Error: A statement failed (the step's transaction is rolled back).
+
+    """
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{root}: store schema version {version} is newer than this code's "
+            f"{SCHEMA_VERSION}; update surprise_memory to read it"
+        )
+    if version == SCHEMA_VERSION:
+        return
+    if read_only:
+        raise StoreError(
+            f"{root}: store schema version {version} needs migrating to "
+            f"{SCHEMA_VERSION}; open it once without read_only"
+        )
+    if version == 0:
+        tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        if tables:
+            raise StoreError(
+                f"{root / DB_NAME}: not an episode store (tables "
+                f"{sorted(t[0] for t in tables)} but no schema version)"
+            )
+        with transaction(conn):
+            for stmt in _SCHEMA_V1:
+                conn.execute(stmt)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+        return
+    for v in range(version, SCHEMA_VERSION):
+        step = _MIGRATIONS.get(v)
+        if step is None:
+            raise StoreError(f"{root}: no migration from schema version {v} to {v + 1}")
+        with transaction(conn):
+            step(conn)
+            conn.execute(f"PRAGMA user_version = {v + 1:d}")
+
+
+# ----------------------------------------------------------------- loading the index
+class IndexRow(NamedTuple):
+    """One stored episode as the in-memory index loads it at open."""
+
+    seq: int
+    episode_id: str
+    stamp_ns: int
+    position: tuple[float, float, float]
+    pose_valid: bool
+    surprise: float
+    nbytes: int
+    embeddings: list[npt.NDArray[np.floating]]
+    """Its frame embeddings as stored (dtype and dimension of the blobs), in frame order."""
+
+
+def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
+    """The ``meta`` table as a dict (empty for a store without episodes)."""
+    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+def count_rows(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Number of episodes and of frame embeddings stored."""
+    n_ep, n_fr = conn.execute(
+        "SELECT (SELECT count(*) FROM episodes), (SELECT count(*) FROM embeddings)"
+    ).fetchone()
+    return int(n_ep), int(n_fr)
+
+
+def index_rows(conn: sqlite3.Connection) -> Iterator[IndexRow]:
+    """Every episode with its embeddings, in the order they were added (two cursors, merged).
+
+    Yields:
+        One :class:`IndexRow` per episode; ``embeddings`` is empty for an episode that has
+        none (a damaged store; the caller refuses it).
+
+    """
+    rows = conn.execute(
+        "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes "
+        "FROM episodes ORDER BY seq"
+    )
+    emb_rows = conn.execute(
+        "SELECT episode_seq, dim, dtype, data FROM embeddings ORDER BY episode_seq, idx"
+    )
+    pending = next(emb_rows, None)
+    for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes in rows:
+        vecs = []
+        while pending is not None and pending[0] == seq:
+            _, d, dtype, blob = pending
+            vecs.append(np.frombuffer(blob, dtype=dtype, count=d))
+            pending = next(emb_rows, None)
+        yield IndexRow(seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs)
+
+
+# ----------------------------------------------------------------- writing rows
+def insert_episode(
+    conn: sqlite3.Connection,
+    rec: EpisodeRecord,
+    *,
+    nbytes: int,
+    blobs: Sequence[bytes],
+    dtype: str,
+    jpeg_sizes: Sequence[int],
+) -> int:
+    """Insert an episode, its frames and its embeddings (inside the caller's transaction).
+
+    Args:
+        conn: The database.
+        rec: The episode.
+        nbytes: Its size for the disk budget (JPEGs + embedding blobs).
+        blobs: One embedding blob per frame, in ``dtype``.
+        dtype: NumPy dtype string of the blobs (``<f2`` or ``<f4``).
+        jpeg_sizes: Size of each frame's JPEG, in order.
+
+    Returns:
+        The episode's key (``seq``).
+
+    Raises:
+        sqlite3.Error: An insert failed (e.g. the id exists).
+
+    """
+    p = rec.pose
+    cur = conn.execute(
+        _INSERT_EPISODE,
+        (
+            rec.id,
+            rec.stamp_ns,
+            rec.start_ns,
+            rec.end_ns,
+            float(p.x),
+            float(p.y),
+            float(p.z),
+            float(p.qx),
+            float(p.qy),
+            float(p.qz),
+            float(p.qw),
+            p.frame_id,
+            int(rec.pose_valid),
+            rec.surprise,
+            None if math.isnan(rec.threshold) else rec.threshold,
+            rec.encoder_model,
+            int(rec.encoder_pretrained),
+            rec.embedder_model,
+            int(rec.embedder_pretrained),
+            rec.created_wall_ns,
+            nbytes,
+        ),
+    )
+    seq = cur.lastrowid
+    assert seq is not None
+    conn.executemany(
+        "INSERT INTO frames (episode_seq, idx, stamp_ns, path, nbytes) VALUES (?, ?, ?, ?, ?)",
+        [
+            (seq, i, s, path, size)
+            for i, (s, path, size) in enumerate(
+                zip(rec.frame_stamps_ns, rec.frame_paths, jpeg_sizes, strict=True)
+            )
+        ],
+    )
+    dim = len(blobs[0]) // np.dtype(dtype).itemsize
+    conn.executemany(
+        "INSERT INTO embeddings (episode_seq, idx, dim, dtype, data) VALUES (?, ?, ?, ?, ?)",
+        [(seq, i, dim, dtype, blob) for i, blob in enumerate(blobs)],
+    )
+    return seq
+
+
+def upsert_meta(conn: sqlite3.Connection, meta: Mapping[str, str]) -> None:
+    """Insert or overwrite ``meta`` entries (inside the caller's transaction)."""
+    conn.executemany(
+        "INSERT INTO meta (key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        list(meta.items()),
+    )
+
+
+def delete_episodes(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
+    """Delete episodes by key; their frames and embeddings go with them (``ON DELETE CASCADE``)."""
+    conn.execute(
+        "DELETE FROM episodes WHERE seq IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(seqs)),),
+    )
+
+
+# ----------------------------------------------------------------- reading rows
+def select_records(
+    conn: sqlite3.Connection, seqs: Sequence[int], root: Path
+) -> dict[int, EpisodeRecord]:
+    """The episodes with these keys, as records (two statements, whatever their number).
+
+    Args:
+        conn: The database.
+        seqs: Episode keys; a key not stored is left out of the answer.
+        root: The store folder, set as each record's ``root``.
+
+    Returns:
+        The records by key.
+
+    Raises:
+        sqlite3.Error: A statement failed.
+
+    """
+    arg = (json.dumps([int(s) for s in seqs]),)
+    frames: dict[int, list[tuple[int, str]]] = {}
+    for seq, _idx, stamp, path in conn.execute(_SELECT_FRAMES_BY_SEQ, arg):
+        frames.setdefault(seq, []).append((stamp, path))
+    out = {}
+    for row in conn.execute(_SELECT_EPISODES_BY_SEQ, arg):
+        (seq, ep_id, stamp, start, end, px, py, pz, ox, oy, oz, ow, frame_id, valid) = row[:14]
+        fr = frames.get(seq, [])
+        out[seq] = EpisodeRecord(
+            id=ep_id,
+            stamp_ns=stamp,
+            start_ns=start,
+            end_ns=end,
+            pose=Pose(px, py, pz, ox, oy, oz, ow, frame_id),
+            pose_valid=bool(valid),
+            surprise=row[14],
+            threshold=math.nan if row[15] is None else row[15],
+            frame_stamps_ns=tuple(s for s, _ in fr),
+            frame_paths=tuple(p for _, p in fr),
+            encoder_model=row[16],
+            encoder_pretrained=bool(row[17]),
+            embedder_model=row[18],
+            embedder_pretrained=bool(row[19]),
+            created_wall_ns=row[20],
+            root=root,
+        )
+    return out
+
+
+def select_embeddings(conn: sqlite3.Connection, seq: int) -> npt.NDArray[np.float32]:
+    """The stored frame embeddings of one episode, (frames, D) float32, in frame order.
+
+    Raises:
+        sqlite3.Error: The statement failed.
+        ValueError: The episode has no embeddings.
+
+    """
+    rows = conn.execute(
+        "SELECT dim, dtype, data FROM embeddings WHERE episode_seq = ? ORDER BY idx",
+        (seq,),
+    )
+    return np.stack([np.frombuffer(b, dtype=t, count=d).astype(np.float32) for d, t, b in rows])
