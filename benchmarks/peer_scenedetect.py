@@ -12,7 +12,7 @@ are rendered straight into arrays; a video goes through the project's own
 :class:`surprise_memory.sources.VideoSource`), and the same arrays feed both sides, so the
 comparison measures the detectors, not the decoders. Per input it prints the boundaries
 each detector found, F1 against the ground truth at the GEBD relative distances 0.05 ..
-0.50 (the protocol of :mod:`surprise_memory.evaluation.gebd`, one video, one annotator)
+0.50 (the protocol of :mod:`surprise_memory.evaluation.protocol`, one video, one annotator)
 and frames per second of each detector.
 
 PySceneDetect side: ``ContentDetector()`` and ``AdaptiveDetector()`` with their defaults,

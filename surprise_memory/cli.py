@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     for spec in settings_of(EncoderConfig):
         _add_setting(enc, spec, extra=_ALIASES.get(spec.name, ()))
     det = g.add_argument_group("detector settings", "GebdDetector (scorer + gate, per video).")
-    from surprise_memory.evaluation.gebd import GebdDetector
+    from surprise_memory.evaluation import GebdDetector
 
     defaults = {
         n: p.default
@@ -461,21 +461,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- eval-gebd
 
-_VIDEO_EXTS = (".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm")
-
-
-def _find_video(folder: Path, video_id: str) -> Path | None:
-    for ext in _VIDEO_EXTS:
-        candidate = folder / f"{video_id}{ext}"
-        if candidate.is_file():
-            return candidate
-    return None
-
 
 def _cmd_eval_gebd(args: argparse.Namespace) -> int:
-    from surprise_memory.evaluation.gebd import (
+    from surprise_memory.evaluation import (
         MIN_CONSISTENCY,
         GebdDetector,
+        detect_videos,
         evaluate_gebd,
         format_comparison_table,
         load_ground_truth,
@@ -509,21 +500,13 @@ def _cmd_eval_gebd(args: argparse.Namespace) -> int:
         encoder = VideoEncoder.from_config(enc_cfg)
         weights = encoder.model_name
         settings = {**detector.settings, "clip_frames": enc_cfg.clip_frames}
-        causal: dict[str, list[float]] = {}
-        offline: dict[str, list[float]] = {}
         todo = [vid for vid, v in gt.items() if v.consistency >= MIN_CONSISTENCY]
         iterator: Any = todo
         if not args.no_progress:
             from tqdm import tqdm
 
             iterator = tqdm(todo, unit="video", desc="eval-gebd", file=sys.stderr)
-        for vid in iterator:
-            path = _find_video(folder, vid)
-            if path is None:
-                missing.append(vid)
-                continue
-            found = _detect_video(path, encoder, enc_cfg, detector)
-            causal[vid], offline[vid] = list(found.causal_s), list(found.offline_s)
+        causal, offline, missing = detect_videos(iterator, folder, encoder, enc_cfg, detector)
         runs = {"causal": causal, "offline": offline}
         if missing:
             _note(
@@ -569,14 +552,6 @@ def _cmd_eval_gebd(args: argparse.Namespace) -> int:
         Path(args.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
         print(f"results {args.out}")
     return 0
-
-
-def _detect_video(path: Path, encoder: Any, enc_cfg: EncoderConfig, detector: Any) -> Any:
-    """One embedding per frame of a video (a window ending at each frame), then detect."""
-    from surprise_memory.sources import VideoSource
-
-    z, stamps = encoder.encode_stream(VideoSource(path), enc_cfg)
-    return detector.detect(z, stamps, origin_ns=0)
 
 
 # ----------------------------------------------------------------------------- main
