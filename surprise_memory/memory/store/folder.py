@@ -242,6 +242,24 @@ class StoreFolder:
         )
         return seq
 
+    def note_origin(self, stamp_ns: int) -> None:
+        """Persist ``stamp_ns`` as the store's origin if it is earlier than the current one.
+
+        Raises:
+            StoreError: The store is closed, or the transaction failed.
+
+        """
+        meta = self.meta.origin_update(stamp_ns)
+        if not meta:
+            return
+        conn = self.db()
+        try:
+            with transaction(conn):
+                upsert_meta(conn, meta)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self._root}: cannot record the time origin: {exc}") from exc
+        self.meta.update(meta)
+
     def delete(self, seqs: Sequence[int]) -> None:
         """Delete episodes by key: rows first (one transaction), then catalog, then files.
 
