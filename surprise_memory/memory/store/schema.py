@@ -3,9 +3,10 @@
 Tables: ``episodes`` (one row per episode, key ``seq``), ``frames`` (path and stamp of
 each JPEG), ``embeddings`` (one unit-norm blob per frame, with its dtype and dimension)
 and ``meta`` (``embedder_model``, ``embedder_pretrained``, ``embedding_dim``,
-``origin_ns``: the store's time origin, the first frame seen). ``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`; an older database
-is migrated on open by :func:`ensure_schema`, one step of ``_MIGRATIONS`` per version,
-each in its own transaction; a newer one is refused.
+``origin_ns``: the store's time origin, the first frame seen). ``PRAGMA user_version``
+holds :data:`SCHEMA_VERSION`; an older database is migrated on open by
+:func:`ensure_schema`, one step of ``_MIGRATIONS`` per version, each in its own
+transaction; a newer one is refused.
 
 Every statement is a constant with bound parameters (lists go in as one JSON array read
 by ``json_each``); no SQL is built from values.
