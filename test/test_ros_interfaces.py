@@ -19,7 +19,7 @@ def test_interfaces_come_from_the_install() -> None:
     # the hand-written package was installed over the generated one; both are importable
     path = Path(surprise_memory.__file__).resolve()
     assert "install" in path.parts, path
-    assert (path.parent / "msg").is_dir() and (path.parent / "surprise.py").is_file()
+    assert (path.parent / "msg").is_dir() and (path.parent / "surprise" / "scorer.py").is_file()
 
 
 def test_contract_fields() -> None:

