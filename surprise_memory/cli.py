@@ -168,8 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="retrieve episodes by text, image, time window and place",
         formatter_class=fmt,
         description="Retrieve episodes from a store. Times (--start/--end): a plain number "
-        "(12.5 or 12.5s) is seconds from the recording start (the first frame of the offline "
-        "run, from STORE/run.json; for a store without one, the earliest episode trigger); "
+        "(12.5 or 12.5s) is seconds from the store's time origin (the first frame its writer "
+        "saw, the same origin as the report and the agent tool); "
         "'<int>ns' is an absolute stamp in nanoseconds since the epoch; an ISO 8601 time "
         "with a zone (2023-11-14T22:13:32Z) is absolute too. Text and image queries embed "
         "the query with the store's recorded embedder; text is refused when that embedder "
@@ -317,18 +317,10 @@ def _note(message: str) -> None:
 
 
 def _store_origin(store: Any) -> int | None:
-    from surprise_memory.offline.run_record import RUN_RECORD
+    """The store's one time origin (the first frame seen), as the report and the agent tool use."""
+    from surprise_memory.offline.report import time_origin_ns
 
-    run = Path(store.path) / RUN_RECORD
-    if run.is_file():
-        try:
-            first = json.loads(run.read_text(encoding="utf-8"))["summary"]["first_stamp_ns"]
-            if isinstance(first, int):
-                return first
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    origin = store.origin_ns
-    return origin if isinstance(origin, int) else None
+    return time_origin_ns(store)
 
 
 def _query_embedder(store: Any, device: str, text: bool) -> Any:

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from surprise_memory.agents.tool import EpisodicMemoryTool
 from surprise_memory.config import iter_settings
 from surprise_memory.evaluation import evaluate_gebd, load_ground_truth, load_predictions
+from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.synthetic import (
     SyntheticScene,
     write_synthetic_bag,
@@ -112,8 +114,15 @@ def test_process_then_query_and_report(
     assert sorted(h["stamp_ns"] for h in hits) == sorted(e["stamp_ns"] for e in events)
     assert all(h["pose_valid"] and len(h["frames"]) == 2 for h in hits)
     first = min(h["time_s"] for h in hits)
-    # a window holding only the first event, in relative seconds and in absolute ns
+    # one time origin: the first frame of the run, persisted in the store, shared by the
+    # query command and the agent tool (the report's times are checked in test_report)
     t0 = run_record["summary"]["first_stamp_ns"]
+    assert json.loads(out.stdout)["origin_ns"] == t0
+    with EpisodeStore(store, read_only=True) as st:
+        assert st.origin_ns == t0
+        agent = EpisodicMemoryTool(st).execute(start_time=0, max_results=20)
+    assert min(e["time"] for e in agent["episodes"]) == pytest.approx(first, abs=1e-3)
+    # a window holding only the first event, in relative seconds and in absolute ns
     one = run(
         tmp, "query", "store", "--start", f"{first - 0.05}", "--end", f"{first + 0.05}s", "--json"
     )

@@ -201,11 +201,14 @@ def test_live_pipeline_over_dds(tmp_path: Path, core_reference: dict[str, Any]) 
             # retrieval over the service, through the client
             found = client.retrieve(start=trigger - 10**8, end=trigger + 10**8, include_images=True)
             assert [e.id for e in found] == [ep.id]
-            assert len(found[0].images) == 8 and found[0].images[0].shape == (sf.SIZE, sf.SIZE, 3)
+            # the stored JPEGs travel as they are (CompressedImage), decoded only here
+            images = found[0].decode_images()
+            assert len(found[0].jpegs) == 8 and all(j[:2] == b"\xff\xd8" for j in found[0].jpegs)
+            assert len(images) == 8 and images[0].shape == (sf.SIZE, sf.SIZE, 3)
             near = client.retrieve(near=(ep.pose.position.x, 0.0, 0.0), radius=0.01)
             assert [e.id for e in near] == [ep.id]
             assert len(client.retrieve(text="a yellow square", k=3)) >= 1
-            by_image = client.retrieve(image=found[0].images[3], k=1)
+            by_image = client.retrieve(image=images[3], k=1)
             assert len(by_image) == 1 and by_image[0].score > 0.5
             with pytest.raises(InputError, match="refused"):
                 client.retrieve(start=trigger, end=trigger - 1)

@@ -139,3 +139,14 @@ def test_report_in_headless_chromium(store: Path, tmp_path: Path) -> None:
 def test_report_of_a_folder_without_a_run(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=r"run\.json"):
         write_report(tmp_path)
+
+
+def test_report_times_count_from_the_store_origin(store: Path) -> None:
+    from surprise_memory.offline.report import render_html, time_origin_ns
+
+    with EpisodeStore(store, read_only=True) as s:
+        origin = time_origin_ns(s)
+        assert origin == s.origin_ns == load_run_record(store)["summary"]["first_stamp_ns"]
+        first = min((s.get(i) for i in s.episode_ids()), key=lambda r: r.stamp_ns)
+    page = render_html(store, b"")
+    assert f"t = {(first.stamp_ns - origin) / 1e9:.2f} s (stamp {first.stamp_ns} ns)" in page

@@ -34,11 +34,15 @@ def test_contract_fields() -> None:
         "threshold": "float",
         "frame_stamps": "sequence<builtin_interfaces/Time>",
         "frame_uris": "sequence<string>",
-        "frames": "sequence<sensor_msgs/Image>",
+        # interface version 2: the stored JPEGs, not decoded rgb8 (issue 12, item 7)
+        "frames": "sequence<sensor_msgs/CompressedImage>",
     }
     req = RetrieveEpisodes.Request.get_fields_and_field_types()
     assert req == {
         "text": "string",
+        "embedding": "sequence<float>",
+        "embedding_model": "string",
+        "embedding_pretrained": "uint8",
         "image": "sensor_msgs/Image",
         "start": "builtin_interfaces/Time",
         "end": "builtin_interfaces/Time",
@@ -53,7 +57,10 @@ def test_contract_fields() -> None:
         "message": "string",
         "episodes": "sequence<surprise_memory/Episode>",
         "scores": "sequence<float>",
+        "interface_version": "uint32",
+        "origin": "builtin_interfaces/Time",
     }
+    assert RetrieveEpisodes.Request.INTERFACE_VERSION == 2
     assert FrameEmbedding.get_fields_and_field_types()["embedding"] == "sequence<float>"
     assert {"score", "kl", "threshold", "header"} <= set(SurpriseScore.get_fields_and_field_types())
     assert {"pose", "pose_valid", "decided"} <= set(SurpriseEvent.get_fields_and_field_types())

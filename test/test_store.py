@@ -124,23 +124,62 @@ def test_migration_path_runs_each_step(tmp_path: Path, monkeypatch: pytest.Monke
     rng = np.random.default_rng(0)
     with EpisodeStore(tmp_path) as store:
         rec = _add(store, rng, 0)
+    v = store_mod.SCHEMA_VERSION
 
-    def v1_to_v2(conn: sqlite3.Connection) -> None:
+    def next_step(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE episodes ADD COLUMN note TEXT NOT NULL DEFAULT ''")
 
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(store_mod, "_MIGRATIONS", {1: v1_to_v2})
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", v + 1)
+    monkeypatch.setattr(store_mod, "_MIGRATIONS", {v: next_step})
     with pytest.raises(StoreError, match="needs migrating"):
         EpisodeStore(tmp_path, read_only=True)
     with EpisodeStore(tmp_path) as store:
         assert store.get(rec.id) == rec
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == v + 1
     assert conn.execute("SELECT note FROM episodes").fetchone() == ("",)
     conn.close()
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 3)
-    with pytest.raises(StoreError, match="no migration from schema version 2 to 3"):
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", v + 2)
+    with pytest.raises(StoreError, match=f"no migration from schema version {v + 1} to {v + 2}"):
         EpisodeStore(tmp_path)
+
+
+def test_time_origin_is_the_first_frame_seen_and_persisted(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    with EpisodeStore(tmp_path) as store:
+        assert store.origin_ns is None
+        # a store never told of a frame: the first frame of its earliest episode
+        _add(store, rng, 40)
+        assert store.origin_ns == 40 * S
+        store.note_origin(35 * S)  # the writer's first frame, 5 s before that episode
+        store.note_origin(38 * S)  # later frames never move it
+        assert store.origin_ns == 35 * S
+        _add(store, rng, 36)  # an episode after the origin leaves it alone
+        store.delete(store.episode_ids())  # eviction keeps it
+        with pytest.raises(InputError, match="must be > 0"):
+            store.note_origin(0)
+    with EpisodeStore(tmp_path, read_only=True) as store:
+        assert store.origin_ns == 35 * S
+        with pytest.raises(StoreError, match="read-only"):
+            store.note_origin(S)
+
+
+def test_version_1_store_migrates_its_origin_to_the_first_frame(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    with EpisodeStore(tmp_path) as store:
+        _add(store, rng, 50)
+        _add(store, rng, 20)
+    # what version 1 wrote: the earliest trigger stamp as origin
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'origin_ns'", (str(20 * S + 3 * S // 10),))
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    with EpisodeStore(tmp_path) as store:
+        assert store.origin_ns == 20 * S  # the first stored frame, 0.3 s before that trigger
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()
 
 
 def test_one_writer_and_read_only_readers(tmp_path: Path) -> None:

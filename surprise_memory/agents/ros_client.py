@@ -1,33 +1,67 @@
-"""EpisodicMemoryClient: query the memory node's retrieve_episodes service from any rclpy node."""
+"""The memory node's ``retrieve_episodes`` service from any rclpy program.
+
+* :class:`EpisodicMemoryClient`: the service call in plain Python types, with deadlines
+  and type-checked arguments.
+* :class:`RosEpisodeRetriever`: the same service behind the
+  :class:`~surprise_memory.memory.store.EpisodeRetriever` interface that the store
+  implements, so :class:`~surprise_memory.agents.tool.EpisodicMemoryTool` serves an agent
+  on another machine exactly as it serves one next to the store.
+
+Images travel as the store holds them: JPEG bytes (``sensor_msgs/CompressedImage``), never
+decoded on the way; :meth:`RetrievedEpisode.decode_images` decodes them where wanted.
+
+Why a private node: an agent usually calls the memory from inside a callback of its own
+node (a timer, a subscription), often under a single-threaded executor. That executor is
+busy running the callback, so it could never deliver the service's answer to a client on
+the same node, whatever its callback group: the call would always time out. The client's
+service client therefore lives on a small hidden node of its own (same context, same
+namespace) that the call spins itself, under a lock; this works from any callback, under
+any executor, and with no executor at all.
+"""
 
 from __future__ import annotations
 
+import itertools
+import math
+import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import rclpy
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
+from surprise_memory.agents.tool import canonical_model_name
 from surprise_memory.errors import InputError, ServiceTimeoutError
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.store import EpisodeRecord, RetrievalHit, decode_jpeg
 from surprise_memory.msg import Episode
 from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time, pose_from_msg, time_to_ns
-from surprise_memory.perception.frames import rgb_from_image_msg
 from surprise_memory.srv import RetrieveEpisodes
 
-__all__ = ["EpisodicMemoryClient", "RetrievedEpisode"]
+__all__ = ["EpisodicMemoryClient", "RetrievedEpisode", "RosEpisodeRetriever"]
+
+_Request = RetrieveEpisodes.Request
+_PRETRAINED_CODE = {
+    None: _Request.PRETRAINED_UNKNOWN,
+    True: _Request.PRETRAINED_TRUE,
+    False: _Request.PRETRAINED_FALSE,
+}
+_client_ids = itertools.count()
 
 
 @dataclass(frozen=True)
 class RetrievedEpisode:
     """One episode as returned by the service, in plain Python types (times in int ns).
 
-    ``score`` is the cosine similarity for text/image queries, the distance in metres for
-    place-only queries, and 0 otherwise. ``images`` holds RGB uint8 frames when asked for.
+    ``score`` is the cosine similarity for text/image/embedding queries, the distance in
+    metres for place-only queries, and 0 otherwise. ``jpegs`` holds the stored JPEG bytes
+    of each frame when asked for (:meth:`decode_images` gives RGB arrays).
     """
 
     id: str
@@ -41,11 +75,11 @@ class RetrievedEpisode:
     frame_stamps_ns: tuple[int, ...]
     frame_uris: tuple[str, ...]
     score: float
-    images: list[npt.NDArray[np.uint8]] = field(default_factory=list, repr=False)
+    jpegs: tuple[bytes, ...] = ()
 
     @classmethod
     def from_msg(cls, msg: Episode, score: float) -> RetrievedEpisode:
-        """Convert a surprise_memory/Episode message."""
+        """Convert a surprise_memory/Episode message (interface version 2)."""
         return cls(
             id=msg.id,
             stamp_ns=time_to_ns(msg.header.stamp),
@@ -58,21 +92,35 @@ class RetrievedEpisode:
             frame_stamps_ns=tuple(time_to_ns(t) for t in msg.frame_stamps),
             frame_uris=tuple(msg.frame_uris),
             score=float(score),
-            images=[rgb_from_image_msg(img) for img in msg.frames],
+            jpegs=tuple(bytes(img.data) for img in msg.frames),
         )
+
+    def decode_images(self) -> list[npt.NDArray[np.uint8]]:
+        """The frames as (H, W, 3) uint8 RGB arrays (empty without images).
+
+        Raises:
+            StoreError: A frame is not a valid JPEG.
+
+        """
+        return [decode_jpeg(data, self.id) for data in self.jpegs]
+
+
+def _check_type(name: str, value: Any, types: type | tuple[type, ...], what: str) -> None:
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise TypeError(f"{name}={value!r}: expected {what}")
+    if not isinstance(value, types):
+        raise TypeError(f"{name} is a {type(value).__name__}: expected {what}")
 
 
 class EpisodicMemoryClient:
-    """Client of ``retrieve_episodes``, hosted by a node of the caller's.
-
-    Works whether or not the host node is being spun elsewhere: if it is (it is in an
-    executor), the call waits on the response; if not, the call spins the node until the
-    response arrives. Every call ends by its timeout.
+    """Client of ``retrieve_episodes``, usable from any callback of the caller's node.
 
     Args:
-        node: The host node.
-        service: Name of the service (default: the launch file's namespace).
+        node: The host node (its context and namespace are used; nothing is added to it).
+        service: Name of the service (default: the launch file's namespace); a relative
+            name resolves in the host node's namespace.
         timeout: Default seconds to wait for the service and for an answer.
+
     """
 
     def __init__(
@@ -81,15 +129,32 @@ class EpisodicMemoryClient:
         service: str = "/surprise_memory/retrieve_episodes",
         timeout: float = 5.0,
     ) -> None:
-        self._node = node
         self._timeout = timeout
-        self._client: Any = node.create_client(RetrieveEpisodes, service)
+        self._lock = threading.Lock()  # one call at a time spins the private executor
+        self._node = rclpy.create_node(
+            f"_episodic_memory_client_{os.getpid()}_{next(_client_ids)}",
+            namespace=node.get_namespace(),
+            context=node.context,
+            start_parameter_services=False,
+        )
+        self._executor = SingleThreadedExecutor(context=node.context)
+        self._executor.add_node(self._node)
+        self._client: Any = self._node.create_client(RetrieveEpisodes, service)
+        self._origin_ns: int | None = None
+
+    @property
+    def origin_ns(self) -> int | None:
+        """The store's time origin as of the last answer, int ns (None: none known)."""
+        return self._origin_ns
 
     def retrieve(
         self,
         text: str | None = None,
         *,
         image: npt.NDArray[np.uint8] | None = None,
+        embedding: npt.ArrayLike | None = None,
+        embedding_model: str | None = None,
+        embedding_pretrained: bool | None = None,
         start: int | None = None,
         end: int | None = None,
         near: Sequence[float] | None = None,
@@ -101,66 +166,236 @@ class EpisodicMemoryClient:
         """Ask the memory node for episodes; best first.
 
         Args:
-            text: Free-text query.
+            text: Free-text query, embedded by the node.
             image: Query image, (H, W, 3) uint8 RGB.
+            embedding: A query embedding made here, (D,) floats, from the store's model.
+            embedding_model: The model that made ``embedding`` (required with it).
+            embedding_pretrained: Whether that model had trained weights (None = not checked).
             start: Earliest trigger stamp, int ns (None = open).
             end: Latest trigger stamp, int ns (None = open).
             near: (x, y, z) in metres in the map frame; with ``radius``, a place filter.
             radius: Metres around ``near`` (None: sort by distance only).
             k: Most episodes to return.
-            include_images: Also return the stored frames as RGB arrays.
+            include_images: Also return the stored frames (JPEG bytes).
             timeout: Seconds to wait (default: the client's).
 
         Raises:
+            TypeError: An argument has the wrong type (nothing was sent).
+            ValueError: An argument has a wrong value (``InputError`` is one).
             ServiceTimeoutError: The service is not there or did not answer in time.
             InputError: The node refused the request (its message says why).
+
         """
-        request = RetrieveEpisodes.Request()
-        request.text = text or ""
-        if image is not None:
-            request.image = image_msg_from_rgb(image)
-        if start is not None:
-            request.start = ns_to_time(start)
-        if end is not None:
-            request.end = ns_to_time(end)
-        if near is not None:
-            request.use_location = True
-            request.location.x, request.location.y, request.location.z = (
-                float(v) for v in [*near, 0.0, 0.0, 0.0][:3]
-            )
-            request.radius = float(radius) if radius is not None else 0.0
+        request = self._request(
+            text=text,
+            image=image,
+            embedding=embedding,
+            embedding_model=embedding_model,
+            embedding_pretrained=embedding_pretrained,
+            start=start,
+            end=end,
+            near=near,
+        )
+        if near is None and radius is not None:
+            raise InputError("radius needs near")
+        if radius is not None:
+            _check_type("radius", radius, (int, float), "metres (a number) or None")
+            request.radius = float(radius)
+        _check_type("k", k, int, "an int >= 1")
         if k < 1:
             raise InputError(f"k={k}: must be >= 1")
-        request.max_results = int(k)
+        request.max_results = k
+        _check_type("include_images", include_images, bool, "a bool")
         request.include_images = include_images
-        response = self._call(request, self._timeout if timeout is None else timeout)
+        if timeout is not None:
+            _check_type("timeout", timeout, (int, float), "seconds")
+        response = self._call(request, self._timeout if timeout is None else float(timeout))
         if not response.success:
             raise InputError(f"retrieve_episodes refused the request: {response.message}")
+        self._origin_ns = time_to_ns(response.origin) or None
         return [
             RetrievedEpisode.from_msg(ep, score)
             for ep, score in zip(response.episodes, response.scores, strict=True)
         ]
 
+    @staticmethod
+    def _request(
+        *,
+        text: Any,
+        image: Any,
+        embedding: Any,
+        embedding_model: Any,
+        embedding_pretrained: Any,
+        start: Any,
+        end: Any,
+        near: Any,
+    ) -> RetrieveEpisodes.Request:
+        """The request's query fields, each checked before it touches the message."""
+        request = _Request()
+        if text is not None:
+            _check_type("text", text, str, "a str or None")
+            request.text = text
+        if image is not None:
+            _check_type("image", image, np.ndarray, "an (H, W, 3) uint8 array or None")
+            request.image = image_msg_from_rgb(image)
+        if embedding is not None:
+            vec = np.asarray(embedding)
+            if vec.ndim != 1 or vec.size == 0 or not np.issubdtype(vec.dtype, np.number):
+                raise InputError(f"embedding of shape {vec.shape}: expected (D,) numbers")
+            if not isinstance(embedding_model, str) or not embedding_model:
+                raise InputError("an embedding needs embedding_model, the model that made it")
+            request.embedding = vec.astype(np.float32).tolist()
+            request.embedding_model = canonical_model_name(embedding_model)
+            if embedding_pretrained not in _PRETRAINED_CODE:
+                raise TypeError(f"embedding_pretrained={embedding_pretrained!r}: a bool or None")
+            request.embedding_pretrained = _PRETRAINED_CODE[embedding_pretrained]
+        for name, value in (("start", start), ("end", end)):
+            if value is None:
+                continue
+            _check_type(name, value, (int, np.integer), "int nanoseconds or None")
+            if value < 0:
+                raise InputError(f"{name}={value}: must be >= 0 ns")
+            setattr(request, name, ns_to_time(int(value)))
+        if near is not None:
+            if not isinstance(near, Sequence | np.ndarray) or isinstance(near, str):
+                raise TypeError(f"near={near!r}: expected (x, y, z) in metres")
+            xyz = [float(v) for v in near]
+            if len(xyz) != 3 or not all(math.isfinite(v) for v in xyz):
+                raise InputError(f"near={near!r}: expected three finite numbers (x, y, z)")
+            request.use_location = True
+            request.location.x, request.location.y, request.location.z = xyz
+        return request
+
     def _call(self, request: RetrieveEpisodes.Request, timeout: float) -> RetrieveEpisodes.Response:
         name = self._client.srv_name
-        if not self._client.wait_for_service(timeout_sec=timeout):
-            raise ServiceTimeoutError(f"service {name} is not available after {timeout} s")
-        future = self._client.call_async(request)
-        executor = self._node.executor
-        if executor is None or self._node not in executor.get_nodes():
-            rclpy.spin_until_future_complete(self._node, future, timeout_sec=timeout)
-        else:  # someone else spins the node: just wait for the answer
-            done = threading.Event()
-            future.add_done_callback(lambda _: done.set())
-            done.wait(timeout)
-        if not future.done():
-            self._client.remove_pending_request(future)
-            raise ServiceTimeoutError(f"service {name} did not answer within {timeout} s")
+        with self._lock:
+            if not self._client.wait_for_service(timeout_sec=timeout):
+                raise ServiceTimeoutError(f"service {name} is not available after {timeout} s")
+            future = self._client.call_async(request)
+            self._executor.spin_until_future_complete(future, timeout_sec=timeout)
+            if not future.done():
+                self._client.remove_pending_request(future)
+                raise ServiceTimeoutError(f"service {name} did not answer within {timeout} s")
         result = future.result()
         if result is None:
             raise ServiceTimeoutError(f"service {name} failed: {future.exception()}")
         return result
 
     def destroy(self) -> None:
-        """Remove the service client from the host node."""
-        self._node.destroy_client(self._client)
+        """Remove the service client and its private node (idempotent)."""
+        with self._lock:
+            if self._node is not None:
+                self._executor.remove_node(self._node)
+                self._executor.shutdown()
+                self._node.destroy_node()
+                self._node = None  # type: ignore[assignment]
+
+
+class RosEpisodeRetriever:
+    """:class:`~surprise_memory.memory.store.EpisodeRetriever` over ``retrieve_episodes``.
+
+    Answers the same :class:`~surprise_memory.memory.retrieval.RetrievalQuery` as a store,
+    with the same hits (an episode's ``root`` is None: its frames are on the other
+    machine; with images, ``jpegs`` holds them). It also knows the store's time origin
+    and lets the node embed a text query (``retrieve_text``), so an agent needs no model.
+
+    The service sends one number per episode; ``score`` is it for a ranked query, and
+    ``distance_m`` is recomputed here from the episode's pose when the query has a place.
+
+    Args:
+        client: The service client.
+        timeout: Seconds per call (None = the client's).
+
+    """
+
+    def __init__(self, client: EpisodicMemoryClient, timeout: float | None = None) -> None:
+        self._client = client
+        self._timeout = timeout
+
+    @property
+    def origin_ns(self) -> int | None:
+        """The store's time origin (asked from the node once, then kept up to date).
+
+        Raises:
+            ServiceTimeoutError: The node did not answer.
+
+        """
+        if self._client.origin_ns is None:
+            self._client.retrieve(k=1, timeout=self._timeout)
+        return self._client.origin_ns
+
+    def retrieve(
+        self, query: RetrievalQuery, *, include_images: bool = False
+    ) -> list[RetrievalHit]:
+        """Answer a query through the node (see :meth:`EpisodeStore.retrieve`).
+
+        Raises:
+            InputError: The node refused the query (e.g. another embedder than the store's).
+            ServiceTimeoutError: The node did not answer in time.
+
+        """
+        return self._ask(query, include_images, text=None)
+
+    def retrieve_text(
+        self, text: str, query: RetrievalQuery, *, include_images: bool = False
+    ) -> list[RetrievalHit]:
+        """Like :meth:`retrieve`, ranked by ``text``, which the node embeds with its model.
+
+        Raises:
+            InputError: ``query`` has an embedding too, or the node refused the query.
+            ServiceTimeoutError: The node did not answer in time.
+
+        """
+        if query.embedding is not None:
+            raise InputError("a text query and a query embedding together: give one")
+        return self._ask(query, include_images, text=text)
+
+    def _ask(
+        self, query: RetrievalQuery, include_images: bool, text: str | None
+    ) -> list[RetrievalHit]:
+        if not isinstance(query, RetrievalQuery):
+            raise InputError(f"query is a {type(query).__name__}: expected RetrievalQuery")
+        found = self._client.retrieve(
+            text,
+            embedding=query.embedding,
+            embedding_model=query.embedder_model,
+            embedding_pretrained=query.embedder_pretrained,
+            start=query.start_ns,
+            end=query.end_ns,
+            near=query.near,
+            radius=query.radius_m,
+            k=query.max_results or 10,
+            include_images=include_images,
+            timeout=self._timeout,
+        )
+        ranked = query.embedding is not None or bool(text)
+        return [self._hit(ep, query, ranked) for ep in found]
+
+    @staticmethod
+    def _hit(ep: RetrievedEpisode, query: RetrievalQuery, ranked: bool) -> RetrievalHit:
+        distance = None
+        if query.near is not None and ep.pose_valid:
+            distance = float(np.linalg.norm(np.subtract(ep.pose.position, query.near)))
+        record = EpisodeRecord(
+            id=ep.id,
+            stamp_ns=ep.stamp_ns,
+            start_ns=ep.start_ns,
+            end_ns=ep.end_ns,
+            pose=ep.pose,
+            pose_valid=ep.pose_valid,
+            surprise=ep.surprise,
+            threshold=ep.threshold,
+            frame_stamps_ns=ep.frame_stamps_ns,
+            frame_paths=ep.frame_uris,
+            encoder_model="",
+            encoder_pretrained=True,
+            embedder_model=query.embedder_model or "",
+            embedder_pretrained=bool(query.embedder_pretrained),
+            created_wall_ns=0,
+        )
+        return RetrievalHit(
+            episode=record,
+            score=ep.score if ranked else None,
+            distance_m=distance,
+            jpegs=ep.jpegs,
+        )

@@ -1,25 +1,35 @@
-"""An LLM agent tool over the episodic memory, in the shape DAAAM's agent tools take.
+"""An LLM agent tool over the episodic memory: a drop-in tool for DAAAM's agent.
 
-The tool is an OpenAI function schema (``"strict": true``: every parameter required,
-nullable where optional, no extra properties) plus ``execute(**kwargs)`` returning a
-JSON-able dict. Conventions follow DAAAM's: times are seconds since the start of the
-recording (the store's first episode, or an origin given to the tool), positions are
-``[x, y, z]`` in metres, and images are returned as
+DAAAM's tools (``daaam.scene_understanding.interfaces.Tool``) expose a ``name``, a flat
+``signature`` in the OpenAI Responses form (``{"type": "function", "name", "description",
+"parameters", "strict": true}``), ``execute(**kwargs)`` returning a JSON-able dict, and
+``set_scene_graph`` / ``set_embedding_handlers`` / ``set_config``, which the agent calls
+on every tool. :class:`EpisodicMemoryTool` has all of them (the setters are no-ops: the
+episodes do not live in the scene graph, and the query embedder must be the store's, not
+DAAAM's CLIP), plus :attr:`~EpisodicMemoryTool.schema`, the nested chat-completions form.
+DAAAM itself is not imported here; :mod:`surprise_memory.integrations.daaam` subclasses
+DAAAM's ``Tool`` where DAAAM is installed.
+
+Conventions follow DAAAM's: positions are ``[x, y, z]`` in metres; images come back as
 ``{"_images": [{"base64": ..., "label": ...}]}`` (the stored JPEG bytes, base64-encoded,
-not re-encoded). DAAAM itself is not imported.
+not re-encoded); times are seconds since an origin: DAAAM's sequence start
+(``START_TIMES[seq]``, Unix seconds) given as ``origin``, else the store's own origin (the
+first frame it saw). Absolute times are always accepted too (see :func:`stamp_ns`).
 
-The tool works against any :class:`EpisodeRetriever` — :class:`surprise_memory.memory.store.
-EpisodeStore` is one, and a ROS service client can be another — and, for text queries,
-a callable that embeds text with the same model as the store's frame embeddings.
-Errors in a call (bad times, a text query without a text embedder, a model mismatch) come
-back as ``{"error": ..., "episodes": []}`` so the agent can read them and retry; they are
-never raised into the agent loop.
+Causality: DAAAM answers each question with the scene graph cut at the robot's current
+time. ``now`` (a value or a callable) does the same here: no episode whose last frame is
+after ``now`` is returned, whatever the agent asks.
+
+Every exception of a call, ours or not (a text embedder that fails, a service that times
+out), comes back as ``{"error": ..., "episodes": []}``: DAAAM's loop has no ``try`` around
+a tool call, so a raised error would end the agent's answer.
 """
 
 from __future__ import annotations
 
 import base64
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,15 +38,41 @@ import numpy.typing as npt
 
 from surprise_memory.errors import InputError, SurpriseMemoryError
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store import EpisodeRetriever, HasTimeOrigin, RetrievalHit
-from surprise_memory.stamps import NS_PER_SECOND
+from surprise_memory.memory.store import (
+    EpisodeRetriever,
+    HasTimeOrigin,
+    RetrievalHit,
+    RetrievesByText,
+)
+from surprise_memory.stamps import NS_PER_SECOND, parse_time
 
-__all__ = ["EpisodicMemoryTool", "TextEmbedder"]
+__all__ = [
+    "ABSOLUTE_NS_FROM",
+    "EpisodicMemoryTool",
+    "TextEmbedder",
+    "TimeValue",
+    "canonical_model_name",
+    "origin_to_ns",
+    "stamp_ns",
+]
 
 
 TextEmbedder = Callable[[str], npt.NDArray[np.float32]]
 """Embeds a text query into the store's embedding space, e.g. PE-Core's text tower."""
 
+TimeValue = int | float | str
+"""A time as the tool takes it; see :func:`stamp_ns`."""
+
+ABSOLUTE_NS_FROM = 10**12
+"""Integers from this value up are absolute stamps in ns, below it seconds.
+
+10**12 s is 31,700 years, so no relative time nor Unix time in seconds reaches it, and
+10**12 ns is 16 minutes after 1970, so no real stamp in ns falls below it.
+"""
+
+# open_clip spells PE-Core "PE-Core-L-14-336"; DAAAM's configs (and Meta's PE repository)
+# "PE-Core-L14-336": the same model, so one is accepted for the other
+_PE_ALIAS = re.compile(r"^PE-Core-([A-Za-z]+)(\d+)-(\d+)$")
 
 # strict function calling: every parameter is required (optional ones are nullable)
 _PARAMETERS = (
@@ -50,17 +86,127 @@ _PARAMETERS = (
 )
 
 
+def canonical_model_name(name: str) -> str:
+    """The open_clip spelling of a model name: ``PE-Core-L14-336`` -> ``PE-Core-L-14-336``.
+
+    Any suffix after ``:`` (the weights, as the store records them) is kept as it is.
+    """
+    model, sep, rest = name.partition(":")
+    model = _PE_ALIAS.sub(r"PE-Core-\1-\2-\3", model)
+    return model + sep + rest
+
+
+def origin_to_ns(origin: int | float) -> int:
+    """A time origin as int ns: Unix seconds (DAAAM's ``START_TIMES``) or int ns.
+
+    Raises:
+        InputError: Not a finite, non-negative number.
+
+    """
+    if isinstance(origin, bool) or not isinstance(origin, int | float | np.integer | np.floating):
+        raise InputError(f"origin={origin!r}: must be Unix seconds (a number) or int ns")
+    if not math.isfinite(origin) or origin < 0:
+        raise InputError(f"origin={origin!r}: must be finite and >= 0")
+    if isinstance(origin, int | np.integer) and origin >= ABSOLUTE_NS_FROM:
+        return int(origin)
+    return round(float(origin) * NS_PER_SECOND)
+
+
+def stamp_ns(name: str, value: Any, origin_ns: int | None) -> int | None:
+    """A time given to the tool as int ns since the epoch (None stays None).
+
+    * a number: seconds since ``origin_ns`` (``12.5``), except
+    * an integer >= :data:`ABSOLUTE_NS_FROM`: an absolute stamp in ns;
+    * a string: as the command line takes it (:func:`surprise_memory.stamps.parse_time`):
+      ``"12.5"`` / ``"12.5s"`` relative, ``"1700000012500000000ns"`` or ISO 8601 with a
+      zone (``"2023-01-16T15:49:45Z"``) absolute.
+
+    Raises:
+        InputError: Not a time, before the epoch, or relative with no origin known.
+
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_time(value, origin_ns)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"{name}={value!r}: must be seconds (a number), a time string or null")
+    if isinstance(value, int) and value >= ABSOLUTE_NS_FROM:
+        return value
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{name}={value!r}: must be >= 0 seconds since the start of the recording")
+    if origin_ns is None:
+        raise InputError(f"{name}={value!r} is relative, but no time origin is known yet")
+    return origin_ns + round(value * NS_PER_SECOND)
+
+
+def _parameters_schema(cap: int, image_episodes: int, text: bool) -> dict[str, Any]:
+    """The arguments' JSON schema: strict (all required, optional ones nullable, closed)."""
+    nullable_time = {"type": ["number", "string", "null"]}
+    text_note = "" if text else " (text search unavailable here: pass null)"
+    return {
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": ["string", "null"],
+                "description": "What to look for, in words, e.g. 'a golf cart stopping'; "
+                "null for no text search" + text_note + ".",
+            },
+            "start_time": {
+                **nullable_time,
+                "description": "Earliest episode time in seconds since the recording "
+                "started (or an ISO 8601 time with a zone); null = open.",
+            },
+            "end_time": {
+                **nullable_time,
+                "description": "Latest episode time in seconds since the recording "
+                "started (or an ISO 8601 time with a zone); null = open.",
+            },
+            "position": {
+                "type": ["array", "null"],
+                "items": {"type": "number"},
+                "description": "[x, y, z] in metres to search around; null = anywhere. "
+                "Episodes without a known pose are left out.",
+            },
+            "radius": {
+                "type": ["number", "null"],
+                "description": "Keep episodes within this many metres of position; "
+                "null = no limit (sorted by distance).",
+            },
+            "max_results": {
+                "type": ["integer", "null"],
+                "description": f"How many episodes, 1 to {cap}; null = 5.",
+            },
+            "include_images": {
+                "type": "boolean",
+                "description": f"Return frames of the best {image_episodes} episodes as images.",
+            },
+        },
+        "required": list(_PARAMETERS),
+        "additionalProperties": False,
+    }
+
+
 class EpisodicMemoryTool:
     """Search the robot's surprise-gated episodic memory, for an LLM agent.
 
     Args:
-        retriever: The memory (an :class:`~surprise_memory.memory.store.EpisodeStore` or a client).
-        embed_text: Text-to-vector function of the store's embedder; None = no text queries.
-        embedder_model: Model name of ``embed_text`` (checked against the store's).
+        retriever: The memory: an :class:`~surprise_memory.memory.store.EpisodeStore`, or
+            :class:`~surprise_memory.agents.ros_client.RosEpisodeRetriever` (the memory
+            node's service, from any machine).
+        embed_text: Text-to-vector function of the store's embedder. None = the retriever
+            embeds text itself where it can (the memory node does), else no text queries.
+        embedder_model: Model name of ``embed_text`` (checked against the store's;
+            ``PE-Core-L14-336`` is taken for ``PE-Core-L-14-336``).
         embedder_pretrained: Whether ``embed_text``'s model has its trained weights (None =
             not checked).
-        origin_ns: Start of the recording, int ns; None = the retriever's ``origin_ns``
-            (the store's earliest episode), else 0.
+        origin: Time zero of every time in and out of the tool: Unix seconds (DAAAM's
+            ``START_TIMES[seq]``) or int ns. None = the retriever's origin (the store's
+            first frame seen).
+        now: The robot's current time, or a callable returning it (called at each call;
+            it may return None = no limit): seconds since ``origin``, or an absolute
+            time (see :func:`stamp_ns`). No episode whose last frame is after it is
+            returned. None = no limit.
         max_results_cap: Most episodes one call may return.
         image_episodes: With images, how many of the best episodes send frames.
         frames_per_episode: With images, frames sent per episode (evenly spaced).
@@ -68,7 +214,7 @@ class EpisodicMemoryTool:
 
     Raises:
         InputError: Inconsistent arguments (a text embedder without its model name, limits
-            below 1).
+            below 1, an invalid origin).
 
     """
 
@@ -79,7 +225,8 @@ class EpisodicMemoryTool:
         embed_text: TextEmbedder | None = None,
         embedder_model: str | None = None,
         embedder_pretrained: bool | None = None,
-        origin_ns: int | None = None,
+        origin: int | float | None = None,
+        now: TimeValue | Callable[[], TimeValue | None] | None = None,
         max_results_cap: int = 20,
         image_episodes: int = 3,
         frames_per_episode: int = 3,
@@ -96,97 +243,91 @@ class EpisodicMemoryTool:
                 raise InputError(f"{label}={value}: must be >= 1")
         self._retriever = retriever
         self._embed_text = embed_text
-        self._embedder_model = embedder_model
+        self._embedder_model = canonical_model_name(embedder_model) if embedder_model else None
         self._embedder_pretrained = embedder_pretrained
-        self._origin_ns = origin_ns
+        self._origin_ns = None if origin is None else origin_to_ns(origin)
+        self._now = now
         self._cap = max_results_cap
         self._image_episodes = image_episodes
         self._frames_per_episode = frames_per_episode
         self._name = name
 
+    # ------------------------------------------------------------------ what DAAAM reads
     @property
     def name(self) -> str:
-        """The function name."""
+        """The function name (DAAAM's registry keys its tools by it)."""
         return self._name
 
     @property
-    def origin_ns(self) -> int:
-        """The time origin used for every time in and out of the tool, int ns."""
-        if self._origin_ns is not None:
-            return self._origin_ns
-        if isinstance(self._retriever, HasTimeOrigin):
-            origin = self._retriever.origin_ns
-            if origin is not None:
-                return origin
-        return 0
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        return (
+            "Search the robot's episodic memory: short clips (8 frames) stored when "
+            "something surprising happened. Filter by what was seen (text), by time and by "
+            "place; combine freely. Without text, results come nearest first when a "
+            "position is given, else newest first. Times are seconds since the start of "
+            "the recording; positions are [x, y, z] in metres in the map frame."
+        )
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments, in OpenAI's strict form."""
+        return _parameters_schema(self._cap, self._image_episodes, self.can_search_text)
+
+    @property
+    def signature(self) -> dict[str, Any]:
+        """The flat OpenAI Responses function (what DAAAM's ``Tool.signature`` holds)."""
+        return {
+            "type": "function",
+            "name": self._name,
+            "description": self.description,
+            "parameters": self.parameters,
+            "strict": True,
+        }
 
     @property
     def schema(self) -> dict[str, Any]:
-        """The OpenAI function-calling schema (strict)."""
-        nullable_number = {"type": ["number", "null"]}
-        text_note = (
-            "" if self._embed_text is not None else " (text search unavailable here: pass null)"
-        )
-        return {
-            "type": "function",
-            "function": {
-                "name": self._name,
-                "description": (
-                    "Search the robot's episodic memory: short clips (8 frames) stored when "
-                    "something surprising happened. Filter by what was seen (text), by time "
-                    "and by place; combine freely. Without text, results come nearest first "
-                    "when a position is given, else newest first. Times are seconds since "
-                    "the start of the recording; positions are [x, y, z] in metres in the "
-                    "map frame."
-                ),
-                "strict": True,
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "query": {
-                            "type": ["string", "null"],
-                            "description": "What to look for, in words, e.g. 'a golf cart "
-                            "stopping'; null for no text search" + text_note + ".",
-                        },
-                        "start_time": {
-                            **nullable_number,
-                            "description": "Earliest episode time in seconds since the "
-                            "recording started; null = open.",
-                        },
-                        "end_time": {
-                            **nullable_number,
-                            "description": "Latest episode time in seconds since the "
-                            "recording started; null = open.",
-                        },
-                        "position": {
-                            "type": ["array", "null"],
-                            "items": {"type": "number"},
-                            "description": "[x, y, z] in metres to search around; null = "
-                            "anywhere. Episodes without a known pose are left out.",
-                        },
-                        "radius": {
-                            **nullable_number,
-                            "description": "Keep episodes within this many metres of "
-                            "position; null = no limit (sorted by distance).",
-                        },
-                        "max_results": {
-                            "type": ["integer", "null"],
-                            "description": f"How many episodes, 1 to {self._cap}; null = 5.",
-                        },
-                        "include_images": {
-                            "type": "boolean",
-                            "description": f"Return frames of the best {self._image_episodes} "
-                            "episodes as images.",
-                        },
-                    },
-                    "required": list(_PARAMETERS),
-                    "additionalProperties": False,
-                },
-            },
-        }
+        """The same function in the nested chat-completions form (``{"function": {...}}``)."""
+        flat = self.signature
+        return {"type": "function", "function": {k: v for k, v in flat.items() if k != "type"}}
 
+    def set_scene_graph(self, scene_graph: Any) -> None:
+        """DAAAM hands every tool its scene graph at each update: not needed here."""
+
+    def set_embedding_handlers(self, clip_handler: Any, sentence_handler: Any) -> None:
+        """DAAAM's shared CLIP/sentence models: not used, the query must use the store's model."""
+
+    def set_config(self, config: Any) -> None:
+        """DAAAM's tool configuration: nothing in it applies to this tool."""
+
+    # ------------------------------------------------------------------ times
+    @property
+    def can_search_text(self) -> bool:
+        """Whether text queries can be answered (a text embedder, or a retriever that embeds)."""
+        return self._embed_text is not None or isinstance(self._retriever, RetrievesByText)
+
+    @property
+    def origin_ns(self) -> int | None:
+        """Time zero of every time in and out of the tool, int ns (None: none known yet)."""
+        if self._origin_ns is not None:
+            return self._origin_ns
+        if isinstance(self._retriever, HasTimeOrigin):
+            return self._retriever.origin_ns
+        return None
+
+    def now_ns(self, origin: int | None) -> int | None:
+        """The current robot time as int ns, from ``now`` (None = no limit).
+
+        Raises:
+            InputError: ``now`` gives something that is not a time.
+
+        """
+        value = self._now() if callable(self._now) else self._now
+        return stamp_ns("now", value, origin)
+
+    # ------------------------------------------------------------------ calling
     def execute(self, **kwargs: Any) -> dict[str, Any]:
-        """Run one call of the tool.
+        """Run one call of the tool; never raises.
 
         Args:
             **kwargs: The arguments of the schema (missing ones count as null).
@@ -197,11 +338,55 @@ class EpisodicMemoryTool:
 
         """
         try:
-            query, include_images = self._build_query(kwargs)
-            hits = self._retriever.retrieve(query, include_images=include_images)
+            return self._execute(kwargs)
         except SurpriseMemoryError as exc:
             return {"error": str(exc), "episodes": []}
+        except Exception as exc:  # an agent loop must never see a raise
+            return {"error": f"{type(exc).__name__}: {exc}", "episodes": []}
+
+    def _execute(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(kwargs) - set(_PARAMETERS))
+        if unknown:
+            raise InputError(f"unknown arguments {unknown}; allowed: {sorted(_PARAMETERS)}")
         origin = self.origin_ns
+        now = self.now_ns(origin)
+        start = stamp_ns("start_time", kwargs.get("start_time"), origin)
+        end = stamp_ns("end_time", kwargs.get("end_time"), origin)
+        if now is not None:
+            if start is not None and start > now:
+                return {"episodes": [], "count": 0, "note": "start_time is after the current time"}
+            end = now if end is None else min(end, now)
+        k = self._max_results(kwargs.get("max_results"))
+        include_images = kwargs.get("include_images", False)
+        if not isinstance(include_images, bool):
+            raise InputError(f"include_images={include_images!r}: must be true or false")
+        text, embedding = self._text_query(kwargs.get("query"))
+        near = self._position(kwargs.get("position"))
+        radius = kwargs.get("radius")
+        if radius is not None and near is None:
+            raise InputError("radius given without a position")
+        # an episode exists at `now` once its last frame does: ask for a few more than k,
+        # since the ones whose frames run past `now` are dropped below
+        extra = 2 if now is not None else 0
+        query = RetrievalQuery(
+            embedding=embedding,
+            embedder_model=self._embedder_model if embedding is not None else None,
+            embedder_pretrained=self._embedder_pretrained if embedding is not None else None,
+            start_ns=None if start is None else max(start, 1),  # 0 would mean "open"
+            end_ns=None if end is None else max(end, 1),
+            near=near,
+            radius_m=radius,
+            max_results=k + extra,
+        )
+        if text is not None and isinstance(self._retriever, RetrievesByText):
+            hits = self._retriever.retrieve_text(text, query, include_images=include_images)
+        else:
+            hits = self._retriever.retrieve(query, include_images=include_images)
+        if now is not None:
+            hits = [h for h in hits if h.episode.end_ns <= now]
+        hits = hits[:k]
+        if origin is None:  # an empty memory has no origin: count from the epoch
+            origin = 0
         result: dict[str, Any] = {
             "episodes": [self._episode_json(h, origin) for h in hits],
             "count": len(hits),
@@ -212,76 +397,43 @@ class EpisodicMemoryTool:
                 result["_images"] = images
         return result
 
-    def _build_query(self, kwargs: dict[str, Any]) -> tuple[RetrievalQuery, bool]:
-        unknown = sorted(set(kwargs) - set(_PARAMETERS))
-        if unknown:
-            raise InputError(f"unknown arguments {unknown}; allowed: {sorted(_PARAMETERS)}")
-        text = kwargs.get("query")
-        embedding = None
-        if text is not None:
-            if not isinstance(text, str):
-                raise InputError(f"query={text!r}: must be a string or null")
-            if text.strip():
-                if self._embed_text is None:
-                    raise InputError(
-                        "text search is not available (no text embedder configured); search "
-                        "by time or position instead"
-                    )
-                embedding = np.asarray(self._embed_text(text), dtype=np.float32)
-        origin = self.origin_ns
-        start_ns = self._time_ns("start_time", kwargs.get("start_time"), origin)
-        end_ns = self._time_ns("end_time", kwargs.get("end_time"), origin)
-        position = kwargs.get("position")
-        near = None
-        if position is not None:
-            if (
-                not isinstance(position, Sequence)
-                or isinstance(position, str)
-                or len(position) != 3
-            ):
-                raise InputError(f"position={position!r}: must be [x, y, z] in metres or null")
-            near = (position[0], position[1], position[2])
-        radius = kwargs.get("radius")
-        if radius is not None and near is None:
-            raise InputError("radius given without a position")
-        max_results = kwargs.get("max_results")
+    def _text_query(self, text: Any) -> tuple[str | None, npt.NDArray[np.float32] | None]:
+        """(text for the retriever to embed, or the embedding made here); (None, None) = none."""
+        if text is None:
+            return None, None
+        if not isinstance(text, str):
+            raise InputError(f"query={text!r}: must be a string or null")
+        if not text.strip():
+            return None, None
+        if self._embed_text is not None:
+            return None, np.asarray(self._embed_text(text), dtype=np.float32)
+        if isinstance(self._retriever, RetrievesByText):
+            return text, None
+        raise InputError(
+            "text search is not available (no text embedder configured); search by time or "
+            "position instead"
+        )
+
+    @staticmethod
+    def _position(position: Any) -> tuple[float, float, float] | None:
+        if position is None:
+            return None
+        if not isinstance(position, Sequence) or isinstance(position, str) or len(position) != 3:
+            raise InputError(f"position={position!r}: must be [x, y, z] in metres or null")
+        return (position[0], position[1], position[2])
+
+    def _max_results(self, max_results: Any) -> int:
         if max_results is None:
-            max_results = min(5, self._cap)
+            return min(5, self._cap)
         if isinstance(max_results, bool) or not isinstance(max_results, int):
             raise InputError(f"max_results={max_results!r}: must be an integer or null")
         if not 1 <= max_results <= self._cap:
             raise InputError(f"max_results={max_results}: must be between 1 and {self._cap}")
-        include_images = kwargs.get("include_images", False)
-        if not isinstance(include_images, bool):
-            raise InputError(f"include_images={include_images!r}: must be true or false")
-        query = RetrievalQuery(
-            embedding=embedding,
-            embedder_model=self._embedder_model if embedding is not None else None,
-            embedder_pretrained=self._embedder_pretrained if embedding is not None else None,
-            start_ns=start_ns,
-            end_ns=end_ns,
-            near=near,
-            radius_m=radius,
-            max_results=max_results,
-        )
-        return query, include_images
+        return max_results
 
     @staticmethod
-    def _time_ns(name: str, seconds: Any, origin: int) -> int | None:
-        if seconds is None:
-            return None
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-            raise InputError(f"{name}={seconds!r}: must be seconds (a number) or null")
-        if not math.isfinite(seconds) or seconds < 0:
-            raise InputError(
-                f"{name}={seconds!r}: must be >= 0 seconds since the start of the recording"
-            )
-        # at least 1 ns: 0 means "open" to the query, but 0 s here means the origin itself
-        return max(origin + round(seconds * NS_PER_SECOND), 1)
-
-    @staticmethod
-    def _seconds(stamp_ns: int, origin: int) -> float:
-        return round((stamp_ns - origin) / NS_PER_SECOND, 3)
+    def _seconds(stamp: int, origin: int) -> float:
+        return round((stamp - origin) / NS_PER_SECOND, 3)
 
     def _episode_json(self, hit: RetrievalHit, origin: int) -> dict[str, Any]:
         ep = hit.episode

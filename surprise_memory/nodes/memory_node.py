@@ -6,6 +6,7 @@ import math
 import os
 import queue
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -14,16 +15,16 @@ from rclpy.clock_type import ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 
+from surprise_memory.agents.tool import canonical_model_name
 from surprise_memory.config import CameraConfig, EmbedderConfig, EpisodeConfig, StoreConfig
 from surprise_memory.errors import InputError, SurpriseMemoryError
 from surprise_memory.memory.episodes import EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store import EpisodeRecord, EpisodeStore, RetrievalHit, decode_jpeg
+from surprise_memory.memory.store import EpisodeRecord, EpisodeStore, RetrievalHit
 from surprise_memory.msg import Episode, SurpriseEvent
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import (
-    image_msg_from_rgb,
     ns_to_time,
     pose_from_msg,
     pose_to_msg,
@@ -40,8 +41,15 @@ from surprise_memory.surprise.gate import SurpriseTrigger
 _PENDING_EPISODES = 32  # episodes waiting for the embedder; more means it cannot keep up
 
 
-def episode_to_msg(record: EpisodeRecord, images: list[np.ndarray] | None = None) -> Episode:
-    """A stored episode as a surprise_memory/Episode message."""
+def episode_to_msg(record: EpisodeRecord, jpegs: Sequence[bytes] = ()) -> Episode:
+    """A stored episode as a surprise_memory/Episode message.
+
+    Args:
+        record: The episode.
+        jpegs: Its stored JPEG bytes, one per frame, sent as they are (``CompressedImage``,
+            format ``jpeg``, each with its frame's stamp); empty = no images.
+
+    """
     msg = Episode(
         id=record.id,
         start=ns_to_time(record.start_ns),
@@ -55,11 +63,13 @@ def episode_to_msg(record: EpisodeRecord, images: list[np.ndarray] | None = None
     )
     msg.header.stamp = ns_to_time(record.stamp_ns)
     msg.header.frame_id = record.pose.frame_id
-    if images:
-        msg.frames = [
-            image_msg_from_rgb(rgb, stamp, record.pose.frame_id)
-            for rgb, stamp in zip(images, record.frame_stamps_ns, strict=False)
-        ]
+    frames = []
+    for data, stamp in zip(jpegs, record.frame_stamps_ns, strict=False):
+        image = CompressedImage(format="jpeg", data=data)
+        image.header.stamp = ns_to_time(stamp)
+        image.header.frame_id = record.pose.frame_id
+        frames.append(image)
+    msg.frames = frames
     return msg
 
 
@@ -194,19 +204,27 @@ class MemoryNode(Node):
     def _on_retrieve(
         self, request: RetrieveEpisodes.Request, response: RetrieveEpisodes.Response
     ) -> RetrieveEpisodes.Response:
+        response.interface_version = RetrieveEpisodes.Request.INTERFACE_VERSION
         try:
             hits = self._store.retrieve(
                 self._query_from(request), include_images=request.include_images
             )
-        except SurpriseMemoryError as exc:
+            for hit in hits:  # the stored JPEGs as they are: no decoding, no raw rgb8
+                response.episodes.append(episode_to_msg(hit.episode, hit.jpegs))
+                response.scores.append(_hit_score(hit))
+        except Exception as exc:  # a bad query or a torch error never ends the node
             response.success = False
+            response.episodes, response.scores = [], []
             response.message = str(exc)
-            self._stats.count("retrievals_refused")
+            if isinstance(exc, SurpriseMemoryError):
+                self._stats.count("retrievals_refused")
+            else:
+                response.message = f"{type(exc).__name__}: {exc}"
+                self._stats.reject("retrieval", response.message)
             return response
-        for hit in hits:
-            images = [decode_jpeg(j, hit.episode.id) for j in hit.jpegs]
-            response.episodes.append(episode_to_msg(hit.episode, images))
-            response.scores.append(_hit_score(hit))
+        origin = self._store.origin_ns
+        if origin is not None:
+            response.origin = ns_to_time(origin)
         response.success = True
         response.message = f"{len(hits)} episode(s)"
         if (request.text or request.image.width) and not self._embedder.pretrained:
@@ -215,22 +233,40 @@ class MemoryNode(Node):
         return response
 
     def _query_from(self, request: RetrieveEpisodes.Request) -> RetrievalQuery:
-        """A validated core query from a service request (zero fields = not given)."""
-        if request.text and request.image.width and request.image.height:
+        """A validated core query from a service request (zero fields = not given).
+
+        A query embedding from the caller ranks as it is (its model must be the store's);
+        else ``text`` or ``image`` is embedded here with the node's embedder.
+        """
+        has_image = bool(request.image.width or request.image.height or request.image.data)
+        if len(request.embedding) and has_image:
+            raise InputError("give a query embedding or an image query, not both")
+        if request.text and has_image:
             raise InputError("give a text or an image query, not both")
         embedding = None
-        if request.text:
+        model: str | None = self._embedder.model_name
+        pretrained: bool | None = self._embedder.pretrained
+        if len(request.embedding):
+            embedding = np.asarray(request.embedding, dtype=np.float32)
+            model = canonical_model_name(request.embedding_model)
+            pretrained = _PRETRAINED.get(request.embedding_pretrained)
+            if request.embedding_pretrained not in _PRETRAINED:
+                raise InputError(
+                    f"embedding_pretrained={request.embedding_pretrained}: expected one of "
+                    f"{sorted(_PRETRAINED)} (UNKNOWN, TRUE, FALSE)"
+                )
+        elif request.text:
             with self._embed_lock:
                 embedding = self._embedder.embed_text([request.text])[0]
-        elif request.image.width or request.image.height or request.image.data:
+        elif has_image:
             rgb = rgb_from_image_msg(request.image)
             with self._embed_lock:
                 embedding = self._embedder.embed_images([rgb])[0]
         loc = request.location
         return RetrievalQuery(
             embedding=embedding,
-            embedder_model=self._embedder.model_name if embedding is not None else None,
-            embedder_pretrained=self._embedder.pretrained if embedding is not None else None,
+            embedder_model=model if embedding is not None else None,
+            embedder_pretrained=pretrained if embedding is not None else None,
             start_ns=time_to_ns(request.start) or None,
             end_ns=time_to_ns(request.end) or None,
             near=(loc.x, loc.y, loc.z) if request.use_location else None,
@@ -247,6 +283,13 @@ class MemoryNode(Node):
             self.get_logger().error("episodes still queued at shutdown were not stored")
         self._worker.join(timeout=30.0)
         self._store.close()
+
+
+_PRETRAINED = {
+    RetrieveEpisodes.Request.PRETRAINED_UNKNOWN: None,
+    RetrieveEpisodes.Request.PRETRAINED_TRUE: True,
+    RetrieveEpisodes.Request.PRETRAINED_FALSE: False,
+}
 
 
 def _hit_score(hit: RetrievalHit) -> float:

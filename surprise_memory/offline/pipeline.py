@@ -313,6 +313,7 @@ class _Run:
                     continue
                 if sm.first_stamp_ns is None:
                     sm.first_stamp_ns = frame.stamp_ns
+                    self.store.note_origin(frame.stamp_ns)  # the store's time origin
                 sm.last_stamp_ns = frame.stamp_ns
                 if window is None:
                     self.pending.append((frame, None, frame.stamp_ns))

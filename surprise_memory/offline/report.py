@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import math
 import os
 import time
@@ -26,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import StoreError
-from surprise_memory.offline.run_record import SCORES_CSV, load_run_record, read_scores
+from surprise_memory.offline.run_record import RUN_RECORD, SCORES_CSV, load_run_record, read_scores
 from surprise_memory.stamps import NS_PER_SECOND, ns_to_seconds
 
 __all__ = ["THUMB_WIDTH", "plot_surprise", "render_html", "write_report"]
@@ -146,6 +147,33 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
     return format(value, spec)
 
 
+def time_origin_ns(store: Any) -> int | None:
+    """The time zero of a store's relative times, shared by the report, the CLI and the agent tool.
+
+    The store's persisted origin: the first frame its writer saw (schema 2). A store whose
+    origin is unknown (none noted, no episode) falls back to its run record's first frame.
+
+    Args:
+        store: An open :class:`~surprise_memory.memory.store.EpisodeStore`.
+
+    Returns:
+        The origin, int ns; None when neither is known.
+
+    """
+    origin = store.origin_ns
+    if isinstance(origin, int):
+        return origin
+    run = Path(store.path) / RUN_RECORD
+    if run.is_file():
+        try:
+            first = json.loads(run.read_text(encoding="utf-8"))["summary"]["first_stamp_ns"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if isinstance(first, int):
+            return first
+    return None
+
+
 def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
     """The report page of a processed store, with the curve ``png`` embedded.
 
@@ -158,7 +186,8 @@ def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
     root = Path(store_path)
     run = load_run_record(root)
     summary = run.get("summary") or {}
-    origin = summary.get("first_stamp_ns") or 0
+    with EpisodeStore(root, read_only=True) as store:
+        origin = time_origin_ns(store) or 0
     models = run.get("models", {})
     untrained = bool(run.get("untrained"))
     parts = [
@@ -291,8 +320,10 @@ def write_report(
     html_path = Path(out) if out is not None else root / "report.html"
     png_path = html_path.with_suffix(".png")
     scores = read_scores(root / run.get("scores_csv", SCORES_CSV))
-    summary = run.get("summary") or {}
-    origin = summary.get("first_stamp_ns")
+    from surprise_memory.memory.store import EpisodeStore
+
+    with EpisodeStore(root, read_only=True) as store:
+        origin = time_origin_ns(store)
     if origin is None:
         origin = int(scores["stamp_ns"][0]) if scores["stamp_ns"].size else 0
     events = [int(e["stamp_ns"]) for e in run.get("events", [])]

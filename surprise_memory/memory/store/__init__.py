@@ -20,6 +20,7 @@ from surprise_memory.memory.store.interface import (
     EpisodeRetriever,
     EpisodeStoreBackend,
     HasTimeOrigin,
+    RetrievesByText,
 )
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit, decode_jpeg
 from surprise_memory.memory.store.schema import DB_NAME, SCHEMA_VERSION
@@ -34,5 +35,6 @@ __all__ = [
     "EpisodeStoreBackend",
     "HasTimeOrigin",
     "RetrievalHit",
+    "RetrievesByText",
     "decode_jpeg",
 ]

@@ -205,9 +205,25 @@ class StoreMeta:
 
     @property
     def origin_ns(self) -> int | None:
-        """Start of the recording: the earliest trigger stamp ever added (kept on eviction)."""
+        """The store's time origin: the earliest frame stamp it was told of, int ns.
+
+        One origin per store, persisted, never moved by eviction: the first camera frame a
+        writer saw (:meth:`EpisodeStore.note_origin`), or else the first frame of the
+        earliest episode added. Every relative time (CLI, report, agent tool) counts from it.
+        """
         v = self._entries.get("origin_ns")
         return None if v is None else int(v)
+
+    def origin_update(self, stamp_ns: int) -> dict[str, str]:
+        """The entry that learning of a frame at ``stamp_ns`` changes (empty when none).
+
+        The origin only moves earlier: the first frame seen is the earliest stamp seen, and
+        a writer that reopens the store later (a restarted node) keeps the first origin.
+        """
+        origin = self.origin_ns
+        if origin is None or stamp_ns < origin:
+            return {"origin_ns": str(int(stamp_ns))}
+        return {}
 
     def check_embedder(self, model: str, pretrained: bool, dim: int) -> None:
         """Refuse embeddings of a new episode from another embedder than the store's.
@@ -250,9 +266,8 @@ class StoreMeta:
             meta["embedder_model"] = record.embedder_model
             meta["embedder_pretrained"] = "1" if record.embedder_pretrained else "0"
             meta["embedding_dim"] = str(dim)
-        origin = self.origin_ns
-        if origin is None or record.stamp_ns < origin:
-            meta["origin_ns"] = str(record.stamp_ns)
+        first = min(record.frame_stamps_ns, default=record.stamp_ns)
+        meta.update(self.origin_update(min(first, record.stamp_ns)))
         return meta
 
     def update(self, entries: Mapping[str, str]) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.config import StoreConfig
-from surprise_memory.errors import StoreError
+from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.store.catalog import Catalog, StoreMeta
 from surprise_memory.memory.store.frame_files import FrameFiles
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
@@ -241,6 +241,31 @@ class StoreFolder:
             unit_embeddings=unit,
         )
         return seq
+
+    def note_origin(self, stamp_ns: int) -> None:
+        """Persist ``stamp_ns`` as the store's origin if it is earlier than the current one.
+
+        Raises:
+            InputError: ``stamp_ns`` is not an int > 0.
+            StoreError: The store is closed, or the transaction failed.
+
+        """
+        if isinstance(stamp_ns, bool) or not isinstance(stamp_ns, int | np.integer):
+            raise InputError(f"stamp_ns={stamp_ns!r}: must be an integer number of nanoseconds")
+        if stamp_ns <= 0:
+            raise InputError(f"stamp_ns={stamp_ns}: must be > 0")
+        if self._read_only:
+            raise StoreError(f"{self._root}: the store was opened read-only")
+        meta = self.meta.origin_update(int(stamp_ns))
+        if not meta:
+            return
+        conn = self.db()
+        try:
+            with transaction(conn):
+                upsert_meta(conn, meta)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self._root}: cannot record the time origin: {exc}") from exc
+        self.meta.update(meta)
 
     def delete(self, seqs: Sequence[int]) -> None:
         """Delete episodes by key: rows first (one transaction), then catalog, then files.

@@ -2,7 +2,9 @@
 
 * :class:`EpisodeRetriever`: answers a :class:`~surprise_memory.memory.retrieval.RetrievalQuery`;
   all an agent tool needs (the store, or a client of the memory node's service).
-* :class:`HasTimeOrigin`: knows when its recording started.
+* :class:`HasTimeOrigin`: knows its time origin (the first frame seen).
+* :class:`RetrievesByText`: a retriever that embeds a text query itself (the memory
+  node's service does; a store has no text tower).
 * :class:`EpisodeStoreBackend`: the whole store: add, read, delete and query episodes.
   :class:`~surprise_memory.memory.store.sqlite.EpisodeStore` (the SQLite folder) is the
   one backend today.
@@ -23,7 +25,7 @@ from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
 from surprise_memory.perception.frames import Frame
 
-__all__ = ["EpisodeRetriever", "EpisodeStoreBackend", "HasTimeOrigin"]
+__all__ = ["EpisodeRetriever", "EpisodeStoreBackend", "HasTimeOrigin", "RetrievesByText"]
 
 
 class EpisodeRetriever(Protocol):
@@ -38,11 +40,22 @@ class EpisodeRetriever(Protocol):
 
 @runtime_checkable
 class HasTimeOrigin(Protocol):
-    """A retriever that knows when its recording started (int ns, None when empty)."""
+    """A retriever that knows its store's time origin (int ns, None when it has none yet)."""
 
     @property
     def origin_ns(self) -> int | None:
-        """The recording's start, int ns."""
+        """The store's time origin, int ns: the first frame seen."""
+        ...
+
+
+@runtime_checkable
+class RetrievesByText(Protocol):
+    """A retriever that can rank by a text it embeds itself, with the store's own model."""
+
+    def retrieve_text(
+        self, text: str, query: RetrievalQuery, *, include_images: bool = False
+    ) -> list[RetrievalHit]:
+        """Like ``retrieve``, ranked by ``text`` (``query`` must carry no embedding)."""
         ...
 
 
@@ -117,6 +130,10 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
 
     def get(self, episode_id: str) -> EpisodeRecord:
         """The episode with this id."""
+        ...
+
+    def note_origin(self, stamp_ns: int) -> None:
+        """Persist a frame stamp as the time origin if it is the earliest seen."""
         ...
 
     def delete(self, episode_ids: Sequence[str]) -> int:

@@ -3,9 +3,10 @@
 Tables: ``episodes`` (one row per episode, key ``seq``), ``frames`` (path and stamp of
 each JPEG), ``embeddings`` (one unit-norm blob per frame, with its dtype and dimension)
 and ``meta`` (``embedder_model``, ``embedder_pretrained``, ``embedding_dim``,
-``origin_ns``). ``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`; an older database
-is migrated on open by :func:`ensure_schema`, one step of ``_MIGRATIONS`` per version,
-each in its own transaction; a newer one is refused.
+``origin_ns``: the store's time origin, the first frame seen). ``PRAGMA user_version``
+holds :data:`SCHEMA_VERSION`; an older database is migrated on open by
+:func:`ensure_schema`, one step of ``_MIGRATIONS`` per version, each in its own
+transaction; a newer one is refused.
 
 Every statement is a constant with bound parameters (lists go in as one JSON array read
 by ``json_each``); no SQL is built from values.
@@ -46,8 +47,14 @@ __all__ = [
     "upsert_meta",
 ]
 
-SCHEMA_VERSION = 1
-"""Version of the database schema written by this code (``PRAGMA user_version``)."""
+SCHEMA_VERSION = 2
+"""Version of the database schema written by this code (``PRAGMA user_version``).
+
+1. The tables below; ``meta.origin_ns`` was the earliest *trigger* stamp.
+2. ``meta.origin_ns`` is the store's time origin: the first *frame* seen (see
+   :meth:`~surprise_memory.memory.store.EpisodeStore.note_origin`). Migrated by
+   :func:`_origin_from_frames`.
+"""
 
 DB_NAME = "episodes.sqlite3"
 """Name of the database file inside the store folder."""
@@ -97,7 +104,24 @@ _SCHEMA_V1 = (
 )
 
 Migration = Callable[[sqlite3.Connection], None]
-_MIGRATIONS: dict[int, Migration] = {}
+
+
+def _origin_from_frames(conn: sqlite3.Connection) -> None:
+    """1 -> 2: the origin becomes the earliest frame stamp known, not the earliest trigger.
+
+    The first frame a version-1 writer saw was not recorded; the best left is the earliest
+    of the old origin and the stamps of the frames still stored (the first frame of the
+    earliest episode is at most the assembler's window before its trigger).
+    """
+    row = conn.execute(
+        "SELECT min(v) FROM (SELECT CAST(value AS INTEGER) AS v FROM meta "
+        "WHERE key = 'origin_ns' UNION ALL SELECT min(stamp_ns) FROM frames)"
+    ).fetchone()
+    if row is not None and row[0] is not None:
+        upsert_meta(conn, {"origin_ns": str(int(row[0]))})
+
+
+_MIGRATIONS: dict[int, Migration] = {1: _origin_from_frames}
 """Schema steps: ``_MIGRATIONS[v]`` turns a version-v database into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own

@@ -91,6 +91,9 @@ class EpisodeStore:
 
     Implements :class:`~surprise_memory.memory.store.interface.EpisodeStoreBackend`.
 
+    Long class: it is the store's public face only (the work is in :mod:`.folder`,
+    :mod:`.catalog`, :mod:`.schema`, :mod:`.search`); its length is the documented API.
+
     Args:
         path: The store folder (created with its parents if missing, unless read-only).
         config: Budget, JPEG quality, embedding dtype and result limits; None = defaults
@@ -150,8 +153,19 @@ class EpisodeStore:
 
     @property
     def origin_ns(self) -> int | None:
-        """Start of the recording: the earliest trigger stamp ever added (kept on eviction)."""
+        """The store's time origin, int ns: the first frame seen; None when not known."""
         return self._folder.meta.origin_ns
+
+    def note_origin(self, stamp_ns: int) -> None:
+        """Tell the store of a frame seen; the earliest is its time origin (persisted).
+
+        Raises:
+            InputError: ``stamp_ns`` is not an int > 0.
+            StoreError: Read-only or closed, or the write failed.
+
+        """
+        with self._lock:
+            self._folder.note_origin(stamp_ns)
 
     @property
     def total_bytes(self) -> int:
