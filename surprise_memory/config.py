@@ -492,6 +492,23 @@ class EpisodeConfig(ComponentConfig):
         high=100_000,
         read_only=True,
     )
+    frame_history_bytes: int = setting(
+        256 * 1024 * 1024,
+        "Most bytes of frames the memory node keeps (downscaled pixels, or the bytes of "
+        "compressed images); the oldest frames leave first.",
+        low=1024 * 1024,
+        high=1e12,
+        read_only=True,
+    )
+    frame_history_max_side: int = setting(
+        640,
+        "Raw camera frames are downscaled on arrival to this longest side in pixels before "
+        "they are held and stored with episodes (0 = full resolution; compressed images are "
+        "held as they came).",
+        low=0,
+        high=16384,
+        read_only=True,
+    )
 
     def validate(self) -> None:
         """The history must hold a whole episode window."""
