@@ -292,9 +292,10 @@ class EncoderConfig(ComponentConfig):
         high=1000.0,
     )
     clip_warmup: str = setting(
-        "pad",
-        "Before M frames exist: 'pad' encodes windows padded by repeating the first frame; "
-        "'wait' encodes nothing until the window is full.",
+        "wait",
+        "Before M frames exist: 'wait' encodes nothing until the window is full; 'pad' also "
+        "encodes windows padded by repeating the first frame (published on `embedding` with "
+        "their padded_frames count, never scored: the paper's s(t) assumes real windows).",
         choices=("pad", "wait"),
     )
     encoder_batch: int = setting(
