@@ -292,9 +292,10 @@ class EncoderConfig(ComponentConfig):
         high=1000.0,
     )
     clip_warmup: str = setting(
-        "pad",
-        "Before M frames exist: 'pad' encodes windows padded by repeating the first frame; "
-        "'wait' encodes nothing until the window is full.",
+        "wait",
+        "Before M frames exist: 'wait' encodes nothing until the window is full; 'pad' also "
+        "encodes windows padded by repeating the first frame (published on `embedding` with "
+        "their padded_frames count, never scored: the paper's s(t) assumes real windows).",
         choices=("pad", "wait"),
     )
     encoder_batch: int = setting(
@@ -490,6 +491,23 @@ class EpisodeConfig(ComponentConfig):
         "Most frames the memory node keeps (bounds memory at high frame rates).",
         low=1,
         high=100_000,
+        read_only=True,
+    )
+    frame_history_bytes: int = setting(
+        256 * 1024 * 1024,
+        "Most bytes of frames the memory node keeps (downscaled pixels, or the bytes of "
+        "compressed images); the oldest frames leave first.",
+        low=1024 * 1024,
+        high=1e12,
+        read_only=True,
+    )
+    frame_history_max_side: int = setting(
+        640,
+        "Raw camera frames are downscaled on arrival to this longest side in pixels before "
+        "they are held and stored with episodes (0 = full resolution; compressed images are "
+        "held as they came).",
+        low=0,
+        high=16384,
         read_only=True,
     )
 

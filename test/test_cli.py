@@ -305,3 +305,14 @@ def test_pip_install_gives_the_command(tmp_path: Path) -> None:
         check=True,
     ).stdout.strip()
     assert where.startswith(str(venv)), where
+
+
+def test_the_command_is_on_path_in_the_colcon_install() -> None:
+    # issue 12, item 12: after `source install/setup.bash` (tools/activate.sh) the README's
+    # `surprise-memory ...` lines work as written
+    exe = shutil.which("surprise-memory")
+    assert exe is not None, "surprise-memory is not on PATH in the sourced colcon install"
+    prefixes = os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)
+    assert any(Path(exe).resolve().is_relative_to(Path(p).resolve()) for p in prefixes if p)
+    out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60, check=True)
+    assert "process" in out.stdout and "query" in out.stdout

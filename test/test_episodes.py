@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
 from surprise_memory.config import ConfigError, EpisodeConfig
 from surprise_memory.errors import InputError
-from surprise_memory.memory.episodes import EpisodeAssembler, FrameHistory, select_episode_frames
-from surprise_memory.perception.frames import Frame
+from surprise_memory.memory.episodes import (
+    CameraClock,
+    EpisodeAssembler,
+    FrameHistory,
+    select_episode_frames,
+)
+from surprise_memory.perception.frames import CompressedFrame, Frame
 from surprise_memory.surprise.gate import SurpriseTrigger
 
 S = 1_000_000_000
@@ -107,3 +113,77 @@ def test_history_must_cover_the_episode_window() -> None:
         EpisodeConfig(
             episode_before_seconds=5.0, episode_after_seconds=6.0, frame_history_seconds=10
         )
+
+
+def _jpeg(t_s: float, size: tuple[int, int] = (48, 64)) -> CompressedFrame:
+    ok, buf = cv2.imencode(".jpg", np.full((*size, 3), 128, np.uint8))
+    assert ok
+    return CompressedFrame(buf.tobytes(), round(t_s * S), "cam", "jpeg")
+
+
+def test_history_downscales_raw_frames_and_keeps_a_byte_budget() -> None:
+    # 1080p at 30 Hz for 10 s would be 1.9 GB of RGB held (issue 12, item 6)
+    big = np.zeros((1080, 1920, 3), np.uint8)
+    cfg = EpisodeConfig()
+    h = FrameHistory(
+        cfg.frame_history_seconds,
+        cfg.frame_history_max,
+        max_bytes=cfg.frame_history_bytes,
+        max_side=cfg.frame_history_max_side,
+    )
+    for i in range(300):
+        h.add(Frame(rgb=big, stamp_ns=round(i / 30 * S)))
+    assert len(h) == 300  # all ten seconds are still held...
+    (held,) = h.between(0, 1)
+    assert isinstance(held, Frame) and held.rgb.shape == (360, 640, 3)
+    assert h.nbytes == 300 * 360 * 640 * 3 <= cfg.frame_history_bytes  # ...in 207 MB
+    small = FrameHistory(100.0, 10_000, max_bytes=10 * 360 * 640 * 3, max_side=640)
+    for i in range(50):
+        small.add(Frame(rgb=big, stamp_ns=i))
+    assert len(small) == 10 and small.nbytes <= 10 * 360 * 640 * 3
+
+
+def test_compressed_frames_are_held_as_bytes_and_decoded_only_when_chosen() -> None:
+    asm = EpisodeAssembler(EpisodeConfig(episode_before_seconds=1.0, episode_after_seconds=1.0))
+    good = _jpeg(0.0)
+    for i in range(40):
+        asm.add_frame(_jpeg(i * 0.1))
+    assert asm.history.nbytes == 40 * len(good.data)  # bytes, not decoded pixels
+    (episode,) = asm.add_trigger(_trigger(2.0))
+    assert len(episode.frames) == 8
+    assert all(isinstance(f, Frame) and f.rgb.shape == (48, 64, 3) for f in episode.frames)
+    assert round(2.0 * S) in [f.stamp_ns for f in episode.frames]
+    with pytest.raises(InputError, match="neither JPEG nor PNG"):
+        CompressedFrame(b"not an image", 0)
+
+
+def test_a_trigger_whose_frames_are_gone_is_reported_lost() -> None:
+    # issue 12, item 3: such a trigger used to vanish uncounted
+    asm = EpisodeAssembler(EpisodeConfig(frame_history_seconds=4.0))
+    for i in range(100):
+        asm.add_frame(_frame(i * 0.1))
+    assert asm.add_trigger(_trigger(1.0)) == []
+    assert [t.stamp_ns for t in asm.take_lost()] == [round(1.0 * S)]
+    assert asm.take_lost() == []
+    asm.add_trigger(_trigger(9.95))  # pending, then dropped by a reset
+    asm.reset()
+    assert [t.stamp_ns for t in asm.take_lost()] == [round(9.95 * S)]
+
+
+def test_camera_clock_runs_on_the_camera_time_base() -> None:
+    # issue 12, item 4: a camera stamping from its boot (stamps near zero) while the node's
+    # clock reads 2026; the timeout must be judged in the camera's time, not the node's
+    clock = CameraClock()
+    assert clock.now(123) is None
+    clock.observe(stamp_ns=5 * S, received_ns=1_000 * S)
+    assert clock.now(1_000 * S) == 5 * S
+    assert clock.now(1_002 * S + 5) == 7 * S + 5
+    assert clock.now(999 * S) == 5 * S  # never before the newest frame
+    asm = EpisodeAssembler(EpisodeConfig(episode_after_seconds=2.0, episode_timeout_seconds=3.0))
+    for i in range(11):
+        asm.add_frame(_frame(i * 0.1))
+    asm.add_trigger(_trigger(0.9))
+    clock.observe(stamp_ns=round(1.0 * S), received_ns=0)
+    assert asm.take_ready(now_ns=clock.now(round(4.8 * S))) == []  # camera time 5.8 s
+    (episode,) = asm.take_ready(now_ns=clock.now(round(4.9 * S)))  # camera time 5.9 s
+    assert episode.frames

@@ -47,8 +47,8 @@ def _core_events(z: np.ndarray, stamps: list[int]) -> list[tuple[int, float]]:
     return out
 
 
-def _embedding(stamp: int, z: np.ndarray) -> FrameEmbedding:
-    msg = FrameEmbedding(model="test", pretrained=False, window_frames=1)
+def _embedding(stamp: int, z: np.ndarray, padded: int = 0) -> FrameEmbedding:
+    msg = FrameEmbedding(model="test", pretrained=False, window_frames=8, padded_frames=padded)
     msg.header.stamp = ns_to_time(stamp)
     msg.header.frame_id = "camera"
     msg.embedding = z.tolist()
@@ -88,6 +88,11 @@ def test_scorer_node_over_dds(tmp_path: Path) -> None:
         with peer_process(args, tmp_path, "scorer_node") as proc:
             wait_for_subscribers(node, emb_pub)
             wait_for_subscribers(node, odom_pub)
+            # warm-up windows padded with their first frame (clip_warmup: pad) come first:
+            # never scored, so they change nothing below (issue 12, item 9)
+            for k in range(7):
+                stamp = T0 - (7 - k) * 10**9 // FPS
+                emb_pub.publish(_embedding(stamp, 100.0 * z[0], padded=7 - k))
             for i in range(n):
                 odom = Odometry()
                 odom.header.stamp = ns_to_time(stamps[i])
@@ -133,5 +138,6 @@ def test_scorer_node_over_dds(tmp_path: Path) -> None:
         assert e.pose.position.x == i * 0.1
         assert e.decided.sec * 10**9 + e.decided.nanosec > stamps[i]
     counts = _counts(diag)
+    assert counts["padded_skipped"] == "7"
     assert counts["rejected_embedding"] == "2"
     assert counts["rejected_duplicate_stamp"] == "1"

@@ -14,3 +14,4 @@ set -u
 cd "${TMPDIR:-/tmp}"  # run from outside the checkout so the colcon install is what is imported
 # outputs in the checkout's demo_output/ (git-ignored); a later --out in "$@" wins
 python -m surprise_memory.offline.demo --out "$ROOT/demo_output" "$@"
+echo "to use surprise-memory and the nodes in your shell: source $ROOT/tools/activate.sh"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import os
-import queue
 import threading
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,10 +18,11 @@ from sensor_msgs.msg import CompressedImage, Image
 from surprise_memory.agents.tool import canonical_model_name
 from surprise_memory.config import CameraConfig, EmbedderConfig, EpisodeConfig, StoreConfig
 from surprise_memory.errors import InputError, SurpriseMemoryError
-from surprise_memory.memory.episodes import EpisodeAssembler, EpisodeFrames
+from surprise_memory.memory.episodes import CameraClock, EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeRecord, EpisodeStore, RetrievalHit
+from surprise_memory.memory.writer import EpisodeWriter
 from surprise_memory.msg import Episode, SurpriseEvent
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import (
@@ -34,7 +35,7 @@ from surprise_memory.nodes.parameters import declare_settings
 from surprise_memory.nodes.qos import RELIABLE, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
 from surprise_memory.perception.encoders import ImageTextEmbedder
-from surprise_memory.perception.frames import rgb_from_image_msg
+from surprise_memory.perception.frames import compressed_frame_from_msg, rgb_from_image_msg
 from surprise_memory.srv import RetrieveEpisodes
 from surprise_memory.surprise.gate import SurpriseTrigger
 
@@ -95,13 +96,14 @@ class MemoryNode(Node):
         path = os.path.expanduser(store_cfg.store_path)
         self._store = EpisodeStore(path, store_cfg)
         self._assembler = EpisodeAssembler(EpisodeConfig.from_mapping(values))
+        self._camera_clock = CameraClock()
+        self._compressed = camera.image_transport == "compressed"
         self._events: dict[int, SurpriseEvent] = {}  # trigger stamp -> event, until stored
         self._stats = NodeStats(self)
         self._stats.set(
             store=path, embedder=self._embedder.model_name, episodes_in_store=str(len(self._store))
         )
         self._order = StampOrder(self, self._stats, self._reset)
-        self._work: queue.Queue[EpisodeFrames | None] = queue.Queue(maxsize=_PENDING_EPISODES)
         self._episode_pub = self.create_publisher(Episode, "episodes", RELIABLE)
         subscribe_camera(self, camera, self._on_image)
         self.create_subscription(SurpriseEvent, "events", self._on_event, RELIABLE)
@@ -116,21 +118,44 @@ class MemoryNode(Node):
         )
         # fires on wall time; compares with the node's clock (sim time during a bag replay)
         self.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._worker = threading.Thread(target=self._store_loop, name="episodes", daemon=True)
-        self._worker.start()
+        self._writer: EpisodeWriter[EpisodeFrames, EpisodeRecord] = EpisodeWriter(
+            self._store_episode,
+            on_done=self._on_stored,
+            on_error=self._on_store_failed,
+            capacity=_PENDING_EPISODES,
+        )
         self.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
 
     # --- camera and events (executor thread) ---
     def _on_image(self, msg: Image | CompressedImage) -> None:
-        frame = frame_from_msg(msg, self._stats)
+        if self._compressed:  # held as bytes; only the frames an episode keeps are decoded
+            self._stats.count("frames_in")
+            try:
+                frame = compressed_frame_from_msg(msg)
+            except SurpriseMemoryError as exc:
+                self._stats.reject("image", str(exc))
+                return
+        else:
+            frame = frame_from_msg(msg, self._stats)
         if frame is None or not self._order.check(frame.stamp_ns):
             return
         self._order.commit(frame.stamp_ns)
+        if not self._camera_clock.started:  # the first frame since the start or a reset
+            self._note_origin(frame.stamp_ns)
+        self._camera_clock.observe(frame.stamp_ns, time.monotonic_ns())
         self._enqueue(self._assembler.add_frame(frame))
+
+    def _note_origin(self, stamp_ns: int) -> None:
+        """The store's time origin is the first frame it ever saw (persisted, moves earlier)."""
+        try:
+            self._store.note_origin(stamp_ns)
+        except SurpriseMemoryError as exc:
+            self._stats.reject("store", f"cannot record the time origin: {exc}")
 
     def _reset(self) -> None:
         self._assembler.reset()
-        self._events.clear()
+        self._camera_clock.clear()
+        self._enqueue([])  # counts the triggers the reset dropped
 
     def _on_event(self, msg: SurpriseEvent) -> None:
         stamp = time_to_ns(msg.header.stamp)
@@ -149,35 +174,40 @@ class MemoryNode(Node):
         self._enqueue(self._assembler.add_trigger(trigger))
 
     def _on_timer(self) -> None:
-        # a camera that stopped: build episodes whose window ended long enough ago
-        self._enqueue(self._assembler.take_ready(now_ns=self.get_clock().now().nanoseconds))
+        # a camera that stopped: build episodes whose window ended long enough ago, judged
+        # in the camera's time base (its stamps may come from another clock than ours)
+        now = self._camera_clock.now(time.monotonic_ns())
+        self._enqueue(self._assembler.take_ready(now_ns=now))
+        self._stats.set(frame_history_mb=f"{self._assembler.history.nbytes / 2**20:.1f}")
 
     def _enqueue(self, episodes: list[EpisodeFrames]) -> None:
+        for trigger in self._assembler.take_lost():
+            self._events.pop(trigger.stamp_ns, None)
+            self._stats.reject(
+                "episode_frames_gone",
+                f"event at {trigger.stamp_ns} ns: its frames are no longer held (a slow "
+                "encoder, a late start, or time went backwards); no episode",
+            )
         for episode in episodes:
-            try:
-                self._work.put_nowait(episode)
-            except queue.Full:
+            if not self._writer.put(episode):
                 self._events.pop(episode.trigger.stamp_ns, None)
                 self._stats.reject("episode", "the embedder cannot keep up; episode dropped")
 
-    # --- storing (worker thread) ---
-    def _store_loop(self) -> None:
-        while (episode := self._work.get()) is not None:
-            event = self._events.pop(episode.trigger.stamp_ns, None)
-            try:
-                record = self._store_episode(episode, event)
-            except SurpriseMemoryError as exc:
-                self._stats.reject("store", f"{type(exc).__name__}: {exc}")
-                continue
-            self._episode_pub.publish(episode_to_msg(record))
-            self._stats.count("episodes_stored")
-            self._stats.set(episodes_in_store=str(len(self._store)))
-            self.get_logger().info(
-                f"stored episode {record.id}: {len(record.frame_paths)} frames, "
-                f"surprise {record.surprise:.3f}"
-            )
+    # --- storing (writer thread) ---
+    def _on_stored(self, episode: EpisodeFrames, record: EpisodeRecord) -> None:
+        self._episode_pub.publish(episode_to_msg(record))
+        self._stats.count("episodes_stored")
+        self._stats.set(episodes_in_store=str(len(self._store)))
+        self.get_logger().info(
+            f"stored episode {record.id}: {len(record.frame_paths)} frames, "
+            f"surprise {record.surprise:.3f}"
+        )
 
-    def _store_episode(self, episode: EpisodeFrames, event: SurpriseEvent | None) -> EpisodeRecord:
+    def _on_store_failed(self, episode: EpisodeFrames, exc: BaseException) -> None:
+        self._stats.reject("store", f"{type(exc).__name__}: {exc}")
+
+    def _store_episode(self, episode: EpisodeFrames) -> EpisodeRecord:
+        event = self._events.pop(episode.trigger.stamp_ns, None)
         with self._embed_lock:
             embeddings = self._embedder.embed_images([f.rgb for f in episode.frames])
         pose: Pose | None = None
@@ -277,11 +307,8 @@ class MemoryNode(Node):
     def close(self) -> None:
         """Store the episodes still pending (end of a bag), then close the store."""
         self._enqueue(self._assembler.flush())
-        try:
-            self._work.put(None, timeout=30.0)
-        except queue.Full:
+        if not self._writer.close(timeout=30.0):
             self.get_logger().error("episodes still queued at shutdown were not stored")
-        self._worker.join(timeout=30.0)
         self._store.close()
 
 

@@ -93,6 +93,9 @@ class ScorerNode(Node):
     def _on_embedding(self, msg: FrameEmbedding) -> None:
         stamp = time_to_ns(msg.header.stamp)
         self._stats.count("embeddings_in")
+        if msg.padded_frames:  # a warm-up window (clip_warmup: pad): not what s(t) assumes
+            self._stats.count("padded_skipped")
+            return
         if not self._order.check(stamp):
             return
         try:

@@ -266,7 +266,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"5. report: {html_path}  (curve {png_path})")
     print(
         f"   query it yourself: surprise-memory query {store_dir} --start 20 --end 40 "
-        f"(or python -m surprise_memory query ...)"
+        "(after `source tools/activate.sh` in your shell)"
     )
     print(f"demo finished in {time.perf_counter() - t_start:.0f} s")
     if untrained:

@@ -315,6 +315,9 @@ class _Run:
                     sm.first_stamp_ns = frame.stamp_ns
                     self.store.note_origin(frame.stamp_ns)  # the store's time origin
                 sm.last_stamp_ns = frame.stamp_ns
+                if window is not None and window.padded:
+                    sm.padded_windows += 1  # never scored, so not encoded either
+                    window = None
                 if window is None:
                     self.pending.append((frame, None, frame.stamp_ns))
                 else:  # the ring buffer's view is overwritten by the next push: copy it

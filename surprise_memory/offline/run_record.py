@@ -66,6 +66,8 @@ class RunSummary:
         frames: Camera frames processed.
         duration_s: Stamp span of those frames, seconds.
         windows: Encoder windows encoded.
+        padded_windows: Warm-up windows padded with the first frame (``clip_warmup: pad``),
+            skipped: the scorer only takes real windows.
         scored: Frames that got a surprise score (after the scorer's W warm-up).
         events: Gated events.
         episodes: Episodes stored.
@@ -84,6 +86,7 @@ class RunSummary:
     frames: int = 0
     duration_s: float = 0.0
     windows: int = 0
+    padded_windows: int = 0
     scored: int = 0
     events: int = 0
     episodes: int = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Container, Sequence
@@ -23,9 +24,12 @@ from PIL import Image
 
 from surprise_memory.errors import StoreError
 
-__all__ = ["FRAMES_DIR", "FrameFiles"]
+__all__ = ["EPISODE_ID_RE", "FRAMES_DIR", "FrameFiles"]
 
 FRAMES_DIR = "frames"
+EPISODE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+"""Episode ids: 1-128 letters, digits, ``_ . -``, starting with a letter or digit; so an id
+is always a plain folder name under ``frames/`` (no separator, never ``.`` or ``..``)."""
 """Name of the frame folder inside the store folder."""
 
 _TMP_PREFIX = ".tmp-"
@@ -105,7 +109,14 @@ class FrameFiles:
             raise StoreError(f"episode {episode_id}: cannot write its frames: {exc}") from exc
 
     def remove(self, episode_id: str) -> None:
-        """Delete an episode's folder; a missing or undeletable one is left to the next clean."""
+        """Delete an episode's folder; a missing or undeletable one is left to the next clean.
+
+        The id comes from the database: one that is not a plain folder name (``..``, a path)
+        is never joined to a path and deleted; only :meth:`clean_orphans`, which deletes
+        what it lists inside ``frames/``, may remove what such an episode left.
+        """
+        if not EPISODE_ID_RE.fullmatch(episode_id):
+            return
         shutil.rmtree(self._dir / episode_id, ignore_errors=True)
 
     def clean_orphans(self, keep: Container[str]) -> None:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import io
 import math
-import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +23,7 @@ from PIL import Image
 
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.store.frame_files import EPISODE_ID_RE, FRAMES_DIR
 from surprise_memory.perception.frames import Frame
 
 __all__ = [
@@ -34,9 +34,13 @@ __all__ = [
     "check_pose",
     "checked_episode_id",
     "decode_jpeg",
+    "is_episode_id",
 ]
 
-_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+def is_episode_id(value: object) -> bool:
+    """Whether ``value`` is a valid episode id, and so a safe folder name under ``frames/``."""
+    return isinstance(value, str) and EPISODE_ID_RE.fullmatch(value) is not None
 
 
 @dataclass(frozen=True)
@@ -81,15 +85,28 @@ class EpisodeRecord:
     root: Path | None = field(default=None, repr=False, compare=False)
 
     def frame_files(self) -> list[Path]:
-        """Absolute paths of the frame JPEGs.
+        """Absolute paths of the frame JPEGs, each checked to lie in the store's frames folder.
+
+        The paths come from the database, which someone else may have written: an absolute
+        path, a ``..`` or a link leading out of ``frames/`` is refused, never read.
 
         Raises:
-            StoreError: The record does not know its store folder.
+            StoreError: The record does not know its store folder, or a path leads outside it.
 
         """
         if self.root is None:
             raise StoreError(f"episode {self.id}: no store folder known, cannot locate frames")
-        return [self.root / p for p in self.frame_paths]
+        frames_dir = (self.root / FRAMES_DIR).resolve()
+        out = []
+        for p in self.frame_paths:
+            path = (self.root / p).resolve()
+            if PurePosixPath(p).is_absolute() or not path.is_relative_to(frames_dir):
+                raise StoreError(
+                    f"episode {self.id}: frame path {p!r} leads outside {frames_dir}; refusing "
+                    "to read it (was the database written by something else?)"
+                )
+            out.append(path)
+        return out
 
     def load_jpegs(self) -> list[bytes]:
         """The stored JPEG bytes of each frame, in order.
@@ -260,7 +277,7 @@ def checked_episode_id(episode_id: str | None, stamp_ns: int) -> str:
     """
     if episode_id is None:
         episode_id = f"ep-{int(stamp_ns):019d}-{secrets.token_hex(3)}"
-    if not isinstance(episode_id, str) or not _ID_RE.fullmatch(episode_id):
+    if not is_episode_id(episode_id):
         raise InputError(
             f"episode_id={episode_id!r}: use 1-128 letters, digits, '_', '.', '-' "
             "starting with a letter or digit"
