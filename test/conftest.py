@@ -11,4 +11,4 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # DDS discovery on loopback only, and a domain of this run's own so that concurrent runs
 # (or a robot on the same host) never see each other's topics. Child processes inherit it.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
+os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 232)))
