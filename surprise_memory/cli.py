@@ -38,7 +38,7 @@ from surprise_memory.errors import ConfigError, InputError, StoreError, Surprise
 from surprise_memory.offline.pipeline import PIPELINE_CONFIGS
 from surprise_memory.stamps import NS_PER_SECOND, parse_time
 
-__all__ = ["budget_from", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
 
 PROG = "surprise-memory"
 
@@ -48,11 +48,8 @@ _PROCESS_EXCLUDED = {
     "odom_topic": "poses come from --pose-topic",
     "tf_timeout_seconds": "no tf listener offline",
 }
-_ALIASES = {
-    "encoder_batch": ("--batch",),
-    "encoder_weights": ("--weights",),
-    "gate_mode": ("--gate",),
-}
+_ALIASES = {"encoder_batch": ("--batch",), "encoder_weights": ("--weights",)}
+_ALIASES["gate_mode"] = ("--gate",)  # --gate uniform|random: the paper's baselines
 
 
 def option_strings(name: str) -> list[str]:
@@ -167,9 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--budget-from",
         metavar="STORE",
-        help="equal-budget baseline: set --baseline-episodes-per-minute to the episodes per "
-        "minute of this earlier run (its run.json), e.g. --gate uniform --budget-from "
-        "surprise_store/",
+        help="baseline_episodes_per_minute = that run's episodes per minute (run.json)",
     )
     _add_config_options(p, PIPELINE_CONFIGS, excluded=tuple(_PROCESS_EXCLUDED))
     p.set_defaults(func=_cmd_process)
@@ -257,14 +252,12 @@ def _cmd_process(args: argparse.Namespace) -> int:
     )
 
     values = _given(args, PIPELINE_CONFIGS)
-    if args.budget_from:
+    if args.budget_from:  # equal-budget baselines: the rate of an earlier run
+        from surprise_memory.offline.run_record import budget_from
+
         if "baseline_episodes_per_minute" in values:
             raise InputError("give --budget-from or --baseline-episodes-per-minute, not both")
         values["baseline_episodes_per_minute"] = budget_from(args.budget_from)
-        _note(
-            f"budget from {args.budget_from}: "
-            f"{values['baseline_episodes_per_minute']:.4f} episodes per minute"
-        )
     if args.device:
         values.setdefault("encoder_device", args.device)
         values.setdefault("embedder_device", args.device)
@@ -327,35 +320,6 @@ def _cmd_process(args: argparse.Namespace) -> int:
     out = Path(args.out)
     print(f"store {out}  (scores: {out / 'scores.csv'}, run record: {out / 'run.json'})")
     return 0
-
-
-def budget_from(store: str | Path) -> float:
-    """The episodes per minute of an earlier run: its episodes over its duration.
-
-    Args:
-        store: A store folder written by ``surprise-memory process``.
-
-    Returns:
-        ``episodes * 60 / duration_s`` from its ``run.json`` summary.
-
-    Raises:
-        StoreError: No complete run record there.
-        InputError: The run stored no episode or lasted no time.
-
-    """
-    from surprise_memory.offline.run_record import load_run_record
-
-    run = load_run_record(store)
-    summary = run.get("summary") or {}
-    episodes, duration = summary.get("episodes"), summary.get("duration_s")
-    if run.get("status") != "complete" or not isinstance(episodes, int):
-        raise StoreError(f"{store}: the run did not complete; no budget to copy")
-    if episodes <= 0 or not isinstance(duration, int | float) or duration <= 0:
-        raise InputError(
-            f"{store}: {episodes} episodes over {duration} s; a baseline needs a run that "
-            "stored episodes"
-        )
-    return episodes * 60.0 / float(duration)
 
 
 def _note(message: str) -> None:

@@ -17,7 +17,12 @@ import pytest
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, process
 from surprise_memory.offline.report import write_report
-from surprise_memory.offline.run_record import RunSummary, load_run_record, read_scores
+from surprise_memory.offline.run_record import (
+    RunSummary,
+    budget_from,
+    load_run_record,
+    read_scores,
+)
 from surprise_memory.offline.synthetic import SyntheticScene, recurring_events, write_synthetic_bag
 from surprise_memory.perception.encoders import (
     TINY_EMBEDDER_MODEL,
@@ -189,8 +194,6 @@ def test_cli_uniform_stores_as_many_episodes(bag: Path, paper_run: Path, tmp_pat
 def test_random_stores_as_many_episodes(
     models: tuple[VideoEncoder, ImageTextEmbedder], bag: Path, paper_run: Path, tmp_path: Path
 ) -> None:
-    from surprise_memory.cli import budget_from
-
     n = load_run_record(paper_run)["summary"]["episodes"]
     rate = budget_from(paper_run)
     runs = []

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from surprise_memory.errors import StoreError
+from surprise_memory.errors import InputError, StoreError
 
 if TYPE_CHECKING:
     from surprise_memory.surprise.gate import SurpriseTrigger
@@ -44,6 +44,7 @@ __all__ = [
     "SCORES_HEADER",
     "RunSummary",
     "ScoresWriter",
+    "budget_from",
     "finite_or_none",
     "load_run_record",
     "read_scores",
@@ -237,6 +238,33 @@ def load_run_record(store_path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
         raise StoreError(f"{path} is not a run record (format {RUN_FORMAT})")
     return data
+
+
+def budget_from(store: str | os.PathLike[str]) -> float:
+    """The episodes per minute of an earlier run: its episodes over its duration.
+
+    Args:
+        store: A store folder written by ``surprise-memory process``.
+
+    Returns:
+        ``episodes * 60 / duration_s`` from its ``run.json`` summary.
+
+    Raises:
+        StoreError: No complete run record there.
+        InputError: The run stored no episode or lasted no time.
+
+    """
+    run = load_run_record(store)
+    summary = run.get("summary") or {}
+    episodes, duration = summary.get("episodes"), summary.get("duration_s")
+    if run.get("status") != "complete" or not isinstance(episodes, int):
+        raise StoreError(f"{store}: the run did not complete; no budget to copy")
+    if episodes <= 0 or not isinstance(duration, int | float) or duration <= 0:
+        raise InputError(
+            f"{store}: {episodes} episodes over {duration} s; a baseline needs a run that "
+            "stored episodes"
+        )
+    return episodes * 60.0 / float(duration)
 
 
 def versions() -> dict[str, str]:
