@@ -49,6 +49,7 @@ _PROCESS_EXCLUDED = {
     "tf_timeout_seconds": "no tf listener offline",
 }
 _ALIASES = {"encoder_batch": ("--batch",), "encoder_weights": ("--weights",)}
+_ALIASES["gate_mode"] = ("--gate",)  # --gate uniform|random: the paper's baselines
 
 
 def option_strings(name: str) -> list[str]:
@@ -160,6 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--embedder-device override it per model",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--budget-from",
+        metavar="STORE",
+        help="baseline_episodes_per_minute = that run's episodes per minute (run.json)",
+    )
     _add_config_options(p, PIPELINE_CONFIGS, excluded=tuple(_PROCESS_EXCLUDED))
     p.set_defaults(func=_cmd_process)
 
@@ -246,6 +252,12 @@ def _cmd_process(args: argparse.Namespace) -> int:
     )
 
     values = _given(args, PIPELINE_CONFIGS)
+    if args.budget_from:  # equal-budget baselines: the rate of an earlier run
+        from surprise_memory.offline.run_record import budget_from
+
+        if "baseline_episodes_per_minute" in values:
+            raise InputError("give --budget-from or --baseline-episodes-per-minute, not both")
+        values["baseline_episodes_per_minute"] = budget_from(args.budget_from)
     if args.device:
         values.setdefault("encoder_device", args.device)
         values.setdefault("embedder_device", args.device)
@@ -256,6 +268,7 @@ def _cmd_process(args: argparse.Namespace) -> int:
     if settings.episode.frame_history_seconds < (
         settings.episode.episode_before_seconds
         + settings.gate.nms_seconds
+        + (settings.budget.budget_delay_seconds if settings.budget.max_episodes_per_minute else 0)
         + settings.episode.episode_after_seconds
     ):
         _note(

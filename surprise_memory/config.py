@@ -11,6 +11,9 @@ which records its description and its allowed range once; from that single decla
 
 Field names are unique across all component configs, so one flat namespace serves the
 node parameters, the YAML and the command line.
+
+Long module: every setting of the package is declared here on purpose (one place per fact);
+the declarations are data, not several jobs.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from surprise_memory.errors import ConfigError
 __all__ = [
     "ALL_CONFIGS",
     "NODE_CONFIGS",
+    "BaselineConfig",
+    "BudgetConfig",
     "CameraConfig",
     "ComponentConfig",
     "ConfigError",
@@ -33,6 +38,7 @@ __all__ = [
     "EncoderConfig",
     "EpisodeConfig",
     "GateConfig",
+    "HabituationConfig",
     "PoseConfig",
     "ScorerConfig",
     "Setting",
@@ -521,6 +527,122 @@ class EpisodeConfig(ComponentConfig):
             )
 
 
+@dataclass(frozen=True)
+class HabituationConfig(ComponentConfig):
+    """Habituation: gate candidates that resemble recently kept ones are suppressed (off: paper)."""
+
+    component: ClassVar[str] = "habituation"
+
+    habituation: bool = setting(
+        False,
+        "Suppress gate candidates whose latent change z - mu resembles that of recently kept "
+        "events (beyond the paper; off = the paper's gate exactly).",
+    )
+    habituation_similarity: float = setting(
+        0.5,
+        "theta: a candidate is suppressed when max over remembered events of cos(d, d_k) * "
+        "exp(-dt/T) * exp(-dist/R) reaches it (d = z - mu at the peak; 1 = only identical "
+        "changes).",
+        low=0.0,
+        high=1.0,
+    )
+    habituation_recovery_seconds: float = setting(
+        600.0,
+        "T: time constant in seconds over which habituation to a remembered event fades.",
+        low=1.0,
+        high=1e7,
+    )
+    habituation_radius_m: float = setting(
+        0.0,
+        "R: distance in metres over which habituation fades with the robot's displacement "
+        "between the two events (0 = place ignored; also ignored when either pose is unknown).",
+        low=0.0,
+        high=1e6,
+    )
+    habituation_memory: int = setting(
+        32,
+        "Most recent kept events remembered for habituation (cost per candidate: this many "
+        "dot products of size D).",
+        low=1,
+        high=100_000,
+        read_only=True,
+    )
+
+
+@dataclass(frozen=True)
+class BudgetConfig(ComponentConfig):
+    """Episode-rate budget: at most so many events per sliding window, the most surprising kept."""
+
+    component: ClassVar[str] = "budget"
+
+    max_episodes_per_minute: float = setting(
+        0.0,
+        "Rate cap: at most max_episodes_per_minute * budget_window_seconds / 60 events in any "
+        "budget window; over it, the least surprising candidates are dropped. 0 = no cap.",
+        low=0.0,
+        high=6000.0,
+    )
+    budget_window_seconds: float = setting(
+        60.0,
+        "Length in seconds of the sliding window the rate cap counts events in.",
+        low=1.0,
+        high=86_400.0,
+    )
+    budget_delay_seconds: float = setting(
+        5.0,
+        "How long after its peak a candidate waits, when the cap is on, so that a more "
+        "surprising later one can take its place; adds to the gate's delay (the memory "
+        "node's frame_history_seconds must cover it).",
+        low=0.0,
+        high=600.0,
+    )
+
+    def validate(self) -> None:
+        """A window must allow at least one event."""
+        rate = self.max_episodes_per_minute
+        if rate > 0 and rate * self.budget_window_seconds / 60.0 < 1.0:
+            raise ConfigError(
+                f"max_episodes_per_minute={rate} with budget_window_seconds="
+                f"{self.budget_window_seconds}: the window must allow at least one event "
+                "(raise either)"
+            )
+
+
+@dataclass(frozen=True)
+class BaselineConfig(ComponentConfig):
+    """Which gate decides events offline: the paper's surprise gate or an equal-budget baseline."""
+
+    component: ClassVar[str] = "baseline"
+
+    gate_mode: str = setting(
+        "surprise",
+        "surprise: the paper's gate; uniform: one event per interval of 60 / "
+        "baseline_episodes_per_minute seconds, at its middle; random: one at a seeded random "
+        "time in each such interval (the paper's baselines at equal budget).",
+        choices=("surprise", "uniform", "random"),
+        read_only=True,
+    )
+    baseline_episodes_per_minute: float = setting(
+        0.0,
+        "Event rate of the uniform and random gates (set by --budget-from STORE to that "
+        "run's episodes per minute).",
+        low=0.0,
+        high=6000.0,
+        read_only=True,
+    )
+    baseline_seed: int = setting(
+        0, "Seed of the random gate's event times.", low=0, high=2**31 - 1, read_only=True
+    )
+
+    def validate(self) -> None:
+        """The baselines need a rate."""
+        if self.gate_mode != "surprise" and self.baseline_episodes_per_minute <= 0:
+            raise ConfigError(
+                f"gate_mode={self.gate_mode!r} needs baseline_episodes_per_minute > 0 "
+                "(or --budget-from STORE to copy a surprise run's rate)"
+            )
+
+
 ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     ScorerConfig,
     GateConfig,
@@ -530,12 +652,15 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     PoseConfig,
     CameraConfig,
     EpisodeConfig,
+    HabituationConfig,
+    BudgetConfig,
+    BaselineConfig,
 )
 """Every component config; their field names form one flat namespace."""
 
 NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
     "encoder_node": (CameraConfig, EncoderConfig),
-    "scorer_node": (ScorerConfig, GateConfig, PoseConfig),
+    "scorer_node": (ScorerConfig, GateConfig, HabituationConfig, BudgetConfig, PoseConfig),
     "memory_node": (CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig),
 }
 """The component configs whose settings each ROS node declares as parameters."""

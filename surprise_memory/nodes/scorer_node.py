@@ -12,7 +12,13 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.time import Time as RclpyTime
 
-from surprise_memory.config import GateConfig, PoseConfig, ScorerConfig
+from surprise_memory.config import (
+    BudgetConfig,
+    GateConfig,
+    HabituationConfig,
+    PoseConfig,
+    ScorerConfig,
+)
 from surprise_memory.errors import InputError
 from surprise_memory.memory.pose import Pose, PoseBuffer
 from surprise_memory.msg import FrameEmbedding, SurpriseEvent, SurpriseScore
@@ -22,8 +28,10 @@ from surprise_memory.nodes.parameters import declare_settings, settings_change_v
 from surprise_memory.nodes.qos import RELIABLE
 from surprise_memory.nodes.runtime import StampOrder, run_node
 from surprise_memory.stamps import NS_PER_SECOND, ns_to_seconds
+from surprise_memory.surprise.decisions import Decision
 from surprise_memory.surprise.gate import SurpriseGate, SurpriseTrigger
 from surprise_memory.surprise.scorer import SurpriseScorer
+from surprise_memory.surprise.trigger_filter import TriggerFilter
 
 
 class ScorerNode(Node):
@@ -37,11 +45,16 @@ class ScorerNode(Node):
 
     def __init__(self) -> None:
         super().__init__("scorer_node")
-        configs = (ScorerConfig, GateConfig, PoseConfig)
+        configs = (ScorerConfig, GateConfig, HabituationConfig, BudgetConfig, PoseConfig)
         values = declare_settings(self, *configs)
         self._pose_cfg = PoseConfig.from_mapping(values)
         self._scorer = SurpriseScorer.from_config(ScorerConfig.from_mapping(values))
         self._gate = SurpriseGate.from_config(GateConfig.from_mapping(values))
+        self._filter = TriggerFilter(  # habituation and rate budget, both off by default
+            HabituationConfig.from_mapping(values),
+            BudgetConfig.from_mapping(values),
+            self._gate.max_delay_ns,
+        )
         self._validate = settings_change_validator(*configs)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._stats = NodeStats(self)
@@ -83,6 +96,7 @@ class ScorerNode(Node):
     def _reset(self) -> None:
         self._scorer.reset()
         self._gate.reset()
+        self._filter.reset()
         self._odometry.clear()
 
     def _on_odometry(self, msg: Odometry) -> None:
@@ -98,8 +112,12 @@ class ScorerNode(Node):
             return
         if not self._order.check(stamp):
             return
+        z = np.asarray(msg.embedding, dtype=np.float64)
+        deviation = (
+            z - self._scorer.mean if self._filter.needs_latent and self._scorer.ready else None
+        )
         try:
-            result = self._scorer.update(np.asarray(msg.embedding, dtype=np.float64))
+            result = self._scorer.update(z)
         except InputError as exc:
             self._stats.reject("embedding", str(exc))
             return
@@ -108,6 +126,8 @@ class ScorerNode(Node):
         if result is None:
             return
         triggers = self._gate.push(stamp, result.score, result.kl)
+        if deviation is not None:
+            self._filter.observe(stamp, deviation)
         self._stats.count("frames_scored")
         out = SurpriseScore(
             header=msg.header,
@@ -117,8 +137,18 @@ class ScorerNode(Node):
             history=self._gate.history_size,
         )
         self._score_pub.publish(out)
-        for trigger in triggers:
-            self._publish_event(trigger)
+        self._decide(self._filter.push(stamp, triggers, self._position_at))
+
+    def _decide(self, decisions: list[Decision]) -> None:
+        for decision in decisions:
+            if decision.kept:
+                self._publish_event(decision.trigger)
+            else:
+                self._stats.count(f"suppressed_{decision.reason}")
+
+    def _position_at(self, stamp_ns: int) -> tuple[float, float, float] | None:
+        pose = self._pose_at(stamp_ns)[0]
+        return None if pose is None else pose.position
 
     def _publish_event(self, trigger: SurpriseTrigger) -> None:
         pose, source = self._pose_at(trigger.stamp_ns)
@@ -170,8 +200,9 @@ class ScorerNode(Node):
 
     def close(self) -> None:
         """Publish the events still pending in the gate (end of a bag, shutdown)."""
-        for trigger in self._gate.flush():
-            self._publish_event(trigger)
+        last = self._gate.last_stamp_ns or 0
+        self._decide(self._filter.push(last, self._gate.flush(), self._position_at))
+        self._decide(self._filter.flush())
 
 
 def main(args: list[str] | None = None) -> int:

@@ -5,7 +5,11 @@ Per camera frame, in stamp order, exactly what the nodes do:
 * encoder node: ``WindowSampler.push(frame)``; when it returns a window, the window is
   encoded (``prepared=True``, the sampler already holds ``prepare_frame`` output) and its
   embedding carries the window's stamp;
-* scorer node: ``SurpriseScorer.update(z)``, then ``SurpriseGate.push(stamp, score, kl)``;
+* scorer node: ``SurpriseScorer.update(z)``, then ``SurpriseGate.push(stamp, score, kl)``
+  (or the :class:`~surprise_memory.surprise.baseline.BaselineGate` with ``gate_mode``
+  uniform/random), and the gate's candidates through the
+  :class:`~surprise_memory.surprise.trigger_filter.TriggerFilter` (habituation, rate budget;
+  both off by default);
 * memory node: ``EpisodeAssembler.add_frame(frame)`` for every camera frame (full
   resolution), ``add_trigger`` for each event, and each finished episode is embedded
   (``ImageTextEmbedder.embed_images``) and added to the :class:`EpisodeStore`.
@@ -22,10 +26,11 @@ windows (``encoder_batch`` x M prepared frames) and the frames that arrived with
 held, the assembler keeps ``frame_history_seconds``, and the per-frame scores are written to
 ``STORE/scores.csv`` as soon as the gate can no longer turn them into events.
 
-Outputs beside the store: ``scores.csv`` (``stamp_ns,score,kl,tau,triggered``, one row per
-scored frame) and ``run.json`` (settings, model names, "untrained" when weights were random,
-input, counts, summary); their names, formats, writers and readers are in
-:mod:`surprise_memory.offline.run_record`, and :mod:`surprise_memory.offline.report` reads them.
+Outputs beside the store: ``scores.csv`` (``stamp_ns,score,kl,tau,triggered,suppressed``, one
+row per scored frame) and ``run.json`` (settings, model names, "untrained" when weights were
+random, input, counts, summary, the events and the suppressed candidates); their names,
+formats, writers and readers are in :mod:`surprise_memory.offline.run_record`, and
+:mod:`surprise_memory.offline.report` reads them.
 """
 
 from __future__ import annotations
@@ -43,11 +48,14 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.config import (
+    BaselineConfig,
+    BudgetConfig,
     ComponentConfig,
     EmbedderConfig,
     EncoderConfig,
     EpisodeConfig,
     GateConfig,
+    HabituationConfig,
     PoseConfig,
     ScorerConfig,
     StoreConfig,
@@ -66,8 +74,11 @@ from surprise_memory.offline.run_record import (
 )
 from surprise_memory.perception.frames import Frame
 from surprise_memory.stamps import NS_PER_SECOND
+from surprise_memory.surprise.baseline import BaselineGate
+from surprise_memory.surprise.decisions import Decision
 from surprise_memory.surprise.gate import SurpriseGate, SurpriseTrigger
 from surprise_memory.surprise.scorer import SurpriseScorer
+from surprise_memory.surprise.trigger_filter import TriggerFilter
 
 if TYPE_CHECKING:
     from surprise_memory.memory.store import EpisodeStore
@@ -88,6 +99,9 @@ PIPELINE_CONFIGS: tuple[type[ComponentConfig], ...] = (
     EncoderConfig,
     ScorerConfig,
     GateConfig,
+    HabituationConfig,
+    BudgetConfig,
+    BaselineConfig,
     EpisodeConfig,
     EmbedderConfig,
     StoreConfig,
@@ -103,6 +117,9 @@ class PipelineSettings:
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     scorer: ScorerConfig = field(default_factory=ScorerConfig)
     gate: GateConfig = field(default_factory=GateConfig)
+    habituation: HabituationConfig = field(default_factory=HabituationConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    baseline: BaselineConfig = field(default_factory=BaselineConfig)
     episode: EpisodeConfig = field(default_factory=EpisodeConfig)
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -126,6 +143,9 @@ class PipelineSettings:
             encoder=EncoderConfig.from_mapping(values),
             scorer=ScorerConfig.from_mapping(values),
             gate=GateConfig.from_mapping(values),
+            habituation=HabituationConfig.from_mapping(values),
+            budget=BudgetConfig.from_mapping(values),
+            baseline=BaselineConfig.from_mapping(values),
             episode=EpisodeConfig.from_mapping(values),
             embedder=EmbedderConfig.from_mapping(values),
             store=StoreConfig.from_mapping(values),
@@ -138,6 +158,9 @@ class PipelineSettings:
             "encoder": self.encoder.as_dict(),
             "scorer": self.scorer.as_dict(),
             "gate": self.gate.as_dict(),
+            "habituation": self.habituation.as_dict(),
+            "budget": self.budget.as_dict(),
+            "baseline": self.baseline.as_dict(),
             "episode": self.episode.as_dict(),
             "embedder": self.embedder.as_dict(),
             "store": self.store.as_dict(),
@@ -276,15 +299,22 @@ class _Run:
         self.progress = progress
         self.sampler = pipeline.encoder.make_sampler(s.encoder)
         self.scorer = SurpriseScorer.from_config(s.scorer)
-        self.gate = SurpriseGate.from_config(s.gate)
+        self.gate: SurpriseGate | BaselineGate = (
+            SurpriseGate.from_config(s.gate)
+            if s.baseline.gate_mode == "surprise"
+            else BaselineGate(s.baseline)
+        )
+        self.filter = TriggerFilter(s.habituation, s.budget, self.gate.max_delay_ns)
         self.assembler = EpisodeAssembler(s.episode)
         self.batch = s.encoder.encoder_batch
         self.pending: list[tuple[Frame, npt.NDArray[np.uint8] | None, int]] = []
         self.windows_waiting = 0
         self.summary = RunSummary(load_s=pipeline.load_s)
         self.events: list[dict[str, Any]] = []
+        self.suppressed: list[dict[str, Any]] = []
         self.episode_ids: list[str] = []
-        self.scores = ScoresWriter(store.path / SCORES_CSV, self.gate.max_delay_ns)
+        delay = self.gate.max_delay_ns + self.filter.max_delay_ns
+        self.scores = ScoresWriter(store.path / SCORES_CSV, delay)
         self.record: dict[str, Any] = {
             "format": RUN_FORMAT,
             "status": "running",
@@ -314,6 +344,8 @@ class _Run:
                 if sm.first_stamp_ns is None:
                     sm.first_stamp_ns = frame.stamp_ns
                     self.store.note_origin(frame.stamp_ns)  # the store's time origin
+                    if isinstance(self.gate, BaselineGate):  # slots from the first frame
+                        self.gate.start(frame.stamp_ns)
                 sm.last_stamp_ns = frame.stamp_ns
                 if window is not None and window.padded:
                     sm.padded_windows += 1  # never scored, so not encoded either
@@ -326,8 +358,12 @@ class _Run:
                 if self.windows_waiting >= self.batch or len(self.pending) >= _MAX_PENDING_FRAMES:
                     self._drain()
             self._drain()
-            for trigger in self.gate.flush():  # end of stream: as the scorer node's close()
-                self._on_trigger(trigger)
+            # end of stream: as the scorer node's close()
+            now = self.gate.last_stamp_ns if isinstance(self.gate, SurpriseGate) else None
+            for decision in self.filter.push(now or 0, self.gate.flush(), self._position):
+                self._on_decision(decision)
+            for decision in self.filter.flush():
+                self._on_decision(decision)
             for episode in self.assembler.flush():
                 self._store(episode)
         finally:
@@ -365,6 +401,10 @@ class _Run:
 
     def _score(self, stamp_ns: int, z: npt.NDArray[np.float32]) -> None:
         sm = self.summary
+        deviation = None
+        mu = self.scorer.mean  # before z enters: habituation compares d = z - mu
+        if self.filter.needs_latent and self.scorer.ready and z.shape == mu.shape:
+            deviation = np.asarray(z, dtype=np.float64) - mu
         try:
             result = self.scorer.update(z)
         except InputError:
@@ -378,10 +418,43 @@ class _Run:
             sm.rejected += 1
             return
         sm.scored += 1
+        if deviation is not None:
+            self.filter.observe(stamp_ns, deviation)
         self.scores.add(stamp_ns, result.score, result.kl, self.gate.threshold)
-        for trigger in triggers:
-            self._on_trigger(trigger)
+        for decision in self.filter.push(stamp_ns, triggers, self._position):
+            self._on_decision(decision)
         self.scores.settle(stamp_ns)
+
+    def _position(self, stamp_ns: int) -> tuple[float, float, float] | None:
+        if self.pose_lookup is None:
+            return None
+        try:
+            pose = self.pose_lookup.at(stamp_ns)
+        except InputError:
+            return None
+        return None if pose is None else pose.position
+
+    def _on_decision(self, decision: Decision) -> None:
+        trigger = decision.trigger
+        self.summary.candidates += 1
+        if not decision.kept:
+            self.scores.mark(trigger, decision.reason)
+            if decision.reason == "habituation":
+                self.summary.suppressed_habituation += 1
+            else:
+                self.summary.suppressed_budget += 1
+            self.suppressed.append(
+                {
+                    "stamp_ns": trigger.stamp_ns,
+                    "score": trigger.score,
+                    "threshold": finite_or_none(trigger.threshold),
+                    "reason": decision.reason,
+                    "habituation": finite_or_none(decision.habituation),
+                    "similar_to_ns": decision.similar_to_ns,
+                }
+            )
+            return
+        self._on_trigger(trigger)
 
     def _on_trigger(self, trigger: SurpriseTrigger) -> None:
         self.summary.events += 1
@@ -437,6 +510,7 @@ class _Run:
             finished_wall_ns=time.time_ns(),
             summary=sm.as_dict(),
             events=self.events,
+            suppressed=self.suppressed,
             episodes=self.episode_ids,
         )
         write_json(self.store.path / RUN_RECORD, self.record)

@@ -3,12 +3,14 @@
 Reads what ``surprise-memory process`` left in a store folder (``run.json``, ``scores.csv``
 and the episodes) and writes
 
-* ``<name>.png``: s(t) over the recording, tau(t) dashed, each event a red marker and line
+* ``<name>.png``: s(t) over the recording, tau(t) dashed, each event a red marker and line,
+  each suppressed gate candidate (habituation, budget) a grey cross on a dotted line
   (matplotlib, Agg backend, no display needed);
 * ``<name>.html``: a page with no external request at all (inline CSS, images as base64
   ``data:`` URIs): a red banner when any model had random (untrained) weights, the run's
   summary, the curve, one row per episode (time, stamp, surprise, tau, pose, and its frames
-  as thumbnails), then the settings and the model names.
+  as thumbnails), a table of the suppressed candidates (time, score, reason, habituation
+  level, the event it resembled), then the settings and the model names.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +69,9 @@ def plot_surprise(
     *,
     title: str = "",
     untrained: bool = False,
+    suppressed: Sequence[tuple[int, str]] = (),
 ) -> bytes:
-    """The surprise curve as PNG bytes: s(t), tau(t) dashed, events marked in red.
+    """The surprise curve as PNG bytes: s(t), tau(t) dashed, events in red, suppressed in grey.
 
     Args:
         scores: Columns of ``scores.csv`` (:func:`surprise_memory.offline.run_record.read_scores`).
@@ -75,6 +79,7 @@ def plot_surprise(
         origin_ns: Stamp of time zero on the x axis.
         title: Title above the plot.
         untrained: Say "untrained weights" in the title.
+        suppressed: (stamp, reason) of gate candidates that did not become events.
 
     Returns:
         The PNG file's bytes.
@@ -102,6 +107,16 @@ def plot_surprise(
             i = stamp_index.get(int(e))
             y = float(s[i]) if i is not None else float(np.nanmax(s))
             ax.plot([x], [y], "o", color="#d62728", markersize=7, label="event" if k == 0 else "")
+        seen: set[str] = set()
+        for e, reason in suppressed:
+            x = (e - origin_ns) / NS_PER_SECOND
+            ax.axvline(x, color="#777777", alpha=0.6, linewidth=1.0, linestyle=":")
+            i = stamp_index.get(int(e))
+            y = float(s[i]) if i is not None else float(np.nanmax(s))
+            label = "" if reason in seen else f"suppressed ({reason})"
+            seen.add(reason)
+            marker = "x" if reason == "habituation" else "s"
+            ax.plot([x], [y], marker, color="#555555", markersize=8, mew=2, label=label)
         ax.legend(loc="upper left", fontsize=9)
     else:
         ax.text(0.5, 0.5, "no scored frame", ha="center", va="center", transform=ax.transAxes)
@@ -174,6 +189,30 @@ def time_origin_ns(store: Any) -> int | None:
     return None
 
 
+def _suppressed_table(suppressed: list[dict[str, Any]], origin: int) -> str:
+    """The gate candidates that did not become events, apart from the episodes."""
+    head = "<h2>Suppressed candidates</h2>"
+    if not suppressed:
+        return head + '<p class="muted">None: every gate candidate became an event.</p>'
+    rows = []
+    for item in suppressed:
+        similar = item.get("similar_to_ns")
+        like = "-" if similar is None else f"{(similar - origin) / NS_PER_SECOND:.2f} s"
+        rows.append(
+            f'<tr class="suppressed"><td>{(item["stamp_ns"] - origin) / NS_PER_SECOND:.2f} s</td>'
+            f"<td>{_fmt(item.get('score'))}</td><td>{_fmt(item.get('threshold'))}</td>"
+            f"<td>{html.escape(str(item.get('reason')))}</td>"
+            f"<td>{_fmt(item.get('habituation'), '.2f')}</td><td>{like}</td></tr>"
+        )
+    return (
+        head
+        + '<table class="kv" id="suppressed"><tr><th>t</th><th>surprise</th><th>τ</th>'
+        + "<th>reason</th><th>habituation h</th><th>resembled the event at</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+
+
 def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
     """The report page of a processed store, with the curve ``png`` embedded.
 
@@ -222,6 +261,12 @@ def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
                 ("events", summary.get("events")),
                 ("episodes stored", summary.get("episodes")),
                 ("episodes per minute", _fmt(summary.get("episodes_per_minute"), ".2f")),
+                ("suppressed by habituation", summary.get("suppressed_habituation", 0)),
+                ("dropped over budget", summary.get("suppressed_budget", 0)),
+                (
+                    "gate",
+                    (run.get("settings") or {}).get("baseline", {}).get("gate_mode", "surprise"),
+                ),
                 (
                     "fraction of frames stored",
                     f"{_fmt(100 * (summary.get('stored_fraction') or 0.0), '.2f')} %",
@@ -268,6 +313,7 @@ def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
             f'<div class="episode"><div class="meta">{meta}</div>'
             f'<div class="frames">{"".join(figures)}</div></div>'
         )
+    parts.append(_suppressed_table(run.get("suppressed") or [], origin))
     parts.append("<h2>Models</h2>")
     parts.append(
         _kv_table(
@@ -327,12 +373,16 @@ def write_report(
     if origin is None:
         origin = int(scores["stamp_ns"][0]) if scores["stamp_ns"].size else 0
     events = [int(e["stamp_ns"]) for e in run.get("events", [])]
+    suppressed = [(int(e["stamp_ns"]), str(e["reason"])) for e in run.get("suppressed", [])]
+    name = Path(str(run.get("input", {}).get("path", root))).name
     png = plot_surprise(
         scores,
         events,
         origin,
-        title=f"{Path(str(run.get('input', {}).get('path', root))).name}: {len(events)} events",
+        title=f"{name}: {len(events)} events"
+        + (f", {len(suppressed)} suppressed" if suppressed else ""),
         untrained=bool(run.get("untrained")),
+        suppressed=suppressed,
     )
     page = render_html(root, png)
     try:

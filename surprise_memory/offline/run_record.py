@@ -1,8 +1,11 @@
 """What an offline run leaves beside the store: ``scores.csv`` and ``run.json``.
 
-* ``scores.csv`` (:data:`SCORES_HEADER`: ``stamp_ns,score,kl,tau,triggered``): one row per
-  scored frame, written by :class:`ScoresWriter` as soon as the gate can no longer turn the
-  frame into an event; read back with :func:`read_scores`.
+* ``scores.csv`` (:data:`SCORES_HEADER`: ``stamp_ns,score,kl,tau,triggered,suppressed``):
+  one row per scored frame, written by :class:`ScoresWriter` as soon as the gate and the
+  trigger filter can no longer decide on it; ``triggered`` is 1 at events (episodes),
+  ``suppressed`` names why a gate candidate was not kept (``habituation``, ``budget``;
+  empty otherwise). Read back with :func:`read_scores` (files without the ``suppressed``
+  column, from before it existed, read with it empty).
 * ``run.json`` (``format`` :data:`RUN_FORMAT`): settings, model names, "untrained" when
   weights were random, input, counts and the :class:`RunSummary`, written with
   :func:`write_json`; read back with :func:`load_run_record`.
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from surprise_memory.errors import StoreError
+from surprise_memory.errors import InputError, StoreError
 
 if TYPE_CHECKING:
     from surprise_memory.surprise.gate import SurpriseTrigger
@@ -41,6 +44,7 @@ __all__ = [
     "SCORES_HEADER",
     "RunSummary",
     "ScoresWriter",
+    "budget_from",
     "finite_or_none",
     "load_run_record",
     "read_scores",
@@ -50,8 +54,9 @@ __all__ = [
 
 SCORES_CSV = "scores.csv"
 """File name of the per-frame scores in the store folder."""
-SCORES_HEADER = ("stamp_ns", "score", "kl", "tau", "triggered")
+SCORES_HEADER = ("stamp_ns", "score", "kl", "tau", "triggered", "suppressed")
 """Columns of ``scores.csv``."""
+_SCORES_HEADER_V1 = SCORES_HEADER[:5]  # before habituation and the budget
 RUN_RECORD = "run.json"
 """File name of the run record in the store folder."""
 RUN_FORMAT = "surprise_memory.run/1"
@@ -69,7 +74,10 @@ class RunSummary:
         padded_windows: Warm-up windows padded with the first frame (``clip_warmup: pad``),
             skipped: the scorer only takes real windows.
         scored: Frames that got a surprise score (after the scorer's W warm-up).
-        events: Gated events.
+        events: Events: gate candidates kept by the trigger filter.
+        candidates: Gate candidates (events plus suppressed ones).
+        suppressed_habituation: Candidates suppressed by habituation.
+        suppressed_budget: Candidates dropped over the episode-rate budget.
         episodes: Episodes stored.
         episodes_per_minute: ``episodes`` per minute of ``duration_s``.
         stored_frames: Frames stored in episodes.
@@ -89,6 +97,9 @@ class RunSummary:
     padded_windows: int = 0
     scored: int = 0
     events: int = 0
+    candidates: int = 0
+    suppressed_habituation: int = 0
+    suppressed_budget: int = 0
     episodes: int = 0
     episodes_per_minute: float = 0.0
     stored_frames: int = 0
@@ -111,7 +122,14 @@ class RunSummary:
                 f"frames      {self.frames} over {self.duration_s:.1f} s "
                 f"({self.windows} windows encoded, {self.scored} scored)",
                 f"events      {self.events} ({self.episodes} episodes stored, "
-                f"{self.episodes_per_minute:.2f} per minute)",
+                f"{self.episodes_per_minute:.2f} per minute)"
+                + (
+                    f"; {self.candidates} candidates, suppressed: "
+                    f"{self.suppressed_habituation} by habituation, "
+                    f"{self.suppressed_budget} over budget"
+                    if self.candidates > self.events
+                    else ""
+                ),
                 f"stored      {self.stored_frames} frames = {100 * self.stored_fraction:.2f} % "
                 "of the frames",
                 f"throughput  {self.throughput_fps:.1f} frames/s ({self.wall_s:.1f} s, models "
@@ -122,11 +140,12 @@ class RunSummary:
 
 
 class ScoresWriter:
-    """Writes the per-frame scores, each row once the gate can no longer trigger on it.
+    """Writes the per-frame scores, each row once nothing can decide on it any more.
 
     Args:
         path: The new ``scores.csv``; its header is written at once.
-        delay_ns: The gate's largest decision delay (``SurpriseGate.max_delay_ns``).
+        delay_ns: The largest decision delay (the gate's ``max_delay_ns`` plus the trigger
+            filter's).
 
     """
 
@@ -139,21 +158,30 @@ class ScoresWriter:
 
     def add(self, stamp_ns: int, score: float, kl: float, tau: float) -> None:
         """Hold the row of a scored frame (not triggered yet) until :meth:`settle`."""
-        self._rows.append([stamp_ns, score, kl, tau, 0])
+        self._rows.append([stamp_ns, score, kl, tau, 0, ""])
 
-    def mark(self, trigger: SurpriseTrigger) -> None:
-        """Mark the held row of the trigger's stamp as triggered."""
+    def mark(self, trigger: SurpriseTrigger, suppressed: str = "") -> None:
+        """Mark the held row of the trigger's stamp: triggered, or suppressed and why.
+
+        Args:
+            trigger: An event, or a suppressed gate candidate.
+            suppressed: Empty for an event, else the reason it was suppressed.
+
+        """
         for row in reversed(self._rows):
             if row[0] == trigger.stamp_ns:
-                row[4] = 1
+                if suppressed:
+                    row[5] = suppressed
+                else:
+                    row[4] = 1
                 return
 
     def settle(self, now_ns: int | None) -> None:
         """Write the rows older than the gate's delay (all of them when ``now_ns`` is None)."""
         rows = self._rows
         while rows and (now_ns is None or rows[0][0] < now_ns - self._delay_ns):
-            stamp, score, kl, tau, trig = rows.popleft()
-            self._csv.writerow([stamp, repr(score), repr(kl), repr(tau), trig])
+            stamp, score, kl, tau, trig, why = rows.popleft()
+            self._csv.writerow([stamp, repr(score), repr(kl), repr(tau), trig, why])
 
     def close(self) -> None:
         """Write every held row and close the file."""
@@ -162,10 +190,13 @@ class ScoresWriter:
 
 
 def read_scores(path: str | os.PathLike[str]) -> dict[str, npt.NDArray[Any]]:
-    """Read a ``scores.csv`` into arrays keyed by column (``stamp_ns`` int64, others float).
+    """Read a ``scores.csv`` into arrays keyed by column.
+
+    ``stamp_ns`` and ``triggered`` are int64, ``suppressed`` strings, the others float.
 
     Raises:
-        StoreError: The file is missing or its header is not :data:`SCORES_HEADER`.
+        StoreError: The file is missing or its header is neither :data:`SCORES_HEADER`
+            nor the older one without ``suppressed``.
 
     """
     path = Path(path)
@@ -173,9 +204,11 @@ def read_scores(path: str | os.PathLike[str]) -> dict[str, npt.NDArray[Any]]:
         with path.open(encoding="utf-8", newline="") as f:
             reader = csv.reader(f)
             header = tuple(next(reader, ()))
-            if header != SCORES_HEADER:
+            if header not in (SCORES_HEADER, _SCORES_HEADER_V1):
                 raise StoreError(f"{path}: header {header} is not {SCORES_HEADER}")
             rows = list(reader)
+            if header == _SCORES_HEADER_V1:
+                rows = [[*r, ""] for r in rows]
     except OSError as exc:
         raise StoreError(f"cannot read the scores {path}: {exc}") from exc
     cols = list(zip(*rows, strict=True)) if rows else [() for _ in SCORES_HEADER]
@@ -185,6 +218,7 @@ def read_scores(path: str | os.PathLike[str]) -> dict[str, npt.NDArray[Any]]:
         "kl": np.asarray([float(v) for v in cols[2]], dtype=np.float64),
         "tau": np.asarray([float(v) for v in cols[3]], dtype=np.float64),
         "triggered": np.asarray([int(v) for v in cols[4]], dtype=np.int64),
+        "suppressed": np.asarray(list(cols[5]), dtype=str),
     }
 
 
@@ -207,6 +241,33 @@ def load_run_record(store_path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
         raise StoreError(f"{path} is not a run record (format {RUN_FORMAT})")
     return data
+
+
+def budget_from(store: str | os.PathLike[str]) -> float:
+    """The episodes per minute of an earlier run: its episodes over its duration.
+
+    Args:
+        store: A store folder written by ``surprise-memory process``.
+
+    Returns:
+        ``episodes * 60 / duration_s`` from its ``run.json`` summary.
+
+    Raises:
+        StoreError: No complete run record there.
+        InputError: The run stored no episode or lasted no time.
+
+    """
+    run = load_run_record(store)
+    summary = run.get("summary") or {}
+    episodes, duration = summary.get("episodes"), summary.get("duration_s")
+    if run.get("status") != "complete" or not isinstance(episodes, int):
+        raise StoreError(f"{store}: the run did not complete; no budget to copy")
+    if episodes <= 0 or not isinstance(duration, int | float) or duration <= 0:
+        raise InputError(
+            f"{store}: {episodes} episodes over {duration} s; a baseline needs a run that "
+            "stored episodes"
+        )
+    return episodes * 60.0 / float(duration)
 
 
 def versions() -> dict[str, str]:

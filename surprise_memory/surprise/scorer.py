@@ -70,6 +70,16 @@ class SurpriseScorer:
         return self._dim
 
     @property
+    def mean(self) -> npt.NDArray[np.float64]:
+        """mu, the window's per-dimension mean that the next ``update`` scores against.
+
+        A read-only view (empty before the first embedding); copy it to keep it.
+        """
+        view = self._mean.view()
+        view.flags.writeable = False
+        return view
+
+    @property
     def ready(self) -> bool:
         """True once W embeddings are held, i.e. the next ``update`` returns a result."""
         return self._count >= self._w

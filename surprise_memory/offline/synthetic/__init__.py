@@ -2,7 +2,7 @@
 
 A robot drives along a path while its camera watches a wide scene; scripted events
 (:data:`EVENT_KINDS`: an object appears, the light changes, the camera pans, a person
-crosses) change what the camera sees. Everything is a pure function of the
+crosses, a recurring panel passes) change what the camera sees. Everything is a pure function of the
 :class:`SyntheticScene` (seed included).
 
 * :mod:`.scene`: the scene, its events, odometry, rendering and ground truth (in memory);
@@ -25,11 +25,14 @@ from surprise_memory.offline.synthetic.recording import (
 from surprise_memory.offline.synthetic.scene import (
     EVENT_KINDS,
     GROUND_TRUTH_FORMAT,
+    RECURRING_KIND,
     OdometrySample,
     ScriptedEvent,
     SyntheticScene,
     default_events,
+    frame_signature,
     ground_truth,
+    recurring_events,
     render_frame,
     synthetic_frames,
     synthetic_odometry,
@@ -38,13 +41,16 @@ from surprise_memory.offline.synthetic.scene import (
 __all__ = [
     "EVENT_KINDS",
     "GROUND_TRUTH_FORMAT",
+    "RECURRING_KIND",
     "OdometrySample",
     "ScriptedEvent",
     "SyntheticRecording",
     "SyntheticScene",
     "default_events",
+    "frame_signature",
     "ground_truth",
     "ground_truth_path",
+    "recurring_events",
     "render_frame",
     "synthetic_frames",
     "synthetic_odometry",

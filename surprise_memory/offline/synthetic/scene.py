@@ -6,7 +6,14 @@ textures drawn from ``seed``). Scripted events change what the camera sees:
 * ``object_appears``: a coloured object appears in the scene and stays;
 * ``light_change``: the light dims (or, the next time, comes back) over a short ramp;
 * ``camera_pan``: the robot turns 90 degrees to the left, so the camera pans;
-* ``person_crosses``: a person-like shape walks across the image.
+* ``person_crosses``: a person-like shape walks across the image;
+* ``panel_passes``: the same striped panel slides into view, stays, and slides out again,
+  identical every time (a re-appearing subject, like an automatic door on a patrol route;
+  :func:`recurring_events` scripts it N times among M novel events).
+
+:func:`frame_signature` is a small deterministic embedding of any frame (a colour
+thumbnail), free of ground truth, for evaluations that must not depend on what random
+model weights happen to separate.
 
 Everything is a pure function of the :class:`SyntheticScene` (seed included): the same
 scene gives the same pixels, stamps and poses on every machine, and any frame can be
@@ -37,11 +44,14 @@ from surprise_memory.stamps import NS_PER_SECOND
 __all__ = [
     "EVENT_KINDS",
     "GROUND_TRUTH_FORMAT",
+    "RECURRING_KIND",
     "OdometrySample",
     "ScriptedEvent",
     "SyntheticScene",
     "default_events",
+    "frame_signature",
     "ground_truth",
+    "recurring_events",
     "render_frame",
     "synthetic_frames",
     "synthetic_odometry",
@@ -55,11 +65,16 @@ EVENT_KINDS: dict[str, str] = {
     "light_change": "the light dims (or comes back) over a short ramp",
     "camera_pan": "the robot turns 90 degrees to the left; the camera pans with it",
     "person_crosses": "a person-like shape walks across the image from left to right",
+    "panel_passes": "the same striped panel slides into view, stays, and slides out again",
 }
 """The scripted event kinds and what each does."""
 
 _FOV_RAD = math.radians(60.0)  # horizontal field of view of the virtual camera
 _DIM = 0.55  # light factor after a dimming light change
+
+RECURRING_KIND = "panel_passes"
+"""The event kind that looks the same every time it happens (the repeats of a scene)."""
+_NOVEL_CYCLE = ("object_appears", "person_crosses", "camera_pan", "light_change")
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,60 @@ def default_events(duration_s: float) -> tuple[ScriptedEvent, ...]:
         ScriptedEvent("camera_pan", 0.60 * d, 0.60 * d + min(3.0, 0.08 * d)),
         ScriptedEvent("person_crosses", 0.80 * d, 0.80 * d + min(4.0, 0.10 * d)),
     )
+
+
+def recurring_events(
+    repeats: int, novel: int, *, first_s: float = 10.0, spacing_s: float = 8.0
+) -> tuple[ScriptedEvent, ...]:
+    """The same panel passing ``repeats`` times among ``novel`` other events.
+
+    Novel events cycle through an object appearing (a new colour and place each time), a
+    person crossing, a camera pan and a light change, so up to M = 4 no two novel events
+    are of one kind (beyond, the kinds come round again, objects in new colours); the
+    repeats are spread evenly among them (repeat first: the first occurrence is new content
+    too). Events start every ``spacing_s`` seconds from ``first_s``; a panel stays 2 s, a
+    crossing takes 3 s, a pan 2 s, a light change 0.5 s.
+
+    Args:
+        repeats: N, passes of the identical panel (>= 1).
+        novel: M, other events (>= 0).
+        first_s: Start of the first event (leave room for the encoder and gate warm-up).
+        spacing_s: Seconds between event starts (longer than an event and the gate's
+            suppression radius, so events do not merge).
+
+    Returns:
+        The events by start time; a scene for them needs ``duration_s >= first_s +
+        (repeats + novel) * spacing_s``.
+
+    Raises:
+        ConfigError: ``repeats < 1``, ``novel < 0`` or ``spacing_s < 4``.
+
+    """
+    if repeats < 1 or novel < 0:
+        raise ConfigError(f"repeats={repeats}, novel={novel}: need repeats >= 1 and novel >= 0")
+    if spacing_s < 4.0:
+        raise ConfigError(f"spacing_s={spacing_s}: must be >= 4 s (the longest event is 3 s)")
+    total = repeats + novel
+    # repeat k goes to slot round(k * total / repeats): spread evenly, the first at slot 0
+    repeat_slots = {round(k * total / repeats) for k in range(repeats)}
+    spans = {
+        "panel_passes": 2.0,
+        "person_crosses": 3.0,
+        "camera_pan": 2.0,
+        "object_appears": 0.0,
+        "light_change": 0.5,
+    }
+    events = []
+    n_novel = 0
+    for slot in range(total):
+        start = first_s + slot * spacing_s
+        if slot in repeat_slots:
+            kind = RECURRING_KIND
+        else:
+            kind = _NOVEL_CYCLE[n_novel % len(_NOVEL_CYCLE)]
+            n_novel += 1
+        events.append(ScriptedEvent(kind, start, start + spans[kind]))
+    return tuple(events)
 
 
 @dataclass(frozen=True)
@@ -328,6 +397,60 @@ def _person(img: FloatImage, cx: float, scene: SyntheticScene, phase: float, col
         )
 
 
+def _panel(img: FloatImage, scene: SyntheticScene, progress: float) -> None:
+    """The recurring panel: slides in from the right over the first quarter, out over the last.
+
+    Drawn in image coordinates with fixed colours, so every pass looks the same wherever
+    the camera points.
+    """
+    w, h = scene.width, scene.height
+    shown = _smoothstep(min(progress, 1.0 - progress) * 4.0)  # 0 -> 1 -> 0
+    width = 0.4 * w * shown
+    x0 = w - width
+    stripe = max(2.0, 0.05 * w)
+    k = 0
+    x = x0
+    while x < w:
+        color = (235.0, 200.0, 30.0) if k % 2 == 0 else (30.0, 30.0, 40.0)
+        _rect(img, (x, 0.1 * h, min(x + stripe, w), 0.9 * h), color)
+        x += stripe
+        k += 1
+
+
+def frame_signature(frame: Frame, grid: tuple[int, int] = (8, 6)) -> npt.NDArray[np.float64]:
+    """A small deterministic embedding of a frame: its colour thumbnail, values in [0, 1].
+
+    The image is area-averaged onto a ``grid`` (columns, rows) of cells, each cell giving
+    its mean red, green and blue. It knows nothing of the scripted events, so it is an
+    honest, model-free signal for evaluations on synthetic recordings (the tiny random
+    V-JEPA-2 preset carries no learned meaning).
+
+    Args:
+        frame: Any RGB frame at least ``grid`` pixels in size.
+        grid: Cells across and down.
+
+    Returns:
+        A vector of ``3 * columns * rows`` values.
+
+    Raises:
+        ConfigError: The frame is smaller than the grid.
+
+    """
+    cols, rows = grid
+    h, w = frame.rgb.shape[:2]
+    if h < rows or w < cols or cols < 1 or rows < 1:
+        raise ConfigError(f"frame of {w}x{h} pixels cannot be averaged onto a {cols}x{rows} grid")
+    img = frame.rgb.astype(np.float64)
+    ys = np.linspace(0, h, rows + 1).astype(int)
+    xs = np.linspace(0, w, cols + 1).astype(int)
+    cells = [
+        img[ys[r] : ys[r + 1], xs[c] : xs[c + 1]].mean(axis=(0, 1))
+        for r in range(rows)
+        for c in range(cols)
+    ]
+    return np.concatenate(cells) / 255.0
+
+
 def render_frame(scene: SyntheticScene, index: int) -> Frame:
     """Render frame ``index`` of the recording (any index, in any order).
 
@@ -366,6 +489,8 @@ def render_frame(scene: SyntheticScene, index: int) -> Frame:
             span = max(ev.end_s - ev.start_s, 1e-9)
             cx = -0.2 * w + 1.4 * w * (t - ev.start_s) / span
             _person(img, cx, scene, phase=8.0 * (t - ev.start_s), color=(150.0, 40.0, 40.0))
+        elif ev.kind == RECURRING_KIND and ev.start_s <= t <= ev.end_s:
+            _panel(img, scene, (t - ev.start_s) / max(ev.end_s - ev.start_s, 1e-9))
     img *= light
     noise = np.random.default_rng([scene.seed, 2, index]).normal(0.0, scene.noise, img.shape)
     rgb = np.clip(img + noise, 0, 255).astype(np.uint8)
