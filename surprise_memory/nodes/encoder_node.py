@@ -105,6 +105,7 @@ class EncoderNode(Node):
             z = self._live.encode(batch.frames, batch.index)
         except Exception as exc:  # keep serving: a failed batch is counted, not fatal
             self._stats.reject("encode", f"{type(exc).__name__}: {exc}")
+            self._stats.count("windows_dropped", len(batch.windows))  # every window counted
             return
         # latency: the batch's upload + forward, what its windows waited once taken
         self._latencies.append(time.perf_counter() - start)
