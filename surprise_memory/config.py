@@ -306,21 +306,87 @@ class EncoderConfig(ComponentConfig):
     )
     encoder_batch: int = setting(
         8,
-        "Most windows in one forward pass when many are encoded at once (offline replay).",
+        "Most windows in one forward pass: offline, windows per batch; live, the most "
+        "pending windows encoded together when the encoder falls behind the camera "
+        "(catch-up batching).",
         low=1,
         high=1024,
+    )
+    encoder_queue: int = setting(
+        16,
+        "Live: most windows waiting for the encoder; when full, the oldest is dropped and "
+        "counted (windows_dropped). The frame ring holds clip_frames + (encoder_queue + "
+        "encoder_batch) * clip_stride frames, plus clip_frames - 1 mirrored slots (151 at "
+        "the defaults: 30 MB at 256 px).",
+        low=1,
+        high=4096,
+        read_only=True,
+    )
+    encoder_batch_interval_s: float = setting(
+        0.0,
+        "Live: shortest time in seconds between two forward passes; windows arriving "
+        "meanwhile are encoded together (more windows per forward, more latency). 0 = "
+        "encode as soon as a window waits.",
+        low=0.0,
+        high=60.0,
     )
     encoder_compile: bool = setting(
         False,
         "Wrap the encoder in torch.compile (slow first call, faster afterwards on GPUs).",
         read_only=True,
     )
+    encoder_compile_mode: str = setting(
+        "default",
+        "torch.compile mode when encoder_compile is true; reduce-overhead and max-autotune "
+        "also capture CUDA graphs (batches are then padded to power-of-two sizes).",
+        choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+        read_only=True,
+    )
+    encoder_cuda_graphs: bool = setting(
+        False,
+        "Capture the eager forward as CUDA graphs, one per batch size (1, 2, 4, ... up to "
+        "encoder_batch; batches are padded up to the next): CUDA only, not with "
+        "encoder_compile.",
+        read_only=True,
+    )
+    encoder_sdpa_backend: str = setting(
+        "auto",
+        "Attention kernel of the encoder: auto (PyTorch picks), flash, efficient "
+        "(memory-efficient), cudnn, math. efficient and cudnn need CUDA; on CUDA, flash "
+        "needs bf16/fp16. A kernel that does not run here stops the node at start.",
+        choices=("auto", "flash", "efficient", "cudnn", "math"),
+        read_only=True,
+    )
+    encoder_fp8: bool = setting(
+        False,
+        "FP8 matmuls in the encoder's linear layers (torchao dynamic float8 activations "
+        "and weights): CUDA cards with FP8 (compute capability >= 8.9) and torchao installed.",
+        read_only=True,
+    )
+    encoder_pinned_upload: bool = setting(
+        True,
+        "Copy live windows' frames to the GPU from pinned host memory (asynchronous "
+        "upload); ignored on the CPU.",
+        read_only=True,
+    )
+    encoder_warmup: bool = setting(
+        True,
+        "Live: at start, encode dummy windows at every batch size the node may use, so "
+        "that compilation, CUDA-graph capture and kernel set-up do not fall on the first "
+        "frames.",
+        read_only=True,
+    )
 
     def validate(self) -> None:
-        """The window must hold whole tubelets."""
+        """The window must hold whole tubelets; CUDA graphs are captured by one path only."""
         if self.clip_frames % 2:
             raise ConfigError(
                 f"clip_frames={self.clip_frames}: must be even (V-JEPA-2 tubelets are 2 frames)"
+            )
+        if self.encoder_cuda_graphs and self.encoder_compile:
+            raise ConfigError(
+                "encoder_cuda_graphs=true with encoder_compile=true: choose one (for compiled "
+                "CUDA graphs use encoder_compile_mode: reduce-overhead)"
             )
 
 

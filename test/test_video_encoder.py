@@ -12,7 +12,12 @@ from transformers import VJEPA2Model, VJEPA2VideoProcessor
 
 from surprise_memory.config import EncoderConfig
 from surprise_memory.errors import ConfigError, InputError, ModelLoadError
-from surprise_memory.perception.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
+from surprise_memory.perception.encoders import (
+    TINY_VIDEO_WEIGHTS,
+    ForwardOptions,
+    VideoEncoder,
+    batch_buckets,
+)
 from surprise_memory.perception.frames import Frame
 
 RNG = np.random.default_rng(3)
@@ -170,3 +175,66 @@ def test_encode_stream_equals_one_window_per_frame(encoder: VideoEncoder) -> Non
         expected.append(encoder.encode_window(window.frames, prepared=True))
     assert list(stamps) == [f.stamp_ns for f in frames]
     np.testing.assert_allclose(z, np.stack(expected), rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- speed options
+
+
+def test_sdpa_backends_agree_on_the_cpu(encoder: VideoEncoder) -> None:
+    """flash and math attention give the auto back-end's embeddings (float32, CPU)."""
+    windows = [window(16, 32, 32) for _ in range(3)]
+    auto = encoder.encode_windows(windows, prepared=True)
+    for backend in ("flash", "math"):
+        cfg = EncoderConfig(
+            encoder_weights=TINY_VIDEO_WEIGHTS, encoder_device="cpu", encoder_sdpa_backend=backend
+        )
+        other = VideoEncoder.from_config(cfg).encode_windows(windows, prepared=True)
+        np.testing.assert_allclose(other, auto, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"encoder_sdpa_backend": "efficient"}, "encoder_sdpa_backend=efficient does not run"),
+        ({"encoder_cuda_graphs": True}, "encoder_cuda_graphs=true needs a CUDA device"),
+        ({"encoder_fp8": True}, "encoder_fp8=true needs a CUDA device with FP8"),
+    ],
+)
+def test_speed_options_this_machine_cannot_honour_fail_at_start(
+    settings: dict[str, object], match: str
+) -> None:
+    cfg = EncoderConfig(encoder_weights=TINY_VIDEO_WEIGHTS, encoder_device="cpu", **settings)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=match):
+        VideoEncoder.from_config(cfg)
+
+
+def test_cuda_graphs_and_compile_are_one_or_the_other() -> None:
+    with pytest.raises(ConfigError, match="choose one"):
+        EncoderConfig(encoder_cuda_graphs=True, encoder_compile=True)
+
+
+def test_fixed_shape_modes_pad_batches_to_power_of_two_sizes() -> None:
+    assert batch_buckets(8) == [1, 2, 4, 8] and batch_buckets(6) == [1, 2, 4, 6]
+    assert batch_buckets(1) == [1]
+    # torch.compile is lazy: nothing is compiled until the first call
+    enc = VideoEncoder(
+        TINY_VIDEO_WEIGHTS,
+        device="cpu",
+        batch_size=6,
+        options=ForwardOptions(compile=True, compile_mode="reduce-overhead"),
+    )
+    assert [enc.fast_forward.run_size(b) for b in range(1, 7)] == [1, 2, 4, 4, 6, 6]
+    eager = VideoEncoder(TINY_VIDEO_WEIGHTS, device="cpu", batch_size=6)
+    assert eager.fast_forward.batch_sizes == [] and eager.fast_forward.run_size(3) == 3
+
+
+def test_compiled_forward_equals_eager_on_the_cpu(encoder: VideoEncoder) -> None:
+    """torch.compile (inductor, default mode) on this CPU: about a minute, once."""
+    compiled = VideoEncoder(TINY_VIDEO_WEIGHTS, device="cpu", batch_size=2, compile=True)
+    windows = [window(16, 32, 32) for _ in range(2)]
+    np.testing.assert_allclose(
+        compiled.encode_windows(windows, prepared=True),
+        encoder.encode_windows(windows, prepared=True),
+        rtol=1e-5,
+        atol=1e-5,
+    )

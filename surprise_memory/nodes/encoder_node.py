@@ -6,7 +6,6 @@ import threading
 import time
 from array import array
 from collections import deque
-from typing import Any
 
 import numpy as np
 from rclpy.node import Node
@@ -20,45 +19,20 @@ from surprise_memory.nodes.messages import ns_to_time
 from surprise_memory.nodes.parameters import declare_settings
 from surprise_memory.nodes.qos import RELIABLE, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
-from surprise_memory.perception.encoders import VideoEncoder
-from surprise_memory.perception.window import Window
-
-
-class LatestSlot:
-    """A one-item mailbox between the camera callback and the model thread: newest wins.
-
-    ``put`` never blocks; it returns True when it replaced an item the worker had not taken
-    (a dropped window).
-    """
-
-    def __init__(self) -> None:
-        self._item: Any = None
-        self._cond = threading.Condition()
-
-    def put(self, item: Any) -> bool:
-        """Offer the newest item; True if an untaken one was replaced."""
-        with self._cond:
-            dropped = self._item is not None
-            self._item = item
-            self._cond.notify()
-        return dropped
-
-    def take(self, timeout: float) -> Any:
-        """The newest item, or None after ``timeout`` seconds."""
-        with self._cond:
-            if self._item is None:
-                self._cond.wait(timeout)
-            item, self._item = self._item, None
-        return item
+from surprise_memory.perception.catchup import CatchUpBatcher, FrameBatch
+from surprise_memory.perception.encoders import LiveWindowEncoder, VideoEncoder
 
 
 class EncoderNode(Node):
     """Buffers camera frames and encodes each window of the M newest with V-JEPA-2.
 
-    The camera callback only converts, samples and buffers frames (``WindowSampler``); the
-    model runs in its own thread. When it cannot keep up, the newest window wins and the
-    skipped ones are counted (``/diagnostics``: frames_in, windows_encoded,
-    windows_dropped, latency). Each embedding carries the stamp of its newest frame.
+    The camera callback only converts, samples and buffers frames and queues the window
+    (:class:`~surprise_memory.perception.catchup.CatchUpBatcher`); the model runs in its
+    own thread. When it falls behind, it encodes every pending window (up to
+    ``encoder_batch``) in one forward and publishes them in stamp order; only an overflow
+    of the bounded queue (``encoder_queue``) drops windows, oldest first, counted
+    (``/diagnostics``: frames_in, windows_encoded, windows_dropped, batches, batch_max,
+    latency). Each embedding carries the stamp of its newest frame.
     """
 
     def __init__(self) -> None:
@@ -67,7 +41,14 @@ class EncoderNode(Node):
         camera = CameraConfig.from_mapping(values)
         config = EncoderConfig.from_mapping(values)
         self._encoder = VideoEncoder.from_config(config)
-        self._sampler = self._encoder.make_sampler(config)
+        self._encoder.make_sampler(config)  # checks clip_frames against the tubelet size
+        self._live = LiveWindowEncoder(self._encoder)
+        if config.encoder_warmup:
+            self._live.warm_up(config.clip_frames)
+        crop = self._encoder.crop_size
+        self._batcher = CatchUpBatcher(
+            config, (crop, crop), self._encoder.prepare_frame, self._live.host_buffer
+        )
         self._window_frames = config.clip_frames
         if not self._encoder.pretrained:
             self.get_logger().warning(
@@ -79,10 +60,11 @@ class EncoderNode(Node):
             pretrained=str(self._encoder.pretrained),
             latency_mean_ms="",
             latency_p95_ms="",
+            batch_max="0",
         )
-        self._order = StampOrder(self, self._stats, self._sampler.reset)
+        self._order = StampOrder(self, self._stats, self._batcher.reset)
         self._latencies: deque[float] = deque(maxlen=500)
-        self._slot = LatestSlot()
+        self._batch_max = 0
         self._stop = threading.Event()
         self._pub = self.create_publisher(FrameEmbedding, "embedding", RELIABLE)
         subscribe_camera(self, camera, self._on_image)
@@ -98,31 +80,39 @@ class EncoderNode(Node):
         if frame is None or not self._order.check(frame.stamp_ns):
             return
         try:
-            window = self._sampler.push(frame)
+            # queues only indices of the ring buffer: no pixels are copied here
+            dropped = self._batcher.push(frame, frame.frame_id)
         except InputError as exc:
             self._stats.reject("image", str(exc))
             return
         self._order.commit(frame.stamp_ns)
-        if window is not None:
-            # the window is a view of the ring buffer, overwritten by the next frame: the
-            # model thread needs its own copy
-            owned = Window(window.stamp_ns, np.array(window.frames), window.padded)
-            if self._slot.put((owned, frame.frame_id)):
-                self._stats.count("windows_dropped")
+        if dropped:
+            self._stats.count("windows_dropped", dropped)
 
     def _encode_loop(self) -> None:
         while not self._stop.is_set():
-            item = self._slot.take(timeout=0.1)
-            if item is None:
+            batch = self._batcher.next_batch(timeout=0.1)
+            if batch is not None:
+                self._encode_batch(batch)
+
+    def _encode_batch(self, batch: FrameBatch) -> None:
+        if batch.stale:  # overwritten before the worker could copy them (it stalled)
+            self._stats.count("windows_dropped", batch.stale)
+        if not batch.windows:
+            return
+        start = time.perf_counter()
+        try:
+            z = self._live.encode(batch.frames, batch.index)
+        except Exception as exc:  # keep serving: a failed batch is counted, not fatal
+            self._stats.reject("encode", f"{type(exc).__name__}: {exc}")
+            self._stats.count("windows_dropped", len(batch.windows))  # every window counted
+            return
+        # latency: the batch's upload + forward, what its windows waited once taken
+        self._latencies.append(time.perf_counter() - start)
+        for window, embedding, valid in zip(batch.windows, z, batch.valid, strict=True):
+            if not valid:  # frames overwritten while queued (the worker stalled)
+                self._stats.count("windows_dropped")
                 continue
-            window, frame_id = item
-            start = time.perf_counter()
-            try:
-                z = self._encoder.encode_window(window.frames, prepared=True)
-            except Exception as exc:  # keep serving: one failed window is counted, not fatal
-                self._stats.reject("encode", f"{type(exc).__name__}: {exc}")
-                continue
-            self._latencies.append(time.perf_counter() - start)
             msg = FrameEmbedding(
                 model=self._encoder.model_name,
                 pretrained=self._encoder.pretrained,
@@ -130,18 +120,23 @@ class EncoderNode(Node):
                 padded_frames=window.padded,
             )
             msg.header.stamp = ns_to_time(window.stamp_ns)
-            msg.header.frame_id = frame_id
-            msg.embedding = array("f", z.astype(np.float32).tobytes())
-            self._pub.publish(msg)
+            msg.header.frame_id = window.frame_id
+            msg.embedding = array("f", embedding.astype(np.float32).tobytes())
+            self._pub.publish(msg)  # oldest first: stamp order
             self._stats.count("windows_encoded")
-            lat = np.asarray(self._latencies) * 1e3
-            self._stats.set(
-                latency_mean_ms=f"{lat.mean():.1f}", latency_p95_ms=f"{np.percentile(lat, 95):.1f}"
-            )
+        self._stats.count("batches")
+        self._batch_max = max(self._batch_max, len(batch.windows))
+        lat = np.asarray(self._latencies) * 1e3
+        self._stats.set(
+            latency_mean_ms=f"{lat.mean():.1f}",
+            latency_p95_ms=f"{np.percentile(lat, 95):.1f}",
+            batch_max=str(self._batch_max),
+        )
 
     def close(self) -> None:
         """Stop the model thread."""
         self._stop.set()
+        self._batcher.close()
         self._worker.join(timeout=5.0)
 
 

@@ -79,7 +79,13 @@ class FrameRingBuffer:
         self._transform = transform
         self._slots = np.zeros((capacity + window - 1, height, width, 3), dtype=np.uint8)
         self._stamps = np.zeros(capacity, dtype=np.int64)
-        self._count = 0  # frames pushed since the last clear
+        # Frames are numbered from 0 for the buffer's life (the *index*; ``clear`` does not
+        # renumber): frame i lives in slot i % capacity until frame i + capacity is pushed.
+        # ``_count`` = frames pushed so far, ``_start`` = index of the current sequence's
+        # first frame. Only ``push`` writes ``_count``, and only after the slot is written:
+        # :meth:`copy_frames` relies on that order (see there).
+        self._count = 0
+        self._start = 0
 
     @property
     def capacity(self) -> int:
@@ -97,18 +103,32 @@ class FrameRingBuffer:
         return self._window
 
     def __len__(self) -> int:
-        return min(self._count, self._capacity)
+        return min(self._count - self._start, self._capacity)
+
+    @property
+    def frames_pushed(self) -> int:
+        """Frames pushed over the buffer's life: the index the next frame will get."""
+        return self._count
+
+    @property
+    def sequence_start(self) -> int:
+        """Index of the first frame pushed since the last :meth:`clear`."""
+        return self._start
 
     @property
     def last_stamp_ns(self) -> int | None:
         """Stamp of the newest frame (None when empty)."""
-        if self._count == 0:
+        if self._count == self._start:
             return None
         return int(self._stamps[(self._count - 1) % self._capacity])
 
     def clear(self) -> None:
-        """Forget every frame (the storage stays allocated)."""
-        self._count = 0
+        """Forget every frame (the storage stays allocated; indices keep counting up).
+
+        Frames of the previous sequence stay readable by index (:meth:`copy_frames`)
+        until they are overwritten, so windows already handed to a worker stay valid.
+        """
+        self._start = self._count
 
     def push(self, frame: Frame) -> None:
         """Add a frame (after ``transform``), dropping the oldest when full.
@@ -138,7 +158,7 @@ class FrameRingBuffer:
         if slot < self._window - 1:
             self._slots[self._capacity + slot] = rgb
         self._stamps[slot] = frame.stamp_ns
-        self._count += 1
+        self._count += 1  # last: a reader that sees the new count sees the frame
 
     def latest(self, m: int) -> RgbArray:
         """The m most recent frames, oldest first, as one contiguous read-only view.
@@ -170,6 +190,45 @@ class FrameRingBuffer:
         view.flags.writeable = False
         return view
 
+    def copy_frames(self, first: int, last: int, out: RgbArray) -> bool:
+        """Copy frames ``first..last`` (indices, inclusive) into ``out[: last - first + 1]``.
+
+        Thread rule: one thread pushes (the camera callback) while another copies (the
+        encoder worker), without a lock, seqlock style. ``push`` writes the slot first and
+        increments the frame count last, so a push that had begun when the copy ended
+        shows as a count >= its frame's index. Frame ``first``'s slot is next written by
+        frame ``first + capacity``; if the count read after the copy is below that, no push
+        touched the slot, nor the younger frames' slots. So only the newest
+        ``capacity - 1`` frames can be copied with certainty.
+
+        Args:
+            first: Index of the oldest frame to copy.
+            last: Index of the newest frame (< :attr:`frames_pushed`).
+            out: Destination, (>= last - first + 1, height, width, 3) uint8.
+
+        Returns:
+            True when every copied frame is the one asked for; False when some were
+            overwritten before or during the copy (then frames from ``first`` up to
+            ``frames_pushed - capacity`` (read after the copy) are wrong, the rest right).
+
+        Raises:
+            InputError: An index out of range or ``out`` too small.
+
+        """
+        n = last - first + 1
+        if first < 0 or n < 1 or last >= self._count:
+            raise InputError(
+                f"copy_frames({first}, {last}): frames 0..{self._count - 1} were pushed"
+            )
+        if out.shape[0] < n or out.shape[1:] != self._shape:
+            raise InputError(f"copy_frames: out of shape {out.shape} cannot take {n} frames")
+        lo, cap = first % self._capacity, self._capacity
+        head = min(n, cap - lo)
+        out[:head] = self._slots[lo : lo + head]
+        if head < n:  # the range wraps around the end of the ring
+            out[head:n] = self._slots[: n - head]
+        return self._count < first + cap
+
 
 # --------------------------------------------------------------------------- sampler
 
@@ -183,12 +242,18 @@ class Window:
         frames: (M, h, w, 3) uint8, oldest first; a read-only view into the ring buffer
             (valid until the next push) or, while padding, a new array.
         padded: Leading frames that repeat the first frame (warm-up 'pad'), else 0.
+        end_index: Ring-buffer index of the newest frame (-1 when not from a buffer).
+        first_index: Ring-buffer index of the oldest distinct frame; frame j of the
+            window is index ``max(end_index - M + 1 + j, first_index)`` (padding repeats
+            the sequence's first frame). Workers that copy frames themselves use these.
 
     """
 
     stamp_ns: int
     frames: RgbArray
     padded: int = 0
+    end_index: int = -1
+    first_index: int = -1
 
 
 class WindowSampler:
@@ -210,6 +275,9 @@ class WindowSampler:
         warmup: 'pad' or 'wait'.
         transform: ``rgb -> rgb`` of shape ``frame_shape`` (e.g.
             ``VideoEncoder.prepare_frame``).
+        spare: Frames held beyond M, so that windows handed to a worker by index stay
+            in the buffer while newer frames come (see
+            :class:`~surprise_memory.perception.catchup.CatchUpBatcher`).
 
     Raises:
         ConfigError: A setting is out of range.
@@ -225,7 +293,10 @@ class WindowSampler:
         input_fps: float = 0.0,
         warmup: str = "pad",
         transform: FrameTransform | None = None,
+        spare: int = 0,
     ) -> None:
+        if spare < 0:
+            raise ConfigError(f"spare={spare}: must be >= 0")
         cfg = EncoderConfig(
             clip_frames=clip_frames, clip_stride=stride, input_fps=input_fps, clip_warmup=warmup
         )
@@ -234,7 +305,7 @@ class WindowSampler:
         self._period_ns = 0 if cfg.input_fps == 0 else round(NS_PER_SECOND / cfg.input_fps)
         self._pad = cfg.clip_warmup == "pad"
         self._buffer = FrameRingBuffer(
-            self._m, frame_shape[0], frame_shape[1], window=self._m, transform=transform
+            self._m + spare, frame_shape[0], frame_shape[1], window=self._m, transform=transform
         )
         self._due_ns = -math.inf
         self._since_window = 0
@@ -246,6 +317,7 @@ class WindowSampler:
         config: EncoderConfig,
         frame_shape: tuple[int, int],
         transform: FrameTransform | None = None,
+        spare: int = 0,
     ) -> WindowSampler:
         """Build a sampler from the encoder config (clip_frames, clip_stride, ...)."""
         return cls(
@@ -255,7 +327,18 @@ class WindowSampler:
             input_fps=config.input_fps,
             warmup=config.clip_warmup,
             transform=transform,
+            spare=spare,
         )
+
+    @property
+    def clip_frames(self) -> int:
+        """M, frames per window."""
+        return self._m
+
+    @property
+    def stride(self) -> int:
+        """A window every ``stride``-th kept frame."""
+        return self._stride
 
     @property
     def buffer(self) -> FrameRingBuffer:
@@ -308,8 +391,11 @@ class WindowSampler:
             return None
         self._since_window = 0
         self._windows += 1
+        end = self._buffer.frames_pushed - 1
         if held >= self._m:
-            return Window(frame.stamp_ns, self._buffer.latest(self._m))
+            frames = self._buffer.latest(self._m)
+            return Window(frame.stamp_ns, frames, 0, end, end - self._m + 1)
         frames = self._buffer.latest(held)
         pad = np.repeat(frames[:1], self._m - held, axis=0)
-        return Window(frame.stamp_ns, np.concatenate([pad, frames]), padded=self._m - held)
+        padded = self._m - held
+        return Window(frame.stamp_ns, np.concatenate([pad, frames]), padded, end, end - held + 1)

@@ -8,9 +8,20 @@
 Both load weights from a hub id, a local folder, or ``random`` (seeded, untrained; tiny
 presets of the real architectures for tests), and expose ``model_name``, ``pretrained`` and
 ``dim`` for the store and the messages.
+
+* :class:`LiveWindowEncoder`: the live encoder's forward over catch-up batches (distinct
+  frames uploaded once, overlapping windows gathered on the device).
+* :class:`FastForward` / :class:`ForwardOptions`: the speed options of the forward
+  (torch.compile, CUDA graphs, SDPA back-end, FP8).
 """
 
+from surprise_memory.perception.encoders.acceleration import (
+    FastForward,
+    ForwardOptions,
+    batch_buckets,
+)
 from surprise_memory.perception.encoders.image_text import PE_MEAN, PE_STD, ImageTextEmbedder
+from surprise_memory.perception.encoders.live import LiveWindowEncoder
 from surprise_memory.perception.encoders.loading import (
     WeightsSource,
     check_hub_reachable,
@@ -33,6 +44,7 @@ from surprise_memory.perception.encoders.video import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     VideoEncoder,
+    encode_stream,
     resize_shortest_edge_and_crop,
 )
 
@@ -47,10 +59,15 @@ __all__ = [
     "TINY_VIDEO_WEIGHTS",
     "VJEPA2_PRESETS",
     "VJEPA2_VITL_FPC64",
+    "FastForward",
+    "ForwardOptions",
     "ImageTextEmbedder",
+    "LiveWindowEncoder",
     "VideoEncoder",
     "WeightsSource",
+    "batch_buckets",
     "check_hub_reachable",
+    "encode_stream",
     "hub_offline",
     "parse_weights",
     "register_open_clip_configs",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -29,6 +29,7 @@ import torch
 
 from surprise_memory.config import EncoderConfig
 from surprise_memory.errors import InputError, ModelLoadError
+from surprise_memory.perception.encoders.acceleration import FastForward, ForwardOptions
 from surprise_memory.perception.encoders.loading import (
     check_hub_reachable,
     parse_weights,
@@ -40,7 +41,14 @@ from surprise_memory.perception.encoders.presets import VJEPA2_PRESETS, VJEPA2_V
 from surprise_memory.perception.frames import Frame
 from surprise_memory.perception.window import WindowSampler
 
-__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "VideoEncoder", "resize_shortest_edge_and_crop"]
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "VideoEncoder",
+    "WindowLike",
+    "encode_stream",
+    "resize_shortest_edge_and_crop",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -113,14 +121,19 @@ class VideoEncoder:
             Random weights are untrained: ``model_name`` says so and a warning is logged.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
         dtype: ``auto`` (bf16 on CUDA, fp32 on CPU), ``bfloat16``, ``float16``, ``float32``.
-        batch_size: Most windows per forward in :meth:`encode_windows`.
-        compile: Wrap the model in ``torch.compile``.
+        batch_size: Most windows per forward in :meth:`encode_windows` (and the largest
+            batch :meth:`warm_up` prepares for).
+        compile: Wrap the model in ``torch.compile`` (shorthand for ``options``).
+        options: Speed options of the forward (compile mode, CUDA graphs, SDPA back-end,
+            FP8); see :mod:`~surprise_memory.perception.encoders.acceleration`.
+        pinned_upload: Host buffers from :meth:`host_buffer` are pinned (CUDA only).
         seed: Seed of a random init (the caller's RNG state is left untouched).
         hub_timeout_s: How long to wait for the hub when the weights are not cached.
 
     Raises:
         ModelLoadError: The weights cannot be loaded (message says how to give a folder).
-        ConfigError: Bad device/dtype, or a device that is not there.
+        ConfigError: Bad device/dtype, a device that is not there, or a speed option this
+            machine cannot honour.
 
     """
 
@@ -132,6 +145,8 @@ class VideoEncoder:
         dtype: str = "auto",
         batch_size: int = 8,
         compile: bool = False,
+        options: ForwardOptions | None = None,
+        pinned_upload: bool = True,
         seed: int = 0,
         hub_timeout_s: float = 10.0,
     ) -> None:
@@ -148,11 +163,9 @@ class VideoEncoder:
         self._dim = int(cfg.hidden_size)
         self._mean = torch.tensor(IMAGENET_MEAN, device=self._device) * (1.0 / (1.0 / 255.0))
         self._std = torch.tensor(IMAGENET_STD, device=self._device) * (1.0 / (1.0 / 255.0))
-        self._mean = self._mean.view(1, 1, 3, 1, 1)
-        self._std = self._std.view(1, 1, 3, 1, 1)
-        self._forward: Callable[..., Any] = self._model
-        if compile:
-            self._forward = torch.compile(self._model)
+        opts = options or ForwardOptions(compile=compile)
+        self._fast = FastForward(self._model, opts, self._device, self._dtype, self._batch_size)
+        self._pinned = pinned_upload and self._device.type == "cuda"
         if not self._pretrained:
             _log.warning(
                 "video encoder %s: random weights, embeddings and surprise are untrained",
@@ -167,7 +180,8 @@ class VideoEncoder:
             device=config.encoder_device,
             dtype=config.encoder_dtype,
             batch_size=config.encoder_batch,
-            compile=config.encoder_compile,
+            options=ForwardOptions.from_config(config),
+            pinned_upload=config.encoder_pinned_upload,
             seed=seed,
         )
 
@@ -199,6 +213,11 @@ class VideoEncoder:
         return self._tubelet
 
     @property
+    def batch_size(self) -> int:
+        """Most windows per forward of :meth:`encode_windows`."""
+        return self._batch_size
+
+    @property
     def device(self) -> torch.device:
         """Where the model runs."""
         return self._device
@@ -207,6 +226,16 @@ class VideoEncoder:
     def dtype(self) -> torch.dtype:
         """Compute dtype of the model."""
         return self._dtype
+
+    @property
+    def fast_forward(self) -> FastForward:
+        """The forward with its speed options (batch sizes it runs at, ...)."""
+        return self._fast
+
+    @property
+    def pinned_upload(self) -> bool:
+        """Whether live frames are staged in pinned memory (CUDA with the option on)."""
+        return self._pinned
 
     @property
     def model(self) -> torch.nn.Module:
@@ -311,9 +340,20 @@ class VideoEncoder:
             else:
                 x = resize_shortest_edge_and_crop(x, self._crop)
             batch.append(x)
-        video = torch.stack(batch).to(torch.float32)
-        video = video.sub_(self._mean).div_(self._std)
-        return video.to(self._dtype)
+        return self.normalize(torch.stack(batch))
+
+    def normalize(self, video: torch.Tensor) -> torch.Tensor:
+        """``(x - 255*mean) / (255*std)`` in float32, cast to the model dtype.
+
+        Args:
+            video: uint8 (..., 3, H, W) on the model device.
+
+        Returns:
+            The model input, same shape, model dtype.
+
+        """
+        video = video.to(torch.float32).sub_(self._mean.view(3, 1, 1))
+        return video.div_(self._std.view(3, 1, 1)).to(self._dtype)
 
     def forward_features(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """Encoder forward on model input and mean pooling over tokens.
@@ -325,10 +365,7 @@ class VideoEncoder:
             (B, dim) float32 tensor on the device.
 
         """
-        with torch.inference_mode():
-            out = self._forward(pixel_values_videos=pixel_values, skip_predictor=True)
-            pooled: torch.Tensor = out.last_hidden_state.float().mean(dim=1)
-            return pooled
+        return self._fast(pixel_values)
 
     def encode_windows(
         self, windows: Sequence[WindowLike] | WindowLike, *, prepared: bool = False
@@ -372,31 +409,38 @@ class VideoEncoder:
     def encode_stream(
         self, frames: Iterable[Frame], config: EncoderConfig | None = None
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-        """Embed a whole clip: one window per sampled frame (``config``), batched.
+        """Embed a whole clip, one window per sampled frame: see :func:`encode_stream`."""
+        return encode_stream(self, frames, config)
 
-        For evaluations over short clips held in memory (GEBD, benchmarks); the robot and
-        ``surprise-memory process`` stream instead.
 
-        Returns:
-            (N, dim) embeddings and the (N,) stamps of the windows' newest frames.
+def encode_stream(
+    encoder: VideoEncoder, frames: Iterable[Frame], config: EncoderConfig | None = None
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    """Embed a whole clip: one window per sampled frame (``config``), batched.
 
-        """
-        sampler = self.make_sampler(config or EncoderConfig())
-        windows: list[npt.NDArray[np.uint8]] = []
-        stamps: list[int] = []
-        parts = [np.zeros((0, self._dim), dtype=np.float32)]
-        for frame in frames:
-            window = sampler.push(frame)
-            if window is None:
-                continue
-            windows.append(np.array(window.frames))  # the view is overwritten next push
-            stamps.append(window.stamp_ns)
-            if len(windows) == self._batch_size:  # encode as we go: a batch in memory
-                parts.append(self.encode_windows(windows, prepared=True))
-                windows = []
-        if windows:
-            parts.append(self.encode_windows(windows, prepared=True))
-        return np.concatenate(parts), np.asarray(stamps, dtype=np.int64)
+    For evaluations over short clips held in memory (GEBD, benchmarks); the robot and
+    ``surprise-memory process`` stream instead.
+
+    Returns:
+        (N, dim) embeddings and the (N,) stamps of the windows' newest frames.
+
+    """
+    sampler = encoder.make_sampler(config or EncoderConfig())
+    windows: list[npt.NDArray[np.uint8]] = []
+    stamps: list[int] = []
+    parts = [np.zeros((0, encoder.dim), dtype=np.float32)]
+    for frame in frames:
+        window = sampler.push(frame)
+        if window is None:
+            continue
+        windows.append(np.array(window.frames))  # the view is overwritten next push
+        stamps.append(window.stamp_ns)
+        if len(windows) == encoder.batch_size:  # encode as we go: a batch in memory
+            parts.append(encoder.encode_windows(windows, prepared=True))
+            windows = []
+    if windows:
+        parts.append(encoder.encode_windows(windows, prepared=True))
+    return np.concatenate(parts), np.asarray(stamps, dtype=np.int64)
 
 
 def _load_vjepa2(
