@@ -115,16 +115,19 @@ def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
 
 @contextlib.contextmanager
 def node_processes(
-    workdir: Path, params: dict[str, Any], env: dict[str, str]
+    workdir: Path,
+    params: dict[str, Any],
+    env: dict[str, str],
+    names: tuple[str, ...] = NODES,
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Start the encoder and scorer nodes; stop them on exit, whatever happened."""
+    """Start the nodes (default: encoder and scorer); stop them on exit, whatever happened."""
     import yaml
 
     params_path = workdir / "params.yaml"
     params_path.write_text(yaml.safe_dump(params), encoding="utf-8")
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        for name in NODES:
+        for name in names:
             cmd = [sys.executable, node_executable(name), "--ros-args"]
             cmd += [
                 "--params-file",
