@@ -6,6 +6,7 @@ import math
 import os
 import queue
 import threading
+import time
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -38,6 +39,7 @@ from surprise_memory.srv import RetrieveEpisodes
 from surprise_memory.surprise.gate import SurpriseTrigger
 
 _PENDING_EPISODES = 32  # episodes waiting for the embedder; more means it cannot keep up
+_CLOSE_TIMEOUT_S = 45.0  # shutdown's wait for pending episodes (launch: sigterm_timeout 60 s)
 
 
 def episode_to_msg(record: EpisodeRecord, images: list[np.ndarray] | None = None) -> Episode:
@@ -106,6 +108,7 @@ class MemoryNode(Node):
         )
         # fires on wall time; compares with the node's clock (sim time during a bag replay)
         self.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._give_up = threading.Event()  # shutdown took too long: stop storing
         self._worker = threading.Thread(target=self._store_loop, name="episodes", daemon=True)
         self._worker.start()
         self.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
@@ -152,7 +155,7 @@ class MemoryNode(Node):
 
     # --- storing (worker thread) ---
     def _store_loop(self) -> None:
-        while (episode := self._work.get()) is not None:
+        while (episode := self._work.get()) is not None and not self._give_up.is_set():
             event = self._events.pop(episode.trigger.stamp_ns, None)
             try:
                 record = self._store_episode(episode, event)
@@ -239,13 +242,31 @@ class MemoryNode(Node):
         )
 
     def close(self) -> None:
-        """Store the episodes still pending (end of a bag), then close the store."""
+        """Store the episodes still pending (end of a bag), then close the store.
+
+        Bounded: at most ``_PENDING_EPISODES`` episodes are queued, and after
+        ``_CLOSE_TIMEOUT_S`` (the launch file gives the node longer before SIGTERM) the
+        worker stops after the episode it is storing; the episodes left are reported, not
+        silently dropped. The worker is always joined before the store closes: a thread
+        still inside the model at the interpreter's exit aborts the process.
+        """
         self._enqueue(self._assembler.flush())
+        left = self._work.qsize()
+        if left:
+            self.get_logger().info(f"storing {left} pending episode(s) before exiting")
+        deadline = time.monotonic() + _CLOSE_TIMEOUT_S
         try:
-            self._work.put(None, timeout=30.0)
-        except queue.Full:
-            self.get_logger().error("episodes still queued at shutdown were not stored")
-        self._worker.join(timeout=30.0)
+            self._work.put(None, timeout=_CLOSE_TIMEOUT_S)
+        except queue.Full:  # still full at the deadline: the worker stops after this one
+            self._give_up.set()
+        self._worker.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self._worker.is_alive():
+            self._give_up.set()
+            self._worker.join()
+            self.get_logger().error(
+                f"{self._work.qsize()} episode(s) not stored within {_CLOSE_TIMEOUT_S:.0f} s "
+                "of shutdown"
+            )
         self._store.close()
 
 
