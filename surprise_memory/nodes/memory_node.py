@@ -31,7 +31,7 @@ from surprise_memory.nodes.messages import (
     time_to_ns,
 )
 from surprise_memory.nodes.parameters import declare_settings
-from surprise_memory.nodes.qos import RELIABLE, subscribe_camera
+from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
 from surprise_memory.perception.encoders import ImageTextEmbedder
 from surprise_memory.perception.frames import rgb_from_image_msg
@@ -94,9 +94,18 @@ class MemoryNode(Node):
         )
         self._order = StampOrder(self, self._stats, self._reset)
         self._work: queue.Queue[EpisodeFrames | None] = queue.Queue(maxsize=_PENDING_EPISODES)
-        self._episode_pub = self.create_publisher(Episode, "episodes", RELIABLE)
+        self._episode_pub = self.create_publisher(
+            Episode, "episodes", LATCHED, qos_overriding_options=overridable()
+        )
         subscribe_camera(self, camera, self._on_image)
-        self.create_subscription(SurpriseEvent, "events", self._on_event, RELIABLE)
+        # transient local: events published before this node joined (or restarted) arrive
+        self.create_subscription(
+            SurpriseEvent,
+            "events",
+            self._on_event,
+            LATCHED,
+            qos_overriding_options=overridable(),
+        )
         # queries (which may run the text/image tower) in their own group and thread, so a
         # retrieval never holds up the camera callback; the store and the embedder lock
         # make the two safe together
@@ -130,7 +139,14 @@ class MemoryNode(Node):
         if not math.isfinite(msg.score):
             self._stats.reject("event", f"event at {stamp} ns has score {msg.score}")
             return
+        if self._already_stored(stamp):
+            # a restarted node gets the recent events again (transient local): one episode
+            # per trigger, as before the restart
+            self._stats.count("events_already_stored")
+            return
         self._events[stamp] = msg
+        while len(self._events) > 2 * LATCHED_DEPTH:  # triggers that got no frames
+            self._events.pop(next(iter(self._events)))
         trigger = SurpriseTrigger(
             stamp_ns=stamp,
             score=msg.score,
@@ -140,6 +156,12 @@ class MemoryNode(Node):
         )
         self._stats.count("events_in")
         self._enqueue(self._assembler.add_trigger(trigger))
+
+    def _already_stored(self, stamp_ns: int) -> bool:
+        if stamp_ns in self._events:
+            return True
+        query = RetrievalQuery(start_ns=stamp_ns, end_ns=stamp_ns, max_results=1)
+        return bool(self._store.retrieve(query))
 
     def _on_timer(self) -> None:
         # a camera that stopped: build episodes whose window ended long enough ago
