@@ -1,11 +1,16 @@
 """Launch the surprise_memory pipeline: encoder_node, scorer_node and memory_node.
 
     ros2 launch surprise_memory surprise_memory.launch.py image_topic:=/camera/image_raw \
-        use_sim_time:=false params_file:=<yaml> device:=auto store_path:=~/.ros/surprise_memory
+        use_sim_time:=false params_file:=<yaml> device:=cpu store_path:=/data/episodes
 
 All three nodes run in the /surprise_memory namespace; their topics (embedding, surprise,
 events, episodes) and the retrieve_episodes service are relative to it. The camera topic is
 remapped onto the encoder's and the memory node's `image` input.
+
+The params file is the one place of every setting. The launch arguments in
+:data:`ARGUMENT_PARAMETERS` (``device``, ``store_path``) are shortcuts onto parameters of the
+params file: left empty (their default) they change nothing, so the params file's value
+stands; given, they override it on the nodes named there.
 """
 
 from __future__ import annotations
@@ -13,16 +18,62 @@ from __future__ import annotations
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.launch_context import LaunchContext
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
 from launch import LaunchDescription
 
+NODES = ("encoder_node", "scorer_node", "memory_node")
+"""The nodes of the pipeline, by executable (= node name)."""
+
+ARGUMENT_PARAMETERS: dict[str, dict[str, str]] = {
+    "device": {"encoder_node": "encoder_device", "memory_node": "embedder_device"},
+    "store_path": {"memory_node": "store_path"},
+}
+"""Launch argument -> {node: the parameter it sets}; an empty argument sets nothing."""
+
+CAMERA_NODES = ("encoder_node", "memory_node")
+"""The nodes whose ``image`` input is remapped onto ``image_topic``."""
+
+SIGTERM_TIMEOUT_S = {"encoder_node": "10", "scorer_node": "10", "memory_node": "60"}
+"""Seconds between launch's SIGINT and its SIGTERM. The memory node embeds and stores the
+episodes still pending at shutdown (at most 32, bounded by its queue), which takes longer
+than launch's default of 5 s with the full-size embedder on a CPU."""
+
+
+def _nodes(context: LaunchContext) -> list[Node]:
+    """The three nodes, with the launch arguments that were given applied."""
+    sim_time = ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
+    given = {arg: LaunchConfiguration(arg).perform(context).strip() for arg in ARGUMENT_PARAMETERS}
+    nodes = []
+    for name in NODES:
+        overrides: dict[str, object] = {"use_sim_time": sim_time}
+        for arg, targets in ARGUMENT_PARAMETERS.items():
+            if given[arg] and name in targets:
+                overrides[targets[name]] = given[arg]
+        image = [("image", LaunchConfiguration("image_topic"))] if name in CAMERA_NODES else []
+        nodes.append(
+            Node(
+                package="surprise_memory",
+                executable=name,
+                name=name,
+                namespace="surprise_memory",
+                parameters=[LaunchConfiguration("params_file"), overrides],
+                remappings=image,
+                arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
+                output="screen",
+                emulate_tty=True,
+                sigterm_timeout=SIGTERM_TIMEOUT_S[name],
+            )
+        )
+    return nodes
+
 
 def generate_launch_description() -> LaunchDescription:
-    """The three nodes with their launch arguments."""
+    """The launch arguments and the three nodes."""
     share = get_package_share_directory("surprise_memory")
     args = [
         DeclareLaunchArgument(
@@ -39,57 +90,18 @@ def generate_launch_description() -> LaunchDescription:
             description="Parameters of the three nodes",
         ),
         DeclareLaunchArgument(
-            "device", default_value="auto", description="Model device: auto, cuda or cpu"
+            "device",
+            default_value="",
+            description="Model device of encoder and embedder (auto, cpu, cuda, cuda:N); "
+            "empty = the params file's encoder_device / embedder_device",
         ),
         DeclareLaunchArgument(
             "store_path",
-            default_value=os.path.join(os.path.expanduser("~"), ".ros", "surprise_memory"),
-            description="Folder of the episode store",
+            default_value="",
+            description="Folder of the episode store; empty = the params file's store_path",
         ),
         DeclareLaunchArgument(
             "log_level", default_value="info", description="Log level of the three nodes"
         ),
     ]
-    sim_time = ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
-    common = {
-        "namespace": "surprise_memory",
-        "output": "screen",
-        "emulate_tty": True,
-        "arguments": ["--ros-args", "--log-level", LaunchConfiguration("log_level")],
-    }
-    params = LaunchConfiguration("params_file")
-    image = [("image", LaunchConfiguration("image_topic"))]
-    device = LaunchConfiguration("device")
-    nodes = [
-        Node(
-            package="surprise_memory",
-            executable="encoder_node",
-            name="encoder_node",
-            parameters=[params, {"use_sim_time": sim_time, "device": device}],
-            remappings=image,
-            **common,
-        ),
-        Node(
-            package="surprise_memory",
-            executable="scorer_node",
-            name="scorer_node",
-            parameters=[params, {"use_sim_time": sim_time}],
-            **common,
-        ),
-        Node(
-            package="surprise_memory",
-            executable="memory_node",
-            name="memory_node",
-            parameters=[
-                params,
-                {
-                    "use_sim_time": sim_time,
-                    "embedder_device": device,
-                    "store_path": LaunchConfiguration("store_path"),
-                },
-            ],
-            remappings=image,
-            **common,
-        ),
-    ]
-    return LaunchDescription([*args, *nodes])
+    return LaunchDescription([*args, OpaqueFunction(function=_nodes)])

@@ -46,7 +46,6 @@ PROG = "surprise-memory"
 _PROCESS_EXCLUDED = {
     "store_path": "the store is --out",
     "odom_topic": "poses come from --pose-topic",
-    "tf_timeout_seconds": "no tf listener offline",
 }
 _ALIASES = {"encoder_batch": ("--batch",), "encoder_weights": ("--weights",)}
 _ALIASES["gate_mode"] = ("--gate",)  # --gate uniform|random: the paper's baselines

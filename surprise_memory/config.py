@@ -505,12 +505,6 @@ class PoseConfig(ComponentConfig):
         low=0.0,
         high=60.0,
     )
-    tf_timeout_seconds: float = setting(
-        0.05,
-        "How long the tf lookup may wait for the transform at the event stamp.",
-        low=0.0,
-        high=5.0,
-    )
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ def processed(
 def test_help_lists_every_setting_with_its_default() -> None:
     proc = run(REPO.parent, "process", "--help")
     text = "".join(proc.stdout.split())  # argparse wraps lines, also at hyphens
-    excluded = {"store_path", "odom_topic", "tf_timeout_seconds", "image_transport"}
+    excluded = {"store_path", "odom_topic", "image_transport"}
     for _cls, spec in iter_settings():
         if spec.name in excluded:
             continue

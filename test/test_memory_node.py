@@ -29,6 +29,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.msg import Episode, SurpriseEvent
 from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time
+from surprise_memory.nodes.qos import LATCHED
 
 NS = "/surprise_memory"
 CAMERA = "/mem_camera/image"
@@ -99,7 +100,7 @@ def test_memory_node_on_its_own(tmp_path: Path, compressed: bool) -> None:
     inbox = _Inbox()
     msg_type = CompressedImage if compressed else Image
     cam = node.create_publisher(msg_type, CAMERA, RELIABLE)
-    events = node.create_publisher(SurpriseEvent, f"{NS}/events", RELIABLE)
+    events = node.create_publisher(SurpriseEvent, f"{NS}/events", LATCHED)  # as the scorer
     node.create_subscription(Episode, f"{NS}/episodes", inbox.episodes.append, RELIABLE)
     node.create_subscription(DiagnosticArray, "/diagnostics", inbox.on_diag, 50)
     try:

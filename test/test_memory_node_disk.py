@@ -27,6 +27,7 @@ from test_memory_node import CAMERA, FPS, NS, _event, _image, _Inbox, _params
 
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.msg import Episode, SurpriseEvent
+from surprise_memory.nodes.qos import LATCHED
 
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -66,7 +67,7 @@ def test_full_disk_then_space_back(tmp_path: Path) -> None:
         node = Node("memory_disk_test")
         inbox = _Inbox()
         cam = node.create_publisher(Image, CAMERA, RELIABLE)
-        events = node.create_publisher(SurpriseEvent, f"{NS}/events", RELIABLE)
+        events = node.create_publisher(SurpriseEvent, f"{NS}/events", LATCHED)  # as the scorer
         node.create_subscription(Episode, f"{NS}/episodes", inbox.episodes.append, RELIABLE)
         node.create_subscription(DiagnosticArray, "/diagnostics", inbox.on_diag, 50)
         frame = 0

@@ -22,6 +22,7 @@ from test_memory_node import CAMERA, FPS, NS, T_CAM, _event, _image, _params
 
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.msg import Episode, SurpriseEvent
+from surprise_memory.nodes.qos import LATCHED
 
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -43,7 +44,7 @@ def test_kill_9_mid_ingest_loses_no_announced_episode(tmp_path: Path) -> None:
     node = Node("memory_kill_test")
     announced: list[Episode] = []
     cam = node.create_publisher(Image, CAMERA, RELIABLE)
-    events = node.create_publisher(SurpriseEvent, f"{NS}/events", RELIABLE)
+    events = node.create_publisher(SurpriseEvent, f"{NS}/events", LATCHED)  # as the scorer
     node.create_subscription(Episode, f"{NS}/episodes", announced.append, RELIABLE)
     log = tmp_path / "memory_node.log"
     proc = _start(args, log)

@@ -29,7 +29,7 @@ def test_errors_of_one_item_are_reported_and_the_thread_goes_on() -> None:
     )
     for i in range(6):
         assert writer.put(i)
-    assert writer.close(timeout=10.0)
+    assert writer.close(timeout=10.0) == 0
     assert done == [(0, 0), (1, 10), (3, 30), (5, 50)]
     assert errors == [(2, "RuntimeError"), (4, "StoreError")]
     assert writer.failed == 2 and not writer.alive
@@ -49,7 +49,7 @@ def test_a_failing_callback_is_reported_and_stops_nothing() -> None:
     )
     for i in range(3):
         writer.put(i)
-    assert writer.close(timeout=10.0)
+    assert writer.close(timeout=10.0) == 0
     assert seen == [0, 2] and errors == [1]
 
 
@@ -68,7 +68,7 @@ def test_a_full_queue_refuses_without_blocking() -> None:
     assert writer.put(1) and writer.put(2)
     assert not writer.put(3)  # full: the caller counts the drop
     gate.set()
-    assert writer.close(timeout=10.0)
+    assert writer.close(timeout=10.0) == 0
 
 
 @pytest.mark.parametrize("capacity", [1, 8])
@@ -82,5 +82,23 @@ def test_close_writes_what_is_queued(capacity: int) -> None:
     )
     for i in range(capacity):
         writer.put(i)
-    assert writer.close(timeout=10.0)
+    assert writer.close(timeout=10.0) == 0
     assert out == list(range(capacity))
+
+
+def test_close_gives_up_after_its_timeout_but_always_joins() -> None:
+    gate = threading.Event()
+    out: list[int] = []
+
+    def slow(item: int) -> int:
+        gate.wait(0.5)  # each item takes 0.5 s
+        return item
+
+    writer: EpisodeWriter[int, int] = EpisodeWriter(
+        slow, on_done=lambda i, r: out.append(r), on_error=lambda i, e: None, capacity=8
+    )
+    for i in range(6):
+        writer.put(i)
+    left = writer.close(timeout=0.8)  # time for about two items
+    assert not writer.alive  # joined: never left running inside the work
+    assert 1 <= len(out) <= 3 and left == 6 - len(out)

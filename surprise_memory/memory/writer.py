@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -48,6 +49,7 @@ class EpisodeWriter(Generic[T, R]):
         self._on_error = on_error
         self._queue: queue.Queue[tuple[T] | None] = queue.Queue(maxsize=capacity)
         self._failed = 0
+        self._give_up = threading.Event()  # close() ran out of time: stop after this item
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -74,17 +76,30 @@ class EpisodeWriter(Generic[T, R]):
             return False
         return True
 
-    def close(self, timeout: float) -> bool:
-        """Write what is queued, then stop the thread; True if it finished within ``timeout``."""
+    def close(self, timeout: float) -> int:
+        """Write what is queued within ``timeout`` seconds, then stop; always joins the thread.
+
+        Past the deadline the thread stops after the item it is writing (a thread still
+        inside a model when the interpreter exits aborts the process, so it is never left
+        running); the items left are not written.
+
+        Returns:
+            How many queued items were not written (0 when all were).
+
+        """
+        deadline = time.monotonic() + timeout
         try:
             self._queue.put(None, timeout=timeout)
         except queue.Full:
-            return False
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+            self._give_up.set()
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            self._give_up.set()
+            self._thread.join()
+        return sum(1 for entry in list(self._queue.queue) if entry is not None)
 
     def _loop(self) -> None:
-        while (entry := self._queue.get()) is not None:
+        while not self._give_up.is_set() and (entry := self._queue.get()) is not None:
             (item,) = entry
             try:
                 self._on_done(item, self._write(item))

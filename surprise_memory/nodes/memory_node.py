@@ -32,7 +32,7 @@ from surprise_memory.nodes.messages import (
     time_to_ns,
 )
 from surprise_memory.nodes.parameters import declare_settings
-from surprise_memory.nodes.qos import RELIABLE, subscribe_camera
+from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
 from surprise_memory.perception.encoders import ImageTextEmbedder
 from surprise_memory.perception.frames import compressed_frame_from_msg, rgb_from_image_msg
@@ -40,6 +40,7 @@ from surprise_memory.srv import RetrieveEpisodes
 from surprise_memory.surprise.gate import SurpriseTrigger
 
 _PENDING_EPISODES = 32  # episodes waiting for the embedder; more means it cannot keep up
+_CLOSE_TIMEOUT_S = 45.0  # shutdown's wait for pending episodes (launch: sigterm_timeout 60 s)
 
 
 def episode_to_msg(record: EpisodeRecord, jpegs: Sequence[bytes] = ()) -> Episode:
@@ -104,9 +105,18 @@ class MemoryNode(Node):
             store=path, embedder=self._embedder.model_name, episodes_in_store=str(len(self._store))
         )
         self._order = StampOrder(self, self._stats, self._reset)
-        self._episode_pub = self.create_publisher(Episode, "episodes", RELIABLE)
+        self._episode_pub = self.create_publisher(
+            Episode, "episodes", LATCHED, qos_overriding_options=overridable()
+        )
         subscribe_camera(self, camera, self._on_image)
-        self.create_subscription(SurpriseEvent, "events", self._on_event, RELIABLE)
+        # transient local: events published before this node joined (or restarted) arrive
+        self.create_subscription(
+            SurpriseEvent,
+            "events",
+            self._on_event,
+            LATCHED,
+            qos_overriding_options=overridable(),
+        )
         # queries (which may run the text/image tower) in their own group and thread, so a
         # retrieval never holds up the camera callback; the store and the embedder lock
         # make the two safe together
@@ -162,7 +172,14 @@ class MemoryNode(Node):
         if not math.isfinite(msg.score):
             self._stats.reject("event", f"event at {stamp} ns has score {msg.score}")
             return
+        if self._already_stored(stamp):
+            # a restarted node gets the recent events again (transient local): one episode
+            # per trigger, as before the restart
+            self._stats.count("events_already_stored")
+            return
         self._events[stamp] = msg
+        while len(self._events) > 2 * LATCHED_DEPTH:  # triggers that got no frames
+            self._events.pop(next(iter(self._events)))
         trigger = SurpriseTrigger(
             stamp_ns=stamp,
             score=msg.score,
@@ -172,6 +189,12 @@ class MemoryNode(Node):
         )
         self._stats.count("events_in")
         self._enqueue(self._assembler.add_trigger(trigger))
+
+    def _already_stored(self, stamp_ns: int) -> bool:
+        if stamp_ns in self._events:
+            return True
+        query = RetrievalQuery(start_ns=stamp_ns, end_ns=stamp_ns, max_results=1)
+        return bool(self._store.retrieve(query))
 
     def _on_timer(self) -> None:
         # a camera that stopped: build episodes whose window ended long enough ago, judged
@@ -305,10 +328,23 @@ class MemoryNode(Node):
         )
 
     def close(self) -> None:
-        """Store the episodes still pending (end of a bag), then close the store."""
+        """Store the episodes still pending (end of a bag), then close the store.
+
+        Bounded: at most ``_PENDING_EPISODES`` episodes are queued, and after
+        ``_CLOSE_TIMEOUT_S`` (the launch file gives the node longer before SIGTERM) the
+        worker stops after the episode it is storing; the episodes left are reported, not
+        silently dropped. The worker is always joined before the store closes: a thread
+        still inside the model at the interpreter's exit aborts the process.
+        """
         self._enqueue(self._assembler.flush())
-        if not self._writer.close(timeout=30.0):
-            self.get_logger().error("episodes still queued at shutdown were not stored")
+        left = self._writer.waiting
+        if left:
+            self.get_logger().info(f"storing {left} pending episode(s) before exiting")
+        not_stored = self._writer.close(timeout=_CLOSE_TIMEOUT_S)
+        if not_stored:
+            self.get_logger().error(
+                f"{not_stored} episode(s) not stored within {_CLOSE_TIMEOUT_S:.0f} s of shutdown"
+            )
         self._store.close()
 
 

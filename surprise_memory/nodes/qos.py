@@ -1,7 +1,16 @@
 """The QoS profiles of the package's topics, in one place, and the camera subscription.
 
-* :data:`RELIABLE`: embeddings, events, episodes (reliable, keep last 100).
-* Camera images: sensor-data QoS (best effort, keep last 5), overridable per topic.
+* :data:`RELIABLE`: embeddings and scores between the nodes (reliable, volatile, keep last 100).
+* :data:`LATCHED`: events and episodes (reliable, transient local, keep last
+  :data:`LATCHED_DEPTH`): a memory node started late or restarted, or an agent that joins,
+  receives the recent events and episodes it missed.
+* :data:`ODOMETRY`: the odometry subscription (best effort, keep last 50). A best-effort
+  subscription matches reliable and best-effort publishers alike (robot drivers use both);
+  a reliable one would never hear a best-effort publisher.
+* Camera images: sensor-data QoS (best effort, keep last 5).
+
+Every subscription made here takes ``qos_overrides.<topic>.subscription.*`` parameters from
+the params file (:func:`overridable`), and so do the publishers of events and episodes.
 """
 
 from __future__ import annotations
@@ -9,18 +18,59 @@ from __future__ import annotations
 from typing import Any
 
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import (
+    DurabilityPolicy,
+    HistoryPolicy,
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_profile_sensor_data,
+)
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
 from surprise_memory.config import CameraConfig
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-"""Embeddings, events and episodes: every message matters, and a burst may queue."""
+"""Embeddings and scores: every message matters, and a burst may queue."""
+
+LATCHED_DEPTH = 100
+"""Events and episodes a late subscriber receives: at most the last 100 (bounded memory in
+the publisher; an event is a few hundred bytes, an episode message holds no images)."""
+
+LATCHED = QoSProfile(
+    depth=LATCHED_DEPTH,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+"""Events and episodes: reliable and transient local, so a late or restarted subscriber
+catches up on the recent ones. Volatile subscribers (``ros2 topic echo``) still match."""
+
+ODOMETRY = QoSProfile(
+    depth=50, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.BEST_EFFORT
+)
+"""Odometry: best effort matches reliable and best-effort publishers; 50 deep covers a
+burst at 100 Hz while the scorer is busy."""
 
 SENSOR_DATA = qos_profile_sensor_data
 """Camera input: best effort, keep last 5 (a late frame is worth less than the next one)."""
 
-__all__ = ["RELIABLE", "SENSOR_DATA", "subscribe_camera"]
+__all__ = [
+    "LATCHED",
+    "LATCHED_DEPTH",
+    "ODOMETRY",
+    "RELIABLE",
+    "SENSOR_DATA",
+    "overridable",
+    "subscribe_camera",
+]
+
+
+def overridable() -> QoSOverridingOptions:
+    """Options letting the params file override reliability, durability, history and depth.
+
+    For example ``qos_overrides./odom.subscription.reliability: reliable``.
+    """
+    return QoSOverridingOptions.with_default_policies()
 
 
 def subscribe_camera(node: Node, camera: CameraConfig, callback: Any) -> Any:
@@ -33,9 +83,5 @@ def subscribe_camera(node: Node, camera: CameraConfig, callback: Any) -> Any:
 
     msg_type = CompressedImage if camera.image_transport == "compressed" else Image
     return node.create_subscription(
-        msg_type,
-        "image",
-        callback,
-        SENSOR_DATA,
-        qos_overriding_options=QoSOverridingOptions.with_default_policies(),
+        msg_type, "image", callback, SENSOR_DATA, qos_overriding_options=overridable()
     )

@@ -32,12 +32,25 @@ def run_node(factory: Any, args: list[str] | None = None) -> int:
     )
     from rclpy.signals import SignalHandlerOptions
 
-    # SIGINT/SIGTERM raise KeyboardInterrupt instead of shutting the context down at once,
-    # so that close() can still publish what is pending (the gate's last event, episodes);
-    # spin_once with a timeout returns to Python often enough for the signal to land. Set
-    # both explicitly: a process started in the background inherits SIGINT ignored.
+    # The first SIGINT/SIGTERM raises KeyboardInterrupt instead of shutting the context down
+    # at once, so that close() can still publish what is pending (the gate's last event,
+    # episodes); spin_once with a timeout returns to Python often enough for it to land.
+    # Every later signal (launch escalates SIGINT -> SIGTERM while close() still works) is
+    # only noted: raising it inside close() would unwind past the executor and the worker
+    # threads and abort the process (exit -6, "terminate called without an active
+    # exception"). Set both explicitly: a process started in the background inherits SIGINT
+    # ignored.
+    signals = {"count": 0}
+
     def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        signals["count"] += 1
+        if signals["count"] == 1:
+            raise KeyboardInterrupt
+        if signals["count"] == 2:  # once: launch may send several
+            print(
+                f"signal {signum} while shutting down: still finishing (pending work is bounded)",
+                file=sys.stderr,
+            )
 
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
@@ -48,6 +61,9 @@ def run_node(factory: Any, args: list[str] | None = None) -> int:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         rclpy.try_shutdown()
         return 2
+    except KeyboardInterrupt:  # stopped while loading models: nothing pending yet
+        rclpy.try_shutdown()
+        return 0
     threads = getattr(node, "executor_threads", 1)
     executor = MultiThreadedExecutor(threads) if threads > 1 else SingleThreadedExecutor()
     executor.add_node(node)
@@ -57,6 +73,7 @@ def run_node(factory: Any, args: list[str] | None = None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        signals["count"] = max(signals["count"], 1)  # from here on, no signal raises
         close = getattr(node, "close", None)
         if close is not None:
             try:
@@ -66,6 +83,10 @@ def run_node(factory: Any, args: list[str] | None = None) -> int:
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
+        # the interpreter's own exit (joining threads, freeing models) restores the default
+        # handlers, under which a late SIGTERM would kill a process that finished cleanly
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return 0
 
 

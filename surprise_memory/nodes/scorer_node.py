@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.time import Time as RclpyTime
@@ -25,7 +24,7 @@ from surprise_memory.msg import FrameEmbedding, SurpriseEvent, SurpriseScore
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import ns_to_time, pose_from_msg, pose_to_msg, time_to_ns
 from surprise_memory.nodes.parameters import declare_settings, settings_change_validator
-from surprise_memory.nodes.qos import RELIABLE
+from surprise_memory.nodes.qos import LATCHED, ODOMETRY, RELIABLE, overridable
 from surprise_memory.nodes.runtime import StampOrder, run_node
 from surprise_memory.stamps import NS_PER_SECOND, ns_to_seconds
 from surprise_memory.surprise.decisions import Decision
@@ -66,10 +65,18 @@ class ScorerNode(Node):
         )
         self._tf_buffer = self._make_tf_buffer()
         if self._pose_cfg.odom_topic:
-            self.create_subscription(Odometry, self._pose_cfg.odom_topic, self._on_odometry, 50)
+            self.create_subscription(
+                Odometry,
+                self._pose_cfg.odom_topic,
+                self._on_odometry,
+                ODOMETRY,
+                qos_overriding_options=overridable(),
+            )
 
         self._score_pub = self.create_publisher(SurpriseScore, "surprise", 10)
-        self._event_pub = self.create_publisher(SurpriseEvent, "events", RELIABLE)
+        self._event_pub = self.create_publisher(
+            SurpriseEvent, "events", LATCHED, qos_overriding_options=overridable()
+        )
         self.create_subscription(FrameEmbedding, "embedding", self._on_embedding, RELIABLE)
 
     def _make_tf_buffer(self) -> Any:
@@ -82,7 +89,9 @@ class ScorerNode(Node):
             )
             return None
         buffer = Buffer()
-        self._tf_listener = TransformListener(buffer, self, spin_thread=True)
+        # the node's own executor delivers /tf and /tf_static (spin_thread=False): a second
+        # executor of tf2's would also take this node's callbacks, in whichever thread wins
+        self._tf_listener = TransformListener(buffer, self, spin_thread=False)
         return buffer
 
     def _on_set_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
@@ -181,11 +190,11 @@ class ScorerNode(Node):
         reason = "tf2_ros not installed"
         if self._tf_buffer is not None:
             try:
+                # no timeout: this runs in the executor thread that delivers /tf, so waiting
+                # here could only wait for itself. The gate decides an event nms_seconds
+                # after its peak, which is the time tf has to reach the peak stamp.
                 tf = self._tf_buffer.lookup_transform(
-                    cfg.map_frame,
-                    cfg.robot_frame,
-                    RclpyTime(nanoseconds=stamp_ns),
-                    timeout=Duration(seconds=cfg.tf_timeout_seconds),
+                    cfg.map_frame, cfg.robot_frame, RclpyTime(nanoseconds=stamp_ns)
                 )
                 t, q = tf.transform.translation, tf.transform.rotation
                 return Pose(t.x, t.y, t.z, q.x, q.y, q.z, q.w, cfg.map_frame), "tf"

@@ -1,0 +1,109 @@
+"""The launch file read as source (no launch package needed): what it passes is declared.
+
+rclpy ignores a parameter that a node does not declare, so a misspelt or renamed parameter in
+the launch file silently does nothing (``device`` never reached the encoder, which declares
+``encoder_device``). These tests parse ``launch/surprise_memory.launch.py`` with :mod:`ast`
+and check every parameter name it passes against the settings each node declares.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from surprise_memory.config import NODE_CONFIGS, settings_of
+
+LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "surprise_memory.launch.py"
+ROS_PARAMETERS = {"use_sim_time"}  # declared by rclpy itself on every node
+
+
+def _declared(node: str) -> set[str]:
+    return {s.name for cls in NODE_CONFIGS[node] for s in settings_of(cls)} | ROS_PARAMETERS
+
+
+def _tree() -> ast.Module:
+    return ast.parse(LAUNCH_FILE.read_text(), filename=str(LAUNCH_FILE))
+
+
+def _module_constant(name: str) -> object:
+    for stmt in _tree().body:
+        target = stmt.target if isinstance(stmt, ast.AnnAssign) else None
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+        if isinstance(target, ast.Name) and target.id == name and stmt.value is not None:  # type: ignore[attr-defined]
+            return ast.literal_eval(stmt.value)  # type: ignore[attr-defined]
+    raise AssertionError(f"{LAUNCH_FILE.name} defines no {name}")
+
+
+def _calls(name: str) -> list[ast.Call]:
+    return [
+        n
+        for n in ast.walk(_tree())
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
+    ]
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _dicts_in(expr: ast.expr) -> list[ast.Dict]:
+    """The dict literals in ``expr``, and those assigned to the names it uses."""
+    names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    found = [n for n in ast.walk(expr) if isinstance(n, ast.Dict)]
+    for stmt in ast.walk(_tree()):
+        if isinstance(stmt, ast.AnnAssign | ast.Assign) and stmt.value is not None:
+            targets = [stmt.target] if isinstance(stmt, ast.AnnAssign) else stmt.targets
+            if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+                found += [n for n in ast.walk(stmt.value) if isinstance(n, ast.Dict)]
+    return found
+
+
+def test_every_parameter_in_a_node_action_is_declared_by_that_node() -> None:
+    nodes = _calls("Node")
+    assert nodes, "no launch_ros Node action found"
+    checked = 0
+    for call in nodes:
+        executable = _keyword(call, "executable")
+        if isinstance(executable, ast.Constant):
+            targets = [str(executable.value)]
+        else:  # one Node action built per node in a loop: a name must suit every node
+            targets = list(NODE_CONFIGS)
+        params = _keyword(call, "parameters")
+        for d in _dicts_in(params) if params is not None else []:
+            if not isinstance(d, ast.Dict):
+                continue
+            for key in d.keys:
+                assert isinstance(key, ast.Constant), "parameter names must be literals"
+                for node in targets:
+                    assert key.value in _declared(node), (
+                        f"{LAUNCH_FILE.name} passes '{key.value}' to {node}, which does not "
+                        "declare it (rclpy would ignore it)"
+                    )
+                checked += 1
+    assert checked, "no parameter dict found in the Node actions"
+
+
+def test_every_launch_argument_shortcut_names_a_declared_parameter() -> None:
+    mapping = _module_constant("ARGUMENT_PARAMETERS")
+    assert isinstance(mapping, dict)
+    assert mapping["device"] == {"encoder_node": "encoder_device", "memory_node": "embedder_device"}
+    for arg, targets in mapping.items():
+        for node, parameter in targets.items():
+            assert parameter in _declared(node), f"{arg} -> {node}.{parameter} is not declared"
+
+
+def test_shortcut_arguments_default_to_the_params_file() -> None:
+    """An argument left at its default must not override the params file's value."""
+    mapping = _module_constant("ARGUMENT_PARAMETERS")
+    assert isinstance(mapping, dict)
+    defaults = {}
+    for call in _calls("DeclareLaunchArgument"):
+        name = call.args[0]
+        assert isinstance(name, ast.Constant)
+        default = _keyword(call, "default_value")
+        if name.value in mapping and default is not None:
+            defaults[name.value] = ast.literal_eval(default)
+    assert set(mapping) <= set(defaults)
+    for arg in mapping:
+        assert defaults[arg] == "", f"{arg} defaults to {defaults[arg]!r}, not the params file's"

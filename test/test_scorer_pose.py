@@ -1,0 +1,127 @@
+"""The pose of an event, over DDS: tf at the peak stamp, else odometry, else none (said so).
+
+* odometry from a best-effort publisher (many robot drivers) reaches the scorer;
+* where tf2_ros is installed, a TransformBroadcaster moving the robot gives each event the
+  tf pose at its peak stamp (``pose_source`` = ``tf``), and the scorer shuts down without a
+  traceback from tf2's listener;
+* with neither, the event is still published with ``pose_valid=false`` and the reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rclpy
+import yaml
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
+from test_scorer_node import FPS, PARAMS, T0, _embedding, _stream
+
+from surprise_memory.msg import FrameEmbedding, SurpriseEvent
+from surprise_memory.nodes.messages import ns_to_time, time_to_ns
+
+NS = "/surprise_memory"
+RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+BEST_EFFORT = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT)
+N, CHANGE_AT = 160, 100
+HAVE_TF2 = importlib.util.find_spec("tf2_ros") is not None
+
+
+def _run_scorer(
+    tmp_path: Path, publish_pose: object, odom_qos: QoSProfile | None = RELIABLE
+) -> tuple[list[SurpriseEvent], list[int], str]:
+    """Feed the scene-change stream to a scorer_node; return its events, stamps and log."""
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"/**/scorer_node": {"ros__parameters": PARAMS}}))
+    z = _stream(N, CHANGE_AT)
+    stamps = [T0 + i * 10**9 // FPS for i in range(N)]
+    rclpy.init()
+    node = Node("scorer_pose_test")
+    events: list[SurpriseEvent] = []
+    node.create_subscription(SurpriseEvent, f"{NS}/events", events.append, RELIABLE)
+    emb_pub = node.create_publisher(FrameEmbedding, f"{NS}/embedding", RELIABLE)
+    odom_pub = node.create_publisher(Odometry, "/odom", odom_qos) if odom_qos else None
+    tf_pub = None
+    if publish_pose == "tf":
+        from tf2_ros import TransformBroadcaster
+
+        tf_pub = TransformBroadcaster(node)
+    args = [node_executable("scorer_node"), "--ros-args", "--params-file", str(params)]
+    args += ["-r", f"__ns:={NS}"]
+    try:
+        with peer_process(args, tmp_path, "scorer_node") as proc:
+            wait_for_subscribers(node, emb_pub)
+            if odom_pub is not None:
+                wait_for_subscribers(node, odom_pub)
+            if tf_pub is not None:
+                wait_for_subscribers(node, tf_pub.pub_tf)
+            for i in range(N):
+                if odom_pub is not None:
+                    odom_pub.publish(_odometry(stamps[i], i))
+                if tf_pub is not None:
+                    tf_pub.sendTransform(_transform(stamps[i], i))
+                emb_pub.publish(_embedding(stamps[i], z[i]))
+                spin_until(node, lambda: False, 0.005)
+            assert spin_until(node, lambda: len(events) >= 1, 30.0), "no event"
+            spin_until(node, lambda: False, 1.0)
+            assert proc.poll() is None
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+    return events, stamps, (tmp_path / "scorer_node.log").read_text()
+
+
+def _odometry(stamp: int, i: int) -> Odometry:
+    odom = Odometry()
+    odom.header.stamp = ns_to_time(stamp)
+    odom.header.frame_id = "odom"
+    odom.pose.pose.position.x = i * 0.1
+    odom.pose.pose.orientation.w = 1.0
+    return odom
+
+
+def _transform(stamp: int, i: int) -> object:
+    from geometry_msgs.msg import TransformStamped
+
+    tf = TransformStamped()
+    tf.header.stamp = ns_to_time(stamp)
+    tf.header.frame_id = "map"
+    tf.child_frame_id = "base_link"
+    tf.transform.translation.y = 0.05 * i  # 1 m/s along y
+    yaw = 0.01 * i
+    tf.transform.rotation.z, tf.transform.rotation.w = np.sin(yaw / 2), np.cos(yaw / 2)
+    return tf
+
+
+def test_best_effort_odometry_gives_the_event_pose(tmp_path: Path) -> None:
+    events, stamps, _ = _run_scorer(tmp_path, "odometry", BEST_EFFORT)
+    for e in events:
+        i = stamps.index(time_to_ns(e.header.stamp))
+        assert e.pose_valid and e.pose_source == "odometry", e.pose_source
+        assert e.header.frame_id == "odom" and e.pose.position.x == i * 0.1
+
+
+def test_no_pose_source_gives_pose_valid_false_with_the_reason(tmp_path: Path) -> None:
+    events, _, _ = _run_scorer(tmp_path, None, None)
+    for e in events:
+        assert not e.pose_valid
+        assert e.pose_source.startswith("no pose") and "odometry" in e.pose_source
+        assert e.pose.orientation.w == 1.0
+
+
+@pytest.mark.skipif(not HAVE_TF2, reason="tf2_ros is not installed (it comes with an apt ROS 2)")
+def test_tf_pose_at_the_peak_stamp_and_a_clean_shutdown(tmp_path: Path) -> None:
+    # odometry too: tf must win where it has the transform
+    events, stamps, log = _run_scorer(tmp_path, "tf", RELIABLE)
+    for e in events:
+        i = stamps.index(time_to_ns(e.header.stamp))
+        assert e.pose_valid and e.pose_source == "tf", e.pose_source
+        assert e.header.frame_id == "map"
+        assert e.pose.position.y == pytest.approx(0.05 * i)
+        assert e.pose.orientation.z == pytest.approx(np.sin(0.01 * i / 2))
+    assert "Traceback" not in log and "ExternalShutdownException" not in log, log
