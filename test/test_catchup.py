@@ -108,7 +108,13 @@ def test_clear_keeps_the_indices_and_the_frames_of_the_old_sequence() -> None:
 
 
 def config(**kw: object) -> EncoderConfig:
-    base: dict[str, object] = {"clip_frames": 4, "encoder_batch": 3, "encoder_queue": 5}
+    # warm-up 'pad': a window from the first frame on, so short streams fill the queue
+    base: dict[str, object] = {
+        "clip_frames": 4,
+        "encoder_batch": 3,
+        "encoder_queue": 5,
+        "clip_warmup": "pad",
+    }
     return EncoderConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 

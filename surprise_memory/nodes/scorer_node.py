@@ -110,8 +110,10 @@ class ScorerNode(Node):
 
     def _on_odometry(self, msg: Odometry) -> None:
         pose = pose_from_msg(msg.pose.pose, msg.header.frame_id)
-        if pose.is_finite():
-            self._odometry.add(time_to_ns(msg.header.stamp), pose)
+        if not pose.is_finite():
+            self._stats.reject("odometry", f"odometry pose with NaN/inf values: {pose}")
+            return
+        self._odometry.add(time_to_ns(msg.header.stamp), pose)
 
     def _on_embedding(self, msg: FrameEmbedding) -> None:
         stamp = time_to_ns(msg.header.stamp)
