@@ -136,9 +136,10 @@ def test_barrage_of_malformed_input(tmp_path: Path, core_reference: dict[str, An
             peer_process(commands[1], tmp_path, "scorer_node") as sco,
             peer_process(commands[2], tmp_path, "memory_node") as mem,
         ):
-            wait_for_subscribers(node, camera, 2, timeout=60)
+            # model loading on a loaded 2-core machine can take minutes
+            wait_for_subscribers(node, camera, 2, timeout=240)
             for pub in (embeddings, events, odom):
-                wait_for_subscribers(node, pub, 1, timeout=60)
+                wait_for_subscribers(node, pub, 1, timeout=240)
             for t, msg in sf.scene_change_frames():
                 for k in range(BAD_IMAGES_PER_FRAME):
                     camera.publish(_bad_image(k, t + k + 1))

@@ -7,6 +7,7 @@ messages, so the results must be the same.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +88,9 @@ def core_reference() -> dict[str, Any]:
 
 def _start_nodes(tmp_path: Path, store: Path, extra: dict[str, Any]) -> list[list[str]]:
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(sf.node_params(str(store), CAMERA, **extra)))
+    # a JSON round trip gives every node its own copies: YAML aliases break rcl's parser
+    values = json.loads(json.dumps(sf.node_params(str(store), CAMERA, **extra)))
+    params.write_text(yaml.safe_dump(values))
     commands = []
     for name in ("encoder_node", "scorer_node", "memory_node"):
         args = [node_executable(name), "--ros-args", "--params-file", str(params)]
