@@ -187,8 +187,10 @@ def test_cli_uniform_stores_as_many_episodes(bag: Path, paper_run: Path, tmp_pat
     run = load_run_record(out)
     assert run["settings"]["baseline"]["gate_mode"] == "uniform"
     assert run["summary"]["episodes"] == n
-    gaps = np.diff(_events(out)) / NS  # evenly spaced, 60 / rate seconds apart
-    assert np.allclose(gaps, gaps[0], atol=0.11)
+    # evenly spaced, 60 / rate seconds apart; the first slot may come before the first scored
+    # frame (M - 1 + W frames of warm-up) and then fires on it, closer to the second
+    gaps = np.diff(_events(out)) / NS
+    assert np.allclose(gaps[1:], gaps[1], atol=0.11) and gaps[0] <= gaps[1] + 0.11
 
 
 def test_random_stores_as_many_episodes(

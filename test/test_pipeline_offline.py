@@ -150,8 +150,9 @@ def test_bag_end_to_end_matches_the_live_order(
 
     # summary numbers
     assert summary.frames == len(frames) == SCENE.frame_count
-    assert summary.windows == len(frames)  # clip_warmup pad: a window per frame
-    assert summary.scored == len(frames) - 16  # W = 16 embeddings before the first score
+    # clip_warmup wait: a window per frame once M = 8 frames exist
+    assert summary.windows == len(frames) - 7 and summary.padded_windows == 0
+    assert summary.scored == summary.windows - 16  # W = 16 embeddings before the first score
     assert summary.events == len(triggers) and summary.episodes == len(episodes)
     assert summary.duration_s == pytest.approx((len(frames) - 1) / SCENE.fps)
     assert summary.episodes_per_minute == pytest.approx(len(episodes) / (summary.duration_s / 60))
@@ -225,7 +226,8 @@ def test_video_end_to_end(models: tuple[VideoEncoder, ImageTextEmbedder], tmp_pa
 def test_source_is_consumed_lazily(
     models: tuple[VideoEncoder, ImageTextEmbedder], tmp_path: Path
 ) -> None:
-    """Constant memory: at most one batch of frames is read ahead of the processing."""
+    """Constant memory: at most one batch of windows is read ahead of the processing (and,
+    before the first window, the M - 1 frames that fill it)."""
     pulled = 0
 
     def frames() -> Iterator[Frame]:
@@ -238,7 +240,8 @@ def test_source_is_consumed_lazily(
     pipe = pipeline(models, encoder_batch=4, gamma=100.0)  # no event: only the streaming
     pipe.run(frames(), tmp_path / "store", progress=lambda p: ahead.append(pulled - p.frames))
     assert pulled == SCENE.frame_count
-    assert max(ahead) <= 4  # a batch of 4 windows, one per frame
+    assert max(ahead) <= 4 + 8 - 1  # a batch of 4 windows (one per frame) + M - 1 = 7
+    assert max(ahead[20:]) <= 4  # once windows flow: one batch
     assert len(ahead) == SCENE.frame_count
 
 

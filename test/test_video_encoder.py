@@ -165,7 +165,7 @@ def test_bad_device_and_dtype() -> None:
 def test_encode_stream_equals_one_window_per_frame(encoder: VideoEncoder) -> None:
     rng = np.random.default_rng(3)
     frames = [Frame(rng.integers(0, 256, (40, 50, 3), dtype=np.uint8), 1000 + i) for i in range(7)]
-    config = EncoderConfig(clip_frames=4)
+    config = EncoderConfig(clip_frames=4, clip_warmup="pad")
     z, stamps = encoder.encode_stream(iter(frames), config)  # batch 2: three full batches + 1
     sampler = encoder.make_sampler(config)
     expected = []
