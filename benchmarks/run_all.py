@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-SECTIONS = ("scorer", "encoder", "frames", "store", "ros", "offline", "peer")
+SECTIONS = ("scorer", "encoder", "frames", "store", "ros", "offline", "peer", "soak")
 
 
 @dataclass
@@ -504,6 +504,25 @@ def section_peer(s: Suite) -> None:
     )
 
 
+def section_soak(s: Suite) -> None:
+    """The three live nodes at 30 Hz, 640x480 for an hour (3 min with --quick): RSS growth."""
+    import soak_nodes
+
+    minutes = 3.0 if s.quick else 60.0
+    with tempfile.TemporaryDirectory(prefix="bench_soak_") as tmp:
+        res = soak_nodes.run(minutes, 30.0, (640, 480), Path(tmp), log=sys.stdout)
+    s.raw["soak"] = res
+    for name, fig in res["nodes"].items():
+        s.add(
+            "soak",
+            f"{name} RSS growth after warm-up, {minutes:g} min at 30 Hz 640x480",
+            f"floor {fig['floor_slope_mb_per_min']:+.2f} MB/min "
+            f"(fit {fig['slope_mb_per_min']:+.2f}), max {fig['max_rss_mb']:.0f} MiB",
+            goal="< 5 MB/min",
+            verdict=_verdict(fig["floor_slope_mb_per_min"] < 5.0),
+        )
+
+
 RUNNERS: dict[str, Callable[[Suite], None]] = {
     "scorer": section_scorer,
     "encoder": section_encoder,
@@ -512,6 +531,7 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "ros": section_ros,
     "offline": section_offline,
     "peer": section_peer,
+    "soak": section_soak,
 }
 
 

@@ -1,7 +1,8 @@
 """The live nodes for 3 minutes at 30 Hz, 640x480: memory stops growing (issue 12).
 
 Runs ``benchmarks/soak_nodes.py`` (the 60-minute version is in ``make bench``) and checks
-that after the warm-up no node's resident memory grows by more than a few MB a minute: the
+that after the warm-up no node's resident memory floor (the smallest sample of each 30 s)
+grows by more than a few MB a minute: the
 frame history, the gate's history, the queues and the in-memory index are all bounded.
 """
 
@@ -35,7 +36,7 @@ def test_three_minutes_at_camera_rate_hold_memory_flat(tmp_path: Path) -> None:
     result = json.loads((out / "soak.json").read_text())
     assert (out / "soak.png").stat().st_size > 0
     assert result["frames_published"] > 0.9 * 3 * 60 * 30
-    for name, fig in result["nodes"].items():
-        assert abs(fig["slope_mb_per_min"]) < MAX_SLOPE_MB_PER_MIN, (name, fig)
+    for name, fig in result["nodes"].items():  # the floor: transients come and go
+        assert fig["floor_slope_mb_per_min"] < MAX_SLOPE_MB_PER_MIN, (name, fig)
     stored = result["diagnostics"].get("memory_node", {}).get("episodes_stored", "0")
     assert int(stored) > 0  # the memory node did real work: episodes were stored

@@ -25,6 +25,10 @@ def run_node(factory: Any, args: list[str] | None = None) -> int:
     import sys
 
     import rclpy
+
+    from surprise_memory.nodes.heap import fix_mmap_threshold
+
+    fix_mmap_threshold()  # frames freed go back to the system: no creeping RSS over days
     from rclpy.executors import (
         ExternalShutdownException,
         MultiThreadedExecutor,
