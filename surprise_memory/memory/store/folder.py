@@ -142,6 +142,7 @@ class StoreFolder:
                 pose_valid=row.pose_valid,
                 surprise=row.surprise,
                 unit_embeddings=EmbeddingIndex.normalise(np.stack(row.embeddings)),
+                robot_id=row.robot_id,
             )
 
     def close(self) -> None:
@@ -239,6 +240,7 @@ class StoreFolder:
             pose_valid=record.pose_valid,
             surprise=record.surprise,
             unit_embeddings=unit,
+            robot_id=record.robot_id,
         )
         return seq
 

@@ -23,7 +23,7 @@ from PIL import Image
 
 from surprise_memory.errors import StoreError
 
-__all__ = ["FRAMES_DIR", "FrameFiles"]
+__all__ = ["FRAMES_DIR", "FrameFiles", "encode_jpeg"]
 
 FRAMES_DIR = "frames"
 """Name of the frame folder inside the store folder."""
@@ -37,6 +37,13 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def encode_jpeg(rgb: npt.NDArray[np.uint8], quality: int) -> bytes:
+    """Encode an (H, W, 3) uint8 RGB frame as JPEG bytes at ``quality`` (1-100)."""
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(rgb), "RGB").save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
 
 
 class FrameFiles:
@@ -64,11 +71,7 @@ class FrameFiles:
 
     def encode(self, rgb: npt.NDArray[np.uint8]) -> bytes:
         """Encode an (H, W, 3) uint8 RGB frame as JPEG bytes at the store's quality."""
-        buf = io.BytesIO()
-        Image.fromarray(np.ascontiguousarray(rgb), "RGB").save(
-            buf, format="JPEG", quality=self._quality
-        )
-        return buf.getvalue()
+        return encode_jpeg(rgb, self._quality)
 
     def write(self, episode_id: str, jpegs: Sequence[bytes]) -> None:
         """Write the JPEGs durably into ``frames/<id>`` (temp folder, fsync, rename, fsync).

@@ -4,8 +4,11 @@
   all an agent tool needs (the store, or a client of the memory node's service).
 * :class:`HasTimeOrigin`: knows when its recording started.
 * :class:`EpisodeStoreBackend`: the whole store: add, read, delete and query episodes.
-  :class:`~surprise_memory.memory.store.sqlite.EpisodeStore` (the SQLite folder) is the
-  one backend today.
+  Two backends implement it: :class:`~surprise_memory.memory.store.sqlite.EpisodeStore`
+  (the SQLite folder) and
+  :class:`~surprise_memory.memory.store.postgres.PostgresEpisodeStore` (PostgreSQL +
+  pgvector, shared by a fleet); :func:`~surprise_memory.memory.store.factory.open_store`
+  picks one from ``store_path``.
 """
 
 from __future__ import annotations
@@ -50,16 +53,18 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
     """An episode store backend: episodes in, episodes and retrievals out.
 
     :class:`~surprise_memory.memory.store.sqlite.EpisodeStore` (a SQLite database and a
-    JPEG folder, embedded in the process) implements it; a second backend (PostgreSQL,
-    shared by several processes) will implement it later. The contract a backend keeps,
+    JPEG folder, embedded in the process) and
+    :class:`~surprise_memory.memory.store.postgres.PostgresEpisodeStore` (a PostgreSQL
+    database shared by many processes) implement it. The contract a backend keeps,
     beyond the signatures:
 
     * an episode is stored whole or not at all (its frames before its rows), and a
       committed one survives a crash;
     * every episode of a store comes from the same embedder (model, weights, dimension);
       a mismatch raises :class:`~surprise_memory.memory.retrieval.EmbedderMismatchError`;
-    * after each add the disk budget holds: the lowest-surprise episode goes first,
-      never the one just added;
+    * every episode has a ``robot_id``; a query may filter by it;
+    * after each add the adding robot's disk budget holds: its lowest-surprise episode
+      goes first, never the one just added, never another robot's;
     * calls from several threads are safe;
     * errors are :class:`~surprise_memory.errors.InputError` (the request is wrong) or
       :class:`~surprise_memory.errors.StoreError` (the store cannot do it).
@@ -111,8 +116,9 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
         threshold: float = math.nan,
         pose: Pose | None = None,
         episode_id: str | None = None,
+        robot_id: str | None = None,
     ) -> EpisodeRecord:
-        """Store one episode durably, then apply the disk budget."""
+        """Store one episode durably, then apply its robot's disk budget."""
         ...
 
     def get(self, episode_id: str) -> EpisodeRecord:

@@ -10,13 +10,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import re
 import secrets
+import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -24,19 +28,40 @@ from PIL import Image
 
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.retrieval import check_robot_id
+from surprise_memory.memory.store.frame_files import FrameFiles
+from surprise_memory.memory.store.search import EmbeddingIndex
 from surprise_memory.perception.frames import Frame
 
 __all__ = [
     "EpisodeRecord",
+    "JpegSource",
     "RetrievalHit",
     "check_episode_fields",
     "check_frames",
     "check_pose",
     "checked_episode_id",
     "decode_jpeg",
+    "host_robot_id",
+    "new_episode",
+    "resolve_robot_id",
+    "with_source",
 ]
 
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+class JpegSource(Protocol):
+    """Where a backend that keeps frames outside the file system reads them from."""
+
+    def read_jpegs(self, episode_id: str) -> list[bytes]:
+        """The JPEG bytes of each frame of an episode, in order.
+
+        Raises:
+            StoreError: The episode is gone or the read failed.
+
+        """
+        ...
 
 
 @dataclass(frozen=True)
@@ -53,13 +78,17 @@ class EpisodeRecord:
         surprise: Surprise s(t) of the trigger frame.
         threshold: Gate threshold tau at the trigger (NaN when unknown).
         frame_stamps_ns: Stamp of each frame, int ns, in order.
-        frame_paths: Each frame's JPEG, relative to the store folder.
+        frame_paths: Each frame's JPEG, relative to the store folder (``frames/<id>/NN.jpg``;
+            in a database backend the same names, as the frames' logical names).
         encoder_model: Model that scored surprise (e.g. the V-JEPA-2 hub id).
         encoder_pretrained: Whether that encoder had its trained weights.
         embedder_model: Model of the frame embeddings (e.g. ``PE-Core-L-14-336``).
         embedder_pretrained: Whether that embedder had its trained weights.
         created_wall_ns: Wall-clock time of the add, int ns since the epoch.
+        robot_id: The robot that recorded it.
         root: The store folder, to load the frames (not part of equality).
+        jpeg_source: Where the frames are read from when they are not files (the
+            PostgreSQL backend); not part of equality.
 
     """
 
@@ -78,17 +107,23 @@ class EpisodeRecord:
     embedder_model: str
     embedder_pretrained: bool
     created_wall_ns: int
+    robot_id: str = ""
     root: Path | None = field(default=None, repr=False, compare=False)
+    jpeg_source: JpegSource | None = field(default=None, repr=False, compare=False)
 
     def frame_files(self) -> list[Path]:
         """Absolute paths of the frame JPEGs.
 
         Raises:
-            StoreError: The record does not know its store folder.
+            StoreError: The record does not know its store folder (e.g. its frames are in a
+                database: use :meth:`load_jpegs`).
 
         """
         if self.root is None:
-            raise StoreError(f"episode {self.id}: no store folder known, cannot locate frames")
+            raise StoreError(
+                f"episode {self.id}: no store folder known (frames in a database?), "
+                "cannot locate frame files; use load_jpegs()"
+            )
         return [self.root / p for p in self.frame_paths]
 
     def load_jpegs(self) -> list[bytes]:
@@ -98,6 +133,8 @@ class EpisodeRecord:
             StoreError: A file is missing or unreadable (e.g. the episode was evicted).
 
         """
+        if self.jpeg_source is not None:
+            return self.jpeg_source.read_jpegs(self.id)
         out = []
         for path in self.frame_files():
             try:
@@ -266,3 +303,117 @@ def checked_episode_id(episode_id: str | None, stamp_ns: int) -> str:
             "starting with a letter or digit"
         )
     return episode_id
+
+
+def host_robot_id() -> str:
+    """The robot id of this machine: its host name up to the first dot (``robot`` if unusable)."""
+    name = socket.gethostname().split(".")[0]
+    try:
+        return check_robot_id(name)
+    except InputError:
+        return "robot"
+
+
+def resolve_robot_id(robot_id: str | None, configured: str) -> str:
+    """The robot id of a new episode: the one given, else the configured one, else the host's.
+
+    Args:
+        robot_id: The id passed to the add (None = not given).
+        configured: ``StoreConfig.robot_id`` (empty = not set).
+
+    Returns:
+        The checked id.
+
+    Raises:
+        InputError: The id given breaks the rule of :func:`check_robot_id`.
+
+    """
+    if robot_id is not None:
+        return check_robot_id(robot_id)
+    return configured or host_robot_id()
+
+
+def new_episode(
+    frames: Sequence[Frame],
+    embeddings: npt.ArrayLike,
+    *,
+    stamp_ns: int,
+    surprise: float,
+    embedder_model: str,
+    embedder_pretrained: bool,
+    encoder_model: str,
+    encoder_pretrained: bool,
+    threshold: float,
+    pose: Pose | None,
+    episode_id: str | None,
+    robot_id: str | None,
+    configured_robot_id: str,
+) -> tuple[EpisodeRecord, npt.NDArray[np.float32]]:
+    """Check what an add received and make its record (both backends' first step).
+
+    Args:
+        frames: See :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.add`, like
+            every argument up to ``robot_id``.
+        embeddings: One per frame.
+        stamp_ns: Trigger stamp, int ns.
+        surprise: Surprise at the trigger.
+        embedder_model: Model of the embeddings.
+        embedder_pretrained: Whether it had trained weights.
+        encoder_model: Model that scored surprise.
+        encoder_pretrained: Whether it had trained weights.
+        threshold: Gate threshold at the trigger (NaN = unknown).
+        pose: Pose at the trigger, None = unknown.
+        episode_id: Id asked for, None = generated.
+        robot_id: Robot asked for, None = ``configured_robot_id`` or the host's.
+        configured_robot_id: ``StoreConfig.robot_id``.
+
+    Returns:
+        The record (frame paths ``frames/<id>/NN.jpg``, no ``root`` or ``jpeg_source``
+        yet) and the unit-norm embeddings, (frames, D) float32.
+
+    Raises:
+        InputError: A frame, the embeddings, a field, the pose or an id is invalid.
+
+    """
+    check_frames(frames)
+    unit = EmbeddingIndex.normalise(embeddings)
+    if unit.shape[0] != len(frames):
+        raise InputError(
+            f"{unit.shape[0]} embeddings for {len(frames)} frames: expected one per frame"
+        )
+    check_episode_fields(
+        stamp_ns=stamp_ns,
+        surprise=surprise,
+        threshold=threshold,
+        embedder_model=embedder_model,
+        encoder_model=encoder_model,
+    )
+    check_pose(pose)
+    episode_id = checked_episode_id(episode_id, stamp_ns)
+    stamps = tuple(int(fr.stamp_ns) for fr in frames)
+    record = EpisodeRecord(
+        id=episode_id,
+        stamp_ns=int(stamp_ns),
+        start_ns=stamps[0],
+        end_ns=stamps[-1],
+        pose=pose if pose is not None else Pose(),
+        pose_valid=pose is not None,
+        surprise=float(surprise),
+        threshold=float(threshold),
+        frame_stamps_ns=stamps,
+        frame_paths=tuple(FrameFiles.relative_paths(episode_id, len(frames))),
+        encoder_model=encoder_model,
+        encoder_pretrained=bool(encoder_pretrained),
+        embedder_model=embedder_model,
+        embedder_pretrained=bool(embedder_pretrained),
+        created_wall_ns=time.time_ns(),
+        robot_id=resolve_robot_id(robot_id, configured_robot_id),
+    )
+    return record, unit
+
+
+def with_source(
+    record: EpisodeRecord, *, root: Path | None = None, jpeg_source: JpegSource | None = None
+) -> EpisodeRecord:
+    """The record with where its frames are read from set (a folder or a backend)."""
+    return dataclasses.replace(record, root=root, jpeg_source=jpeg_source)

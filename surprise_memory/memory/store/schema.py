@@ -5,7 +5,11 @@ each JPEG), ``embeddings`` (one unit-norm blob per frame, with its dtype and dim
 and ``meta`` (``embedder_model``, ``embedder_pretrained``, ``embedding_dim``,
 ``origin_ns``). ``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`; an older database
 is migrated on open by :func:`ensure_schema`, one step of ``_MIGRATIONS`` per version,
-each in its own transaction; a newer one is refused.
+each in its own transaction; a newer one is refused. A new database is created at version
+1 and goes through the same steps.
+
+Versions: 1 = the first layout; 2 = ``episodes.robot_id`` (a v1 store's episodes get
+the host name of the machine that migrates it: a v1 store was one robot's, opened on it).
 
 Every statement is a constant with bound parameters (lists go in as one JSON array read
 by ``json_each``); no SQL is built from values.
@@ -26,7 +30,7 @@ import numpy.typing as npt
 
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose import Pose
-from surprise_memory.memory.store.records import EpisodeRecord
+from surprise_memory.memory.store.records import EpisodeRecord, host_robot_id
 
 __all__ = [
     "DB_NAME",
@@ -46,7 +50,7 @@ __all__ = [
     "upsert_meta",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Version of the database schema written by this code (``PRAGMA user_version``)."""
 
 DB_NAME = "episodes.sqlite3"
@@ -97,7 +101,16 @@ _SCHEMA_V1 = (
 )
 
 Migration = Callable[[sqlite3.Connection], None]
-_MIGRATIONS: dict[int, Migration] = {}
+
+
+def _v1_to_v2(conn: sqlite3.Connection) -> None:
+    """Add ``episodes.robot_id`` (filled with this host's robot id) and its index."""
+    conn.execute("ALTER TABLE episodes ADD COLUMN robot_id TEXT NOT NULL DEFAULT ''")
+    conn.execute("UPDATE episodes SET robot_id = ?", (host_robot_id(),))
+    conn.execute("CREATE INDEX episodes_robot ON episodes(robot_id)")
+
+
+_MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 """Schema steps: ``_MIGRATIONS[v]`` turns a version-v database into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own
@@ -108,7 +121,7 @@ the previous version intact.
 _EPISODE_COLUMNS = (
     "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
     "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
-    "embedder_model, embedder_pretrained, created_wall_ns, nbytes"
+    "embedder_model, embedder_pretrained, created_wall_ns, nbytes, robot_id"
 )
 _SELECT_EPISODES_BY_SEQ = (
     "SELECT " + _EPISODE_COLUMNS + " FROM episodes WHERE seq IN (SELECT value FROM json_each(?))"
@@ -121,8 +134,8 @@ _INSERT_EPISODE = (
     "INSERT INTO episodes (id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, "
     "ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, threshold, "
     "encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
-    "created_wall_ns, nbytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "?, ?, ?, ?, ?)"
+    "created_wall_ns, nbytes, robot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -219,8 +232,8 @@ def ensure_schema(conn: sqlite3.Connection, root: Path, *, read_only: bool) -> N
         with transaction(conn):
             for stmt in _SCHEMA_V1:
                 conn.execute(stmt)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
-        return
+            conn.execute("PRAGMA user_version = 1")
+        version = 1
     for v in range(version, SCHEMA_VERSION):
         step = _MIGRATIONS.get(v)
         if step is None:
@@ -243,6 +256,7 @@ class IndexRow(NamedTuple):
     nbytes: int
     embeddings: list[npt.NDArray[np.floating]]
     """Its frame embeddings as stored (dtype and dimension of the blobs), in frame order."""
+    robot_id: str
 
 
 def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
@@ -267,20 +281,20 @@ def index_rows(conn: sqlite3.Connection) -> Iterator[IndexRow]:
 
     """
     rows = conn.execute(
-        "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes "
-        "FROM episodes ORDER BY seq"
+        "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
+        "robot_id FROM episodes ORDER BY seq"
     )
     emb_rows = conn.execute(
         "SELECT episode_seq, dim, dtype, data FROM embeddings ORDER BY episode_seq, idx"
     )
     pending = next(emb_rows, None)
-    for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes in rows:
+    for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes, robot in rows:
         vecs = []
         while pending is not None and pending[0] == seq:
             _, d, dtype, blob = pending
             vecs.append(np.frombuffer(blob, dtype=dtype, count=d))
             pending = next(emb_rows, None)
-        yield IndexRow(seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs)
+        yield IndexRow(seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs, robot)
 
 
 # ----------------------------------------------------------------- writing rows
@@ -335,6 +349,7 @@ def insert_episode(
             int(rec.embedder_pretrained),
             rec.created_wall_ns,
             nbytes,
+            rec.robot_id,
         ),
     )
     seq = cur.lastrowid
@@ -415,6 +430,7 @@ def select_records(
             embedder_model=row[18],
             embedder_pretrained=bool(row[19]),
             created_wall_ns=row[20],
+            robot_id=row[22],
             root=root,
         )
     return out
