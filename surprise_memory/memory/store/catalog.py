@@ -260,16 +260,27 @@ class StoreMeta:
                 f"{self.embedder_pretrained}); embed the query with the store's model"
             )
 
-    def updates_for(self, record: EpisodeRecord, dim: int) -> dict[str, str]:
-        """The entries that adding ``record`` (embeddings of dimension ``dim``) changes."""
+    def updates_for(
+        self, record: EpisodeRecord, dim: int, origin_ns: int | None = None
+    ) -> dict[str, str]:
+        """The entries that adding ``record`` (embeddings of dimension ``dim``) changes.
+
+        Args:
+            record: The episode added.
+            dim: Its embedding dimension.
+            origin_ns: An earlier start of the recording to keep (a migrated store's
+                origin, which may predate its oldest live episode); None = the stamp only.
+
+        """
         meta = {}
         if self.embedder_model is None:
             meta["embedder_model"] = record.embedder_model
             meta["embedder_pretrained"] = "1" if record.embedder_pretrained else "0"
             meta["embedding_dim"] = str(dim)
+        start = record.stamp_ns if origin_ns is None else min(record.stamp_ns, origin_ns)
         origin = self.origin_ns
-        if origin is None or record.stamp_ns < origin:
-            meta["origin_ns"] = str(record.stamp_ns)
+        if origin is None or start < origin:
+            meta["origin_ns"] = str(start)
         return meta
 
     def update(self, entries: Mapping[str, str]) -> None:

@@ -32,7 +32,7 @@ def describe_location(location: str | os.PathLike[str]) -> str:
         from surprise_memory.memory.store.postgres.url import redacted
 
         return redacted(str(location))
-    return os.path.expanduser(str(location))
+    return os.path.abspath(os.path.expanduser(str(location)))
 
 
 def open_store(

@@ -192,6 +192,7 @@ class StoreFolder:
         *,
         blobs: Sequence[bytes],
         jpeg_sizes: Sequence[int],
+        origin_ns: int | None = None,
     ) -> int:
         """Commit an episode whose frames are written: rows and meta, then the catalog.
 
@@ -201,6 +202,7 @@ class StoreFolder:
             blobs: The same as stored (:meth:`embedding_blobs`).
             jpeg_sizes: Size of each frame's JPEG; with the blobs, the episode's size for
                 the disk budget.
+            origin_ns: An earlier recording start to keep (see :meth:`StoreMeta.updates_for`).
 
         Returns:
             The episode's key.
@@ -223,7 +225,7 @@ class StoreFolder:
                 seq = insert_episode(
                     conn, record, nbytes=nbytes, blobs=blobs, dtype=dtype, jpeg_sizes=jpeg_sizes
                 )
-                meta = self.meta.updates_for(record, unit.shape[1])
+                meta = self.meta.updates_for(record, unit.shape[1], origin_ns)
                 upsert_meta(conn, meta)
         except BaseException as exc:
             self.files.remove(record.id)
@@ -243,6 +245,39 @@ class StoreFolder:
             robot_id=record.robot_id,
         )
         return seq
+
+    def import_episode(
+        self,
+        record: EpisodeRecord,
+        jpegs: Sequence[bytes],
+        embeddings: npt.NDArray[np.float32],
+        origin_ns: int | None,
+    ) -> None:
+        """Store an episode as another store holds it: the JPEG bytes and embeddings as given.
+
+        Args:
+            record: The episode (its ``root`` set to this folder).
+            jpegs: Its frames' JPEG bytes, written unchanged.
+            embeddings: Its stored (unit-norm) embeddings, (frames, D); written in this
+                store's dtype without normalising again, so float16 values copy exactly.
+            origin_ns: The source store's recording start.
+
+        Raises:
+            EmbedderMismatchError: The embedder differs from the store's.
+            StoreError: The id exists, or writing or committing failed (nothing committed).
+
+        """
+        self.check_new(
+            record.id, record.embedder_model, record.embedder_pretrained, embeddings.shape[1]
+        )
+        self.files.write(record.id, jpegs)
+        self.commit(
+            record,
+            EmbeddingIndex.normalise(embeddings),
+            blobs=self.embedding_blobs(embeddings),
+            jpeg_sizes=[len(j) for j in jpegs],
+            origin_ns=origin_ns,
+        )
 
     def delete(self, seqs: Sequence[int]) -> None:
         """Delete episodes by key: rows first (one transaction), then catalog, then files.

@@ -121,6 +121,36 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
         """Store one episode durably, then apply its robot's disk budget."""
         ...
 
+    def import_episode(
+        self,
+        record: EpisodeRecord,
+        jpegs: Sequence[bytes],
+        embeddings: npt.ArrayLike,
+        *,
+        origin_ns: int | None = None,
+    ) -> EpisodeRecord:
+        """Store an episode copied from another store (``surprise-memory migrate``).
+
+        Its fields (id, robot, stamps, pose, models, creation time), JPEG bytes and stored
+        embeddings are kept as given; no budget is applied (a copy keeps every episode).
+
+        Args:
+            record: The episode as the source store returned it.
+            jpegs: Its frames' JPEG bytes, stored unchanged.
+            embeddings: Its stored unit-norm embeddings (frames, D), not normalised again.
+            origin_ns: The source's recording start, kept when earlier than this store's.
+
+        Returns:
+            The stored episode (reading its frames from this store).
+
+        Raises:
+            InputError: Counts differ, or an id is invalid.
+            EmbedderMismatchError: The embedder differs from the store's.
+            StoreError: Read-only, the id exists, or the write failed (nothing committed).
+
+        """
+        ...
+
     def get(self, episode_id: str) -> EpisodeRecord:
         """The episode with this id."""
         ...

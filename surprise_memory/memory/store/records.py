@@ -41,6 +41,7 @@ __all__ = [
     "check_frames",
     "check_pose",
     "checked_episode_id",
+    "checked_import",
     "decode_jpeg",
     "host_robot_id",
     "new_episode",
@@ -125,6 +126,12 @@ class EpisodeRecord:
                 "cannot locate frame files; use load_jpegs()"
             )
         return [self.root / p for p in self.frame_paths]
+
+    def frame_uris(self) -> list[str]:
+        """Where each frame is: its file's absolute path, or its name in a database store."""
+        if self.root is None:
+            return list(self.frame_paths)
+        return [str(p) for p in self.frame_files()]
 
     def load_jpegs(self) -> list[bytes]:
         """The stored JPEG bytes of each frame, in order.
@@ -417,3 +424,34 @@ def with_source(
 ) -> EpisodeRecord:
     """The record with where its frames are read from set (a folder or a backend)."""
     return dataclasses.replace(record, root=root, jpeg_source=jpeg_source)
+
+
+def checked_import(
+    record: EpisodeRecord, jpegs: Sequence[bytes], embeddings: npt.ArrayLike
+) -> npt.NDArray[np.float32]:
+    """Check an episode copied from another store (``import_episode``); its embeddings.
+
+    Args:
+        record: The episode as the source store returned it.
+        jpegs: Its frames' JPEG bytes.
+        embeddings: Its stored embeddings, one per frame.
+
+    Returns:
+        The embeddings as a (frames, D) float32 array, values unchanged.
+
+    Raises:
+        InputError: Counts of frames, JPEGs and embeddings differ, a JPEG is empty, the
+            embeddings are not finite non-zero rows, or the id or robot id is invalid.
+
+    """
+    checked_episode_id(record.id, record.stamp_ns)
+    check_robot_id(record.robot_id)
+    EmbeddingIndex.normalise(embeddings)  # the checks; the values are kept as given
+    emb = np.asarray(embeddings, dtype=np.float32)
+    n = len(record.frame_stamps_ns)
+    if len(jpegs) != n or emb.shape[0] != n or not all(jpegs):
+        raise InputError(
+            f"episode {record.id}: {n} frame stamps, {len(jpegs)} JPEGs (empty ones "
+            f"refused), {emb.shape[0]} embeddings: expected one of each per frame"
+        )
+    return emb

@@ -75,6 +75,7 @@ from surprise_memory.memory.store.folder import StoreFolder
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
     RetrievalHit,
+    checked_import,
     new_episode,
     with_source,
 )
@@ -259,6 +260,27 @@ class EpisodeStore:
         with self._lock:
             seq = folder.commit(record, unit, blobs=blobs, jpeg_sizes=[len(j) for j in jpegs])
             folder.evict(keep=seq)
+        return record
+
+    def import_episode(
+        self,
+        record: EpisodeRecord,
+        jpegs: Sequence[bytes],
+        embeddings: npt.ArrayLike,
+        *,
+        origin_ns: int | None = None,
+    ) -> EpisodeRecord:
+        """Store an episode copied from another store, as it was stored there (no budget).
+
+        See :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episode`.
+        """
+        if self._read_only:
+            raise StoreError(f"{self._root}: the store was opened read-only")
+        emb = checked_import(record, jpegs, embeddings)
+        record = with_source(record, root=self._root)
+        with self._lock:
+            self._folder.db()
+            self._folder.import_episode(record, jpegs, emb, origin_ns)
         return record
 
     # ----------------------------------------------------------------- deleting

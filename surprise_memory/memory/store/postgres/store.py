@@ -29,7 +29,7 @@ test suite runs on both):
 
 Where things are: :mod:`.schema` (tables, versions, migrations, the HNSW index),
 :mod:`.rows` (the row statements), :mod:`.search` (queries, exact and approximate),
-:mod:`.session` (the connection).
+:mod:`.session` (the connection), :mod:`.writes` (the add's transaction).
 """
 
 from __future__ import annotations
@@ -47,23 +47,23 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store.catalog import StoreMeta, eviction_victims, over_budget
+from surprise_memory.memory.store.catalog import StoreMeta
 from surprise_memory.memory.store.frame_files import encode_jpeg
 from surprise_memory.memory.store.postgres import rows
 from surprise_memory.memory.store.postgres.schema import ensure_ann_index
 from surprise_memory.memory.store.postgres.search import find
 from surprise_memory.memory.store.postgres.session import Session
+from surprise_memory.memory.store.postgres.writes import commit_episode
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
     RetrievalHit,
+    checked_import,
     new_episode,
     with_source,
 )
 from surprise_memory.perception.frames import Frame
 
 __all__ = ["PostgresEpisodeStore"]
-
-_HALF = 2  # bytes per stored embedding value (halfvec)
 
 
 class PostgresEpisodeStore:
@@ -211,12 +211,42 @@ class PostgresEpisodeStore:
             robot_id=robot_id,
             configured_robot_id=self._config.robot_id,
         )
-        record = with_source(record, jpeg_source=self)
         self._session.meta.check_embedder(embedder_model, embedder_pretrained, unit.shape[1])
         jpegs = [encode_jpeg(fr.rgb, self._config.jpeg_quality) for fr in frames]
-        nbytes = sum(len(j) for j in jpegs) + unit.size * _HALF
+        return self._write(record, jpegs, unit, budget=self._config, origin_ns=None)
+
+    def import_episode(
+        self,
+        record: EpisodeRecord,
+        jpegs: Sequence[bytes],
+        embeddings: npt.ArrayLike,
+        *,
+        origin_ns: int | None = None,
+    ) -> EpisodeRecord:
+        """Store an episode copied from another store, as it was stored there (no budget).
+
+        See :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episode`.
+        """
+        if self._read_only:
+            raise StoreError(f"{self.location}: the store was opened read-only")
+        emb = checked_import(record, jpegs, embeddings)
+        return self._write(record, jpegs, emb, budget=None, origin_ns=origin_ns)
+
+    def _write(
+        self,
+        record: EpisodeRecord,
+        jpegs: Sequence[bytes],
+        embeddings: npt.NDArray[np.float32],
+        *,
+        budget: StoreConfig | None,
+        origin_ns: int | None,
+    ) -> EpisodeRecord:
+        """One transaction (:func:`.writes.commit_episode`), then the HNSW index if missing."""
+        record = with_source(record, jpeg_source=self)
         with self._session.writing(f"add episode {record.id}") as conn:
-            self._commit(conn, record, unit, jpegs, nbytes)
+            self._session.meta = commit_episode(
+                conn, record, embeddings, jpegs, budget=budget, origin_ns=origin_ns
+            )
         dim = self._session.meta.embedding_dim
         with self._session.lock:
             try:
@@ -227,34 +257,6 @@ class PostgresEpisodeStore:
                     f"episode {record.id} stored, but the HNSW index cannot be created: {exc}"
                 ) from exc
         return record
-
-    def _commit(
-        self,
-        conn: psycopg.Connection[Any],
-        record: EpisodeRecord,
-        unit: npt.NDArray[np.float32],
-        jpegs: Sequence[bytes],
-        nbytes: int,
-    ) -> None:
-        """The add's transaction: embedder claim, rows, origin, counters, evictions."""
-        dim = unit.shape[1]
-        claim = StoreMeta().updates_for(record, dim)
-        claim.pop("origin_ns")
-        meta = StoreMeta(rows.claim_meta(conn, claim))
-        meta.check_embedder(record.embedder_model, record.embedder_pretrained, dim)
-        seq = rows.insert_episode(conn, record, unit, jpegs, nbytes=nbytes)
-        rows.lower_origin(conn, record.stamp_ns)
-        count, held = rows.add_robot_counts(
-            conn, record.robot_id, episodes=1, frames=len(jpegs), nbytes=nbytes
-        )
-        cfg = self._config
-        limits = {"max_episodes": cfg.max_episodes, "max_store_bytes": cfg.max_store_bytes}
-        if over_budget(count, held, **limits):
-            sizes: dict[int, int] = {}
-            order = rows.eviction_order(conn, record.robot_id, seq, sizes)
-            victims = eviction_victims(order, sizes, count=count, total_bytes=held, **limits)
-            rows.delete_episodes(conn, victims)
-        self._session.meta = meta
 
     def delete(self, episode_ids: Sequence[str]) -> int:
         """Delete episodes by id (one transaction).
