@@ -334,3 +334,22 @@ def test_many_writer_processes_and_concurrent_queries(pg_url: str) -> None:
             want = sorted(best, key=lambda i: -best[i])[:10]
             hits = store.search(embedding=q, embedder_model="m", max_results=10, robot_id=robot)
             assert [h.episode.id for h in hits] == want
+
+
+def test_the_agent_tool_searches_the_fleet_or_one_robot(pg_url: str) -> None:
+    from surprise_memory.agents.tool import EpisodicMemoryTool
+
+    rng = np.random.default_rng(2)
+    with open_store(pg_url) as store:
+        for i in range(6):
+            _add(store, rng, i + 1, robot_id="alpha" if i < 4 else "bravo", pose=Pose(x=1.0))
+        fleet = EpisodicMemoryTool(store).execute(position=[0, 0, 0], max_results=10)
+        assert [e["robot"] for e in fleet["episodes"]].count("bravo") == 2
+        assert fleet["count"] == 6 and fleet["episodes"][0]["time"] == 5.0  # origin: 1 s
+        one = EpisodicMemoryTool(store, robot_id="alpha").execute(
+            start_time=1.0, max_results=10, include_images=True
+        )
+        assert {e["robot"] for e in one["episodes"]} == {"alpha"} and one["count"] == 3
+        assert one["_images"] and one["_images"][0]["base64"]
+    with pytest.raises(InputError, match="robot_id="):
+        EpisodicMemoryTool(store, robot_id="two words")

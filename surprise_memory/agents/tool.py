@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import InputError, SurpriseMemoryError
-from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.retrieval import RetrievalQuery, check_robot_id
 from surprise_memory.memory.store import EpisodeRetriever, HasTimeOrigin, RetrievalHit
 from surprise_memory.stamps import NS_PER_SECOND
 
@@ -62,6 +62,8 @@ class EpisodicMemoryTool:
         origin_ns: Start of the recording, int ns; None = the retriever's ``origin_ns``
             (the store's earliest episode), else 0.
         max_results_cap: Most episodes one call may return.
+        robot_id: Search only this robot's episodes (a fleet's shared memory holds many
+            robots'); None = every robot's. Each episode's JSON names its robot.
         image_episodes: With images, how many of the best episodes send frames.
         frames_per_episode: With images, frames sent per episode (evenly spaced).
         name: Function name shown to the agent.
@@ -81,6 +83,7 @@ class EpisodicMemoryTool:
         embedder_pretrained: bool | None = None,
         origin_ns: int | None = None,
         max_results_cap: int = 20,
+        robot_id: str | None = None,
         image_episodes: int = 3,
         frames_per_episode: int = 3,
         name: str = "search_episodic_memory",
@@ -100,6 +103,7 @@ class EpisodicMemoryTool:
         self._embedder_pretrained = embedder_pretrained
         self._origin_ns = origin_ns
         self._cap = max_results_cap
+        self._robot_id = None if robot_id is None else check_robot_id(robot_id)
         self._image_episodes = image_episodes
         self._frames_per_episode = frames_per_episode
         self._name = name
@@ -263,6 +267,7 @@ class EpisodicMemoryTool:
             near=near,
             radius_m=radius,
             max_results=max_results,
+            robot_id=self._robot_id,
         )
         return query, include_images
 
@@ -296,6 +301,7 @@ class EpisodicMemoryTool:
             "similarity": None if hit.score is None else round(hit.score, 4),
             "distance": None if hit.distance_m is None else round(hit.distance_m, 3),
             "frame_times": [self._seconds(s, origin) for s in ep.frame_stamps_ns],
+            "robot": ep.robot_id,
         }
 
     def _images(self, hits: Sequence[RetrievalHit], origin: int) -> list[dict[str, str]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import queue
 import threading
 
@@ -19,7 +18,13 @@ from surprise_memory.errors import InputError, SurpriseMemoryError
 from surprise_memory.memory.episodes import EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store import EpisodeRecord, EpisodeStore, RetrievalHit, decode_jpeg
+from surprise_memory.memory.store import (
+    EpisodeRecord,
+    RetrievalHit,
+    decode_jpeg,
+    describe_location,
+    open_store,
+)
 from surprise_memory.msg import Episode, SurpriseEvent
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import (
@@ -82,8 +87,8 @@ class MemoryNode(Node):
         store_cfg = StoreConfig.from_mapping(values)
         self._embedder = ImageTextEmbedder.from_config(EmbedderConfig.from_mapping(values))
         self._embed_lock = threading.Lock()  # one model, two threads (episodes, queries)
-        path = os.path.expanduser(store_cfg.store_path)
-        self._store = EpisodeStore(path, store_cfg)
+        path = describe_location(store_cfg.store_path)  # a folder, or a URL without password
+        self._store = open_store(store_cfg.store_path, store_cfg)
         self._assembler = EpisodeAssembler(EpisodeConfig.from_mapping(values))
         self._events: dict[int, SurpriseEvent] = {}  # trigger stamp -> event, until stored
         self._stats = NodeStats(self)
