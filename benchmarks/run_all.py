@@ -16,6 +16,10 @@ reusing the single-purpose benchmark beside this file:
   run (:func:`bench_encoders.overhead`; ViT-L at 16 frames in the full mode);
 * ``frames``: ring buffer, window sampler, image message conversion (:mod:`bench_frames`);
 * ``store``: episode add, retrieval at 1k/10k(/100k) episodes (:mod:`bench_retrieval`);
+* ``fleet``: both store backends side by side, SQLite in-memory vs PostgreSQL + pgvector
+  (exact scan, HNSW + exact re-ranking): recall@10 vs exact, text query p50/p99, index
+  build time and size at 1k/10k(/100k) episodes, extrapolated to a robot-year
+  (:mod:`bench_fleet_store`; starts its own PostgreSQL server);
 * ``ros``: published frame -> SurpriseScore over real DDS at 10 and 30 Hz with the installed
   nodes, drops counted (:mod:`bench_ros_latency`);
 * ``offline``: ``surprise_memory.offline.pipeline.process`` frames/s on a synthetic bag vs
@@ -54,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-SECTIONS = ("scorer", "encoder", "frames", "store", "ros", "offline", "peer", "soak")
+SECTIONS = ("scorer", "encoder", "frames", "store", "fleet", "ros", "offline", "peer", "soak")
 
 
 @dataclass
@@ -376,6 +380,38 @@ def section_store(s: Suite) -> None:
     s.raw["retrieval"] = figs
 
 
+def section_fleet(s: Suite) -> None:
+    """Both store backends at 1k/10k(/100k) episodes (bench_fleet_store's functions)."""
+    import bench_fleet_store as bfs
+
+    sizes = ["1000", "10000"] if s.quick else ["1000", "10000", "100000"]
+    args = bfs.options(["--sizes", *sizes, "--queries", "100" if s.quick else "200"])
+    rows = []
+    with bfs.pg_server() as server:
+        versions = bfs.server_versions(server)
+        rng = np.random.default_rng(0)
+        for n in args.sizes:
+            r = bfs.run_size(n, server, args, rng)
+            rows.append(r)
+            goal = "recall@10 >= 0.95, p99 <= 20 ms" if n == 100_000 else ""
+            ok = r["pg_hnsw_recall"] >= 0.95 and r["pg_hnsw_p99_ms"] <= 20
+            s.add(
+                "fleet",
+                f"text query, {n:,} episodes: SQLite / PostgreSQL HNSW",
+                f"p99 {r['sqlite_p99_ms']:.1f} / {r['pg_hnsw_p99_ms']:.1f} ms, recall@10 "
+                f"{r['sqlite_recall']:.3f} / {r['pg_hnsw_recall']:.3f}",
+                goal,
+                _verdict(ok) if goal else "",
+                f"HNSW build {r['pg_hnsw_build_s']:.0f} s, {r['pg_hnsw_mib']:.0f} MiB; SQLite "
+                f"index {r['sqlite_index_mib']:.0f} MiB RAM; {versions}",
+            )
+    for key, label in (("pg_hnsw_p99_ms", "ms p99"), ("pg_hnsw_mib", "MiB HNSW")):
+        est = bfs.extrapolate(rows, key)
+        if est is not None:
+            s.add("fleet", f"robot-year (670k episodes), PostgreSQL {label}", f"about {est:,.0f}")
+    s.raw["fleet"] = rows
+
+
 def section_ros(s: Suite) -> None:
     """Published frame -> SurpriseScore over DDS with the installed nodes."""
     import bench_ros_latency as brl
@@ -528,6 +564,7 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "encoder": section_encoder,
     "frames": section_frames,
     "store": section_store,
+    "fleet": section_fleet,
     "ros": section_ros,
     "offline": section_offline,
     "peer": section_peer,

@@ -1,4 +1,7 @@
-"""The ``surprise-memory`` command: process, query, report, eval-gebd.
+"""The ``surprise-memory`` command: process, query, report, eval-gebd, migrate.
+
+``query`` and ``migrate`` (the store commands, on either backend) live in
+:mod:`surprise_memory.cli_store`.
 
 Options of settings are generated from the one config schema (:mod:`surprise_memory.config`):
 each setting ``name`` becomes ``--name-with-hyphens`` (the underscore spelling ``--name`` is
@@ -20,7 +23,6 @@ import dataclasses
 import inspect
 import json
 import math
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,7 +38,6 @@ from surprise_memory.config import (
 )
 from surprise_memory.errors import ConfigError, InputError, StoreError, SurpriseMemoryError
 from surprise_memory.offline.pipeline import PIPELINE_CONFIGS
-from surprise_memory.stamps import NS_PER_SECOND, parse_time
 
 __all__ = ["build_parser", "main"]
 
@@ -122,7 +123,7 @@ def _parse_point(text: str) -> tuple[float, float, float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``surprise-memory`` with its four subcommands."""
+    """The argument parser of ``surprise-memory`` with its five subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Surprise-gated episodic memory, offline: process a bag or video into an "
@@ -168,29 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_options(p, PIPELINE_CONFIGS, excluded=tuple(_PROCESS_EXCLUDED))
     p.set_defaults(func=_cmd_process)
 
-    q = sub.add_parser(
-        "query",
-        help="retrieve episodes by text, image, time window and place",
-        formatter_class=fmt,
-        description="Retrieve episodes from a store. Times (--start/--end): a plain number "
-        "(12.5 or 12.5s) is seconds from the store's time origin (the first frame its writer "
-        "saw, the same origin as the report and the agent tool); "
-        "'<int>ns' is an absolute stamp in nanoseconds since the epoch; an ISO 8601 time "
-        "with a zone (2023-11-14T22:13:32Z) is absolute too. Text and image queries embed "
-        "the query with the store's recorded embedder; text is refused when that embedder "
-        "had random (untrained) weights.",
-    )
-    q.add_argument("store", metavar="STORE", help="store folder")
-    q.add_argument("--text", help="text query (needs the store's trained embedder)")
-    q.add_argument("--image", metavar="PATH", help="image file as the query")
-    q.add_argument("--start", help="earliest trigger time (see above)")
-    q.add_argument("--end", help="latest trigger time (see above)")
-    q.add_argument("--near", metavar="X,Y[,Z]", help="place in metres, in the poses' frame")
-    q.add_argument("--radius", type=float, metavar="M", help="keep episodes within M metres")
-    q.add_argument("-k", "--max-results", type=int, default=5, help="episodes returned")
-    q.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    q.add_argument("--device", default="auto", help="device of the query embedder")
-    q.set_defaults(func=_cmd_query)
+    from surprise_memory.cli_store import add_store_commands  # it imports this module
+
+    add_store_commands(sub, fmt)
 
     r = sub.add_parser(
         "report",
@@ -323,133 +304,6 @@ def _cmd_process(args: argparse.Namespace) -> int:
 
 def _note(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr)
-
-
-# ----------------------------------------------------------------------------- query
-
-
-def _store_origin(store: Any) -> int | None:
-    """The store's one time origin (the first frame seen), as the report and the agent tool use."""
-    from surprise_memory.offline.report import time_origin_ns
-
-    return time_origin_ns(store)
-
-
-def _query_embedder(store: Any, device: str, text: bool) -> Any:
-    """Rebuild the store's embedder from its recorded model name."""
-    name = store.embedder_model
-    if name is None:
-        raise InputError(f"{store.path}: the store has no episode, nothing to compare with")
-    model, _, weights = str(name).partition(":")
-    seed = 0
-    if not store.embedder_pretrained:
-        if text:
-            raise InputError(
-                f"the store's embeddings come from {name!r}: random, untrained weights, so a "
-                "text query would rank at random. Process the input again with trained "
-                "embedder weights (--embedder-weights meta, or a local folder)."
-            )
-        found = re.search(r"seed (\d+)", weights)
-        seed = int(found.group(1)) if found else 0
-        weights = "random"
-        _note(f"image query with the untrained embedder {name!r} (random weights)")
-    from surprise_memory.errors import ModelLoadError
-    from surprise_memory.perception.encoders import ImageTextEmbedder
-
-    try:
-        emb = ImageTextEmbedder(model, weights, device=device, seed=seed)
-    except ModelLoadError as exc:
-        raise ModelLoadError(f"cannot load the store's embedder {name!r}: {exc}") from None
-    if emb.model_name != name:
-        raise InputError(
-            f"the embedder rebuilt for the query is {emb.model_name!r}, the store's is {name!r}"
-        )
-    return emb
-
-
-def _cmd_query(args: argparse.Namespace) -> int:
-    from surprise_memory.memory.retrieval import RetrievalQuery
-    from surprise_memory.memory.store import EpisodeStore
-
-    store_dir = Path(args.store)
-    if not store_dir.is_dir():
-        raise InputError(f"store {str(store_dir)!r} does not exist")
-    if args.radius is not None and args.near is None:
-        raise InputError("--radius needs --near")
-    if args.text is not None and args.image is not None:
-        raise InputError("give --text or --image, not both")
-    with EpisodeStore(store_dir, read_only=True) as store:
-        origin = _store_origin(store)
-        start = parse_time(args.start, origin) if args.start else None
-        end = parse_time(args.end, origin) if args.end else None
-        near = _parse_point(args.near) if args.near else None
-        embedding = None
-        emb_name = None
-        if args.text is not None or args.image is not None:
-            emb = _query_embedder(store, args.device, text=args.text is not None)
-            if args.text is not None:
-                embedding = emb.embed_text([args.text])[0]
-            else:
-                embedding = emb.embed_images([_read_image(args.image)])[0]
-            emb_name = emb.model_name
-        query = RetrievalQuery(
-            embedding=embedding,
-            embedder_model=emb_name,
-            start_ns=start if start is None else max(start, 1),
-            end_ns=end if end is None else max(end, 1),
-            near=near,
-            radius_m=args.radius,
-            max_results=args.max_results,
-        )
-        hits = store.retrieve(query)
-    rows = [_hit_dict(h, origin) for h in hits]
-    if args.json:
-        print(json.dumps({"store": str(store_dir), "origin_ns": origin, "hits": rows}, indent=2))
-        return 0
-    if not rows:
-        print("no episode matches")
-        return 0
-    print(f"{'#':>2} {'time s':>8} {'score':>7} {'dist m':>7} {'surprise':>8}  pose / id")
-    for i, r in enumerate(rows, 1):
-        score = "-" if r["score"] is None else f"{r['score']:.3f}"
-        dist = "-" if r["distance_m"] is None else f"{r['distance_m']:.2f}"
-        t = "-" if r["time_s"] is None else f"{r['time_s']:.2f}"
-        pose = (
-            "no pose"
-            if not r["pose_valid"]
-            else "({:.2f}, {:.2f}, {:.2f})".format(*r["position"]) + f" {r['frame_id']}"
-        )
-        print(f"{i:>2} {t:>8} {score:>7} {dist:>7} {r['surprise']:>8.3f}  {pose}  {r['id']}")
-    return 0
-
-
-def _read_image(path: str) -> Any:
-    import numpy as np
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as img:
-            return np.asarray(img.convert("RGB"), dtype=np.uint8)
-    except (OSError, UnidentifiedImageError) as exc:
-        raise InputError(f"--image {path!r}: cannot read the image ({exc})") from None
-
-
-def _hit_dict(hit: Any, origin: int | None) -> dict[str, Any]:
-    ep = hit.episode
-    return {
-        "id": ep.id,
-        "stamp_ns": ep.stamp_ns,
-        "time_s": None if origin is None else (ep.stamp_ns - origin) / NS_PER_SECOND,
-        "score": hit.score,
-        "distance_m": hit.distance_m,
-        "surprise": ep.surprise,
-        "pose_valid": ep.pose_valid,
-        "position": list(ep.pose.position),
-        "orientation": [ep.pose.qx, ep.pose.qy, ep.pose.qz, ep.pose.qw],
-        "frame_id": ep.pose.frame_id,
-        "frame_stamps_ns": list(ep.frame_stamps_ns),
-        "frames": [str(p) for p in ep.frame_files()],
-    }
 
 
 # ----------------------------------------------------------------------------- report

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -29,6 +30,7 @@ from surprise_memory.errors import ConfigError
 __all__ = [
     "ALL_CONFIGS",
     "NODE_CONFIGS",
+    "ROBOT_ID_PATTERN",
     "BaselineConfig",
     "BudgetConfig",
     "CameraConfig",
@@ -49,6 +51,10 @@ __all__ = [
 ]
 
 _META_KEY = "surprise_memory"
+
+ROBOT_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+"""What a robot id may be (host names fit); queries and the store check it too."""
+_ROBOT_ID_RE = re.compile(ROBOT_ID_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -428,26 +434,41 @@ class EmbedderConfig(ComponentConfig):
 
 @dataclass(frozen=True)
 class StoreConfig(ComponentConfig):
-    """Settings of :class:`~surprise_memory.memory.store.EpisodeStore` and its retrieval queries."""
+    """Settings of the episode store and its retrieval queries.
+
+    One setting, ``store_path``, picks the backend
+    (:func:`~surprise_memory.memory.store.open_store`): a folder (SQLite) or a PostgreSQL
+    connection string.
+    """
 
     component: ClassVar[str] = "store"
 
     store_path: str = setting(
         "~/.ros/surprise_memory/store",
-        "Folder of the episode store (SQLite database and JPEG frames); created if missing.",
+        "Where the episode store is: a folder (SQLite database and JPEG frames, created if "
+        "missing) or a PostgreSQL connection string postgresql://user@host/db?sslmode=... "
+        "(pgvector; a fleet's shared memory). Never put a password here: it comes from "
+        "PGPASSWORD or PGPASSFILE.",
+        read_only=True,
+    )
+    robot_id: str = setting(
+        "",
+        "Id of the robot whose episodes this process adds (1-64 letters, digits, _ . -); the "
+        "disk budget applies per robot and queries may filter by it. Empty = the host name.",
         read_only=True,
     )
     max_episodes: int = setting(
         0,
-        "Disk budget: most episodes kept; when exceeded the lowest-surprise episode (oldest "
-        "first among equal surprise) is evicted, never the one just added. 0 = no limit.",
+        "Disk budget per robot: most episodes kept; when exceeded the lowest-surprise "
+        "episode (oldest first among equal surprise) of that robot is evicted, never the one "
+        "just added. 0 = no limit.",
         low=0,
         high=1_000_000_000,
     )
     max_store_bytes: int = setting(
         0,
-        "Disk budget in bytes of JPEG frames plus embedding blobs (SQLite page overhead not "
-        "counted); evicts like max_episodes. 0 = no limit.",
+        "Disk budget per robot in bytes of JPEG frames plus embeddings (database page "
+        "overhead not counted); evicts like max_episodes. 0 = no limit.",
         low=0,
         high=1e15,
     )
@@ -472,9 +493,28 @@ class StoreConfig(ComponentConfig):
         low=1,
         high=100_000,
     )
+    ann_min_frames: int = setting(
+        8_000,
+        "PostgreSQL only: above this many stored frames a similarity query uses the HNSW "
+        "index over frame embeddings (then re-ranks exactly); below it, an exact scan.",
+        low=0,
+        high=1e12,
+    )
+    ann_ef_search: int = setting(
+        200,
+        "PostgreSQL only: HNSW search breadth (hnsw.ef_search); higher = better recall, "
+        "slower queries.",
+        low=10,
+        high=1000,
+    )
 
     def validate(self) -> None:
-        """The default number of results must be allowed by the cap."""
+        """The default number of results must be allowed by the cap; a robot id its rule."""
+        if self.robot_id and not _ROBOT_ID_RE.fullmatch(self.robot_id):
+            raise ConfigError(
+                f"robot_id={self.robot_id!r}: use 1-64 letters, digits, '_', '.', '-' "
+                "starting with a letter or digit (empty = the host name)"
+            )
         if self.default_max_results > self.max_results_cap:
             raise ConfigError(
                 f"default_max_results={self.default_max_results}: must be <= "

@@ -12,3 +12,6 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # (or a robot on the same host) never see each other's topics. Child processes inherit it.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 232)))
+
+# the store's two backends and a real PostgreSQL server, for the tests that ask for them
+from store_backends import backend, new_location, pg_server, pg_url, store_location  # noqa: F401

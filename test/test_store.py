@@ -1,4 +1,10 @@
-"""EpisodeStore: durable layout, schema, validation, disk budget, threads and kill -9."""
+"""The episode store on both backends: round trip, validation, budget, threads, kill -9.
+
+Tests taking ``store_location`` run twice: on the SQLite folder and on a PostgreSQL
+database of a real server (``store_backends.pg_server``). The SQLite folder's own layout
+(WAL, schema pragma, writer lock, orphan files) is tested here too; the PostgreSQL
+schema, migrations, many writers and the approximate index in test_store_postgres.py.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +27,14 @@ from surprise_memory.config import ConfigError, StoreConfig
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery
-from surprise_memory.memory.store import DB_NAME, EpisodeStore
+from surprise_memory.memory.store import (
+    DB_NAME,
+    EpisodeStore,
+    EpisodeStoreBackend,
+    is_postgres_url,
+    open_store,
+)
+from surprise_memory.memory.store.records import host_robot_id
 from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000
@@ -39,7 +53,7 @@ def _frames(rng: np.random.Generator, t0: int, n: int = 8, hw: tuple[int, int] =
     ]
 
 
-def _add(store: EpisodeStore, rng: np.random.Generator, i: int, surprise: float = 1.0, **kw):
+def _add(store: EpisodeStoreBackend, rng: np.random.Generator, i: int, surprise: float = 1.0, **kw):
     frames = kw.pop("frames") if "frames" in kw else _frames(rng, i * S)
     emb = kw.pop("embeddings", None)
     if emb is None:
@@ -53,14 +67,28 @@ def _store_files(path: Path) -> set[str]:
     return {p.name for p in (path / "frames").iterdir()}
 
 
+def _held_frames(location: str) -> set[str]:
+    """Episodes whose frames the store holds: frame folders, or frame rows in PostgreSQL."""
+    if not is_postgres_url(location):
+        return _store_files(Path(location))
+    import psycopg
+
+    with psycopg.connect(location) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT e.id FROM surprise_memory.frames f "
+            "JOIN surprise_memory.episodes e ON e.seq = f.episode_seq"
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 @pytest.mark.parametrize("pose", [None, Pose(1.0, -2.0, 0.5, 0.0, 0.0, 0.7071, 0.7071, "map")])
-def test_round_trip_survives_reopen(tmp_path: Path, dtype: str, pose: Pose | None) -> None:
+def test_round_trip_survives_reopen(store_location: str, dtype: str, pose: Pose | None) -> None:
     rng = np.random.default_rng(1)
     frames = _frames(rng, 5 * S)
     emb = rng.standard_normal((8, DIM)).astype(np.float32)
-    cfg = StoreConfig(embedding_dtype=dtype)
-    with EpisodeStore(tmp_path / "s", cfg) as store:
+    cfg = StoreConfig(embedding_dtype=dtype, robot_id="rover-1")
+    with open_store(store_location, cfg) as store:
         rec = store.add(
             frames,
             emb,
@@ -73,9 +101,10 @@ def test_round_trip_survives_reopen(tmp_path: Path, dtype: str, pose: Pose | Non
             encoder_model="facebook/vjepa2-vitl-fpc64-256",
             episode_id="golf-cart_1",
         )
-    with EpisodeStore(tmp_path / "s", cfg) as store:
+    with open_store(store_location, cfg, read_only=True) as store:
         got = store.get("golf-cart_1")
         assert got == rec
+        assert got.robot_id == "rover-1"
         assert got.pose_valid is (pose is not None)
         assert got.pose == (pose or Pose())
         assert (got.start_ns, got.end_ns) == (frames[0].stamp_ns, frames[-1].stamp_ns)
@@ -88,7 +117,9 @@ def test_round_trip_survives_reopen(tmp_path: Path, dtype: str, pose: Pose | Non
             assert img.shape == fr.rgb.shape and img.dtype == np.uint8
             assert np.abs(img.astype(int) - fr.rgb).mean() < 3.0
         unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
-        tol = 2e-3 if dtype == "float16" else 1e-6
+        # PostgreSQL keeps halfvec (float16) whatever embedding_dtype says
+        half = dtype == "float16" or is_postgres_url(store_location)
+        tol = 2e-3 if half else 1e-6
         np.testing.assert_allclose(store.embeddings("golf-cart_1"), unit, atol=tol)
 
 
@@ -130,7 +161,7 @@ def test_migration_path_runs_each_step(tmp_path: Path, monkeypatch: pytest.Monke
         conn.execute("ALTER TABLE episodes ADD COLUMN note TEXT NOT NULL DEFAULT ''")
 
     monkeypatch.setattr(store_mod, "SCHEMA_VERSION", v + 1)
-    monkeypatch.setattr(store_mod, "_MIGRATIONS", {v: next_step})
+    monkeypatch.setattr(store_mod, "_MIGRATIONS", {**store_mod._MIGRATIONS, v: next_step})
     with pytest.raises(StoreError, match="needs migrating"):
         EpisodeStore(tmp_path, read_only=True)
     with EpisodeStore(tmp_path) as store:
@@ -144,9 +175,15 @@ def test_migration_path_runs_each_step(tmp_path: Path, monkeypatch: pytest.Monke
         EpisodeStore(tmp_path)
 
 
-def test_time_origin_is_the_first_frame_seen_and_persisted(tmp_path: Path) -> None:
+def test_schema_versions_are_origin_then_robot_id() -> None:
+    """Version 2 moved the origin to the first frame (issue 13), version 3 added robot ids."""
+    assert store_mod.SCHEMA_VERSION == 3
+    assert sorted(store_mod._MIGRATIONS) == [1, 2]
+
+
+def test_time_origin_is_the_first_frame_seen_and_persisted(store_location: str) -> None:
     rng = np.random.default_rng(0)
-    with EpisodeStore(tmp_path) as store:
+    with open_store(store_location) as store:
         assert store.origin_ns is None
         # a store never told of a frame: the first frame of its earliest episode
         _add(store, rng, 40)
@@ -156,12 +193,31 @@ def test_time_origin_is_the_first_frame_seen_and_persisted(tmp_path: Path) -> No
         assert store.origin_ns == 35 * S
         _add(store, rng, 36)  # an episode after the origin leaves it alone
         store.delete(store.episode_ids())  # eviction keeps it
-        with pytest.raises(InputError, match="must be > 0"):
-            store.note_origin(0)
-    with EpisodeStore(tmp_path, read_only=True) as store:
+        with pytest.raises(InputError, match="must be >= 0"):
+            store.note_origin(-1)
+        with pytest.raises(InputError, match="integer number of nanoseconds"):
+            store.note_origin(1.5)  # type: ignore[arg-type]
+    with open_store(store_location, read_only=True) as store:
         assert store.origin_ns == 35 * S
         with pytest.raises(StoreError, match="read-only"):
             store.note_origin(S)
+    with open_store(store_location) as store:
+        store.note_origin(0)  # a video's first frame is at 0 ns: a valid origin
+        assert store.origin_ns == 0
+    with open_store(store_location, read_only=True) as store:
+        assert store.origin_ns == 0
+
+
+def _as_version_1(db: Path, origin_ns: int | None = None) -> None:
+    """Turn a store's database back into what schema version 1 wrote."""
+    conn = sqlite3.connect(db)
+    conn.execute("DROP INDEX episodes_robot")  # version 3's column
+    conn.execute("ALTER TABLE episodes DROP COLUMN robot_id")
+    if origin_ns is not None:  # version 1's origin: the earliest trigger stamp
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'origin_ns'", (str(origin_ns),))
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
 
 
 def test_version_1_store_migrates_its_origin_to_the_first_frame(tmp_path: Path) -> None:
@@ -169,16 +225,33 @@ def test_version_1_store_migrates_its_origin_to_the_first_frame(tmp_path: Path) 
     with EpisodeStore(tmp_path) as store:
         _add(store, rng, 50)
         _add(store, rng, 20)
-    # what version 1 wrote: the earliest trigger stamp as origin
-    conn = sqlite3.connect(tmp_path / DB_NAME)
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'origin_ns'", (str(20 * S + 3 * S // 10),))
-    conn.execute("PRAGMA user_version = 1")
-    conn.commit()
-    conn.close()
+    _as_version_1(tmp_path / DB_NAME, origin_ns=20 * S + 3 * S // 10)
     with EpisodeStore(tmp_path) as store:
         assert store.origin_ns == 20 * S  # the first stored frame, 0.3 s before that trigger
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3  # 1 -> 2 -> 3
+    conn.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_store_gains_robot_ids(tmp_path: Path, version: int) -> None:
+    """A store from before robot ids (schema 1 or 2) opens with this host's id on its episodes."""
+    rng = np.random.default_rng(0)
+    with EpisodeStore(tmp_path) as store:
+        rec = _add(store, rng, 0)
+    _as_version_1(tmp_path / DB_NAME)
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    conn.execute(f"PRAGMA user_version = {version:d}")
+    conn.commit()
+    conn.close()
+    with EpisodeStore(tmp_path) as store:
+        got = store.get(rec.id)
+        assert got.robot_id == host_robot_id() and got == rec
+        assert [h.episode.id for h in store.search(robot_id=host_robot_id())] == [rec.id]
+        assert store.search(robot_id="someone-else") == []
+        assert store.origin_ns == 0  # the first frame of episode 0
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
     conn.close()
 
 
@@ -218,15 +291,15 @@ def test_one_writer_and_read_only_readers(tmp_path: Path) -> None:
     ],
 )
 def test_bad_adds_raise_and_change_nothing(
-    tmp_path: Path, change: dict[str, object], error: type[Exception], match: str
+    store_location: str, change: dict[str, object], error: type[Exception], match: str
 ) -> None:
     rng = np.random.default_rng(0)
-    with EpisodeStore(tmp_path) as store:
+    with open_store(store_location) as store:
         _add(store, rng, 0, episode_id="first")
-        before = (_store_files(tmp_path), store.total_bytes, len(store))
+        before = (_held_frames(store_location), store.total_bytes, len(store))
         with pytest.raises(error, match=match):
             _add(store, rng, 1, **change)
-        assert (_store_files(tmp_path), store.total_bytes, len(store)) == before
+        assert (_held_frames(store_location), store.total_bytes, len(store)) == before
 
 
 @pytest.mark.parametrize(
@@ -240,8 +313,8 @@ def test_bad_adds_raise_and_change_nothing(
         (["not a frame"], "expected surprise_memory.Frame"),
     ],
 )
-def test_bad_frames_are_refused(tmp_path: Path, frames: list[Frame], match: str) -> None:
-    with EpisodeStore(tmp_path) as store, pytest.raises(InputError, match=match):
+def test_bad_frames_are_refused(store_location: str, frames: list[Frame], match: str) -> None:
+    with open_store(store_location) as store, pytest.raises(InputError, match=match):
         store.add(
             frames,
             np.ones((len(frames), DIM)),
@@ -284,36 +357,38 @@ def _expected_survivors(
     ],
 )
 def test_episode_budget_evicts_lowest_surprise_oldest_first(
-    tmp_path: Path, surprises: list[float], max_episodes: int
+    store_location: str, surprises: list[float], max_episodes: int
 ) -> None:
     rng = np.random.default_rng(0)
     cfg = StoreConfig(max_episodes=max_episodes)
-    with EpisodeStore(tmp_path, cfg) as store:
+    with open_store(store_location, cfg) as store:
         ids = [_add(store, rng, i, surprise=s).id for i, s in enumerate(surprises)]
         assert ids[-1] in store
         expected = [ids[j] for j in _expected_survivors(surprises, max_episodes)]
         assert store.episode_ids() == expected
-    assert _store_files(tmp_path) == set(expected)
-    with EpisodeStore(tmp_path, cfg) as store:
+    assert _held_frames(store_location) == set(expected)
+    with open_store(store_location, cfg) as store:
         assert store.episode_ids() == expected
         got = store.retrieve(RetrievalQuery(max_results=10))
         assert sorted(h.episode.id for h in got) == sorted(expected)
 
 
-def test_byte_budget_counts_jpegs_and_embeddings_and_keeps_the_new_one(tmp_path: Path) -> None:
+def test_byte_budget_counts_jpegs_and_embeddings_and_keeps_the_new_one(
+    new_location: Callable[[], str],
+) -> None:
     rng = np.random.default_rng(3)
     surprises = [4.0, 1.0, 3.0, 2.0, 0.5, 5.0, 0.1]
     data = [(_frames(rng, i * S), rng.standard_normal((8, DIM))) for i in range(len(surprises))]
     sizes = []
-    with EpisodeStore(tmp_path / "probe") as probe:  # same data, no budget: each one's size
+    with open_store(new_location()) as probe:  # same data, no budget: each one's size
         for i, (fr, emb) in enumerate(data):
             before = probe.total_bytes
             rec = _add(probe, rng, i, frames=fr, embeddings=emb)
             sizes.append(probe.total_bytes - before)
-            on_disk = sum(f.stat().st_size for f in rec.frame_files()) + 8 * DIM * 2
-            assert sizes[-1] == on_disk
+            stored = sum(len(j) for j in rec.load_jpegs()) + 8 * DIM * 2
+            assert sizes[-1] == stored
     max_bytes = int(2.5 * np.mean(sizes))
-    with EpisodeStore(tmp_path / "s", StoreConfig(max_store_bytes=max_bytes)) as store:
+    with open_store(new_location(), StoreConfig(max_store_bytes=max_bytes)) as store:
         ids = [
             _add(store, rng, i, surprise=s, frames=fr, embeddings=emb).id
             for i, ((fr, emb), s) in enumerate(zip(data, surprises, strict=True))
@@ -322,10 +397,32 @@ def test_byte_budget_counts_jpegs_and_embeddings_and_keeps_the_new_one(tmp_path:
         assert store.episode_ids() == expected
         assert ids[-1] in expected  # the lowest surprise of all, kept because just added
         assert store.total_bytes == sum(sizes[ids.index(e)] for e in expected)
-    with EpisodeStore(tmp_path / "tiny", StoreConfig(max_store_bytes=1)) as store:
+    with open_store(new_location(), StoreConfig(max_store_bytes=1)) as store:
         a = _add(store, rng, 0)
         b = _add(store, rng, 1)
         assert store.episode_ids() == [b.id] and a.id not in store
+
+
+def test_budget_and_queries_are_per_robot(store_location: str) -> None:
+    """A robot's adds evict only its own episodes; a query may ask for one robot's."""
+    rng = np.random.default_rng(4)
+    cfg = StoreConfig(max_episodes=2)
+    with open_store(store_location, cfg) as store:
+        a = [_add(store, rng, i, surprise=1.0 + i, robot_id="alpha").id for i in range(4)]
+        b = [_add(store, rng, 10 + i, surprise=0.1, robot_id="bravo").id for i in range(3)]
+        # alpha kept its two most surprising; bravo's lower surprises did not evict them
+        assert store.episode_ids() == [a[2], a[3], b[1], b[2]]
+        assert [h.episode.id for h in store.search(robot_id="alpha")] == [a[3], a[2]]
+        assert {h.episode.robot_id for h in store.search(robot_id="bravo")} == {"bravo"}
+        assert store.search(robot_id="charlie") == []
+        q = store.embeddings(b[1])[0]
+        hits = store.search(embedding=q, embedder_model=MODEL, robot_id="alpha", max_results=5)
+        assert {h.episode.id for h in hits} == {a[2], a[3]}
+        assert store.search(embedding=q, embedder_model=MODEL, max_results=1)[0].episode.id == b[1]
+    with pytest.raises(InputError, match="robot_id="):
+        RetrievalQuery(robot_id="no spaces")
+    with pytest.raises(ConfigError, match="robot_id="):
+        StoreConfig(robot_id="../x")
 
 
 def test_store_config_rules() -> None:
@@ -352,13 +449,13 @@ def test_orphans_are_cleaned_on_open(tmp_path: Path) -> None:
         assert len(store.get(rec.id).load_images()) == 8
 
 
-def test_add_from_one_thread_query_from_another(tmp_path: Path) -> None:
+def test_add_from_one_thread_query_from_another(store_location: str) -> None:
     rng = np.random.default_rng(0)
     n = 30
     data = [(_frames(rng, i * S), rng.standard_normal((8, DIM))) for i in range(n)]
     errors: list[BaseException] = []
     done = threading.Event()
-    with EpisodeStore(tmp_path, StoreConfig(max_episodes=20)) as store:
+    with open_store(store_location, StoreConfig(max_episodes=20)) as store:
 
         def writer() -> None:
             try:
@@ -403,10 +500,10 @@ _CHILD = textwrap.dedent(
     import numpy as np
     from surprise_memory.perception.frames import Frame
     from surprise_memory.memory.pose import Pose
-    from surprise_memory.memory.store import EpisodeStore
+    from surprise_memory.memory.store import open_store
 
     rng = np.random.default_rng(int(sys.argv[2]))
-    store = EpisodeStore(sys.argv[1])
+    store = open_store(sys.argv[1])
     i = len(store)
     while True:
         frames = [
@@ -423,12 +520,12 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_kill_9_while_adding_loses_nothing_committed(tmp_path: Path) -> None:
+def test_kill_9_while_adding_loses_nothing_committed(store_location: str) -> None:
     committed: list[str] = []
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for round_, delay in enumerate([0.0, 0.013, 0.029]):
         child = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, str(tmp_path), str(round_)],
+            [sys.executable, "-c", _CHILD, store_location, str(round_)],
             stdout=subprocess.PIPE,
             env=env,
             text=True,
@@ -444,11 +541,11 @@ def test_kill_9_while_adding_loses_nothing_committed(tmp_path: Path) -> None:
         committed += rest.split()
         assert child.returncode == -signal.SIGKILL
 
-        with EpisodeStore(tmp_path) as store:  # opens without repair
+        with open_store(store_location) as store:  # opens without repair
             ids = store.episode_ids()
             assert set(committed) <= set(ids)  # no committed episode lost
             assert len(ids) <= len(committed) + 1  # at most the add in flight, whole
-            assert _store_files(tmp_path) == set(ids)  # orphans cleaned, nothing half there
+            assert _held_frames(store_location) == set(ids)  # no orphans, nothing half there
             for ep_id in ids:
                 rec = store.get(ep_id)
                 assert len(rec.frame_stamps_ns) == 8

@@ -355,6 +355,12 @@ class RosEpisodeRetriever:
     ) -> list[RetrievalHit]:
         if not isinstance(query, RetrievalQuery):
             raise InputError(f"query is a {type(query).__name__}: expected RetrievalQuery")
+        if query.robot_id is not None:
+            # RetrieveEpisodes has no robot field: refuse rather than answer for every robot
+            raise InputError(
+                f"robot_id={query.robot_id!r}: the memory node's service cannot filter by "
+                "robot; open the fleet store itself (open_store) to search one robot"
+            )
         found = self._client.retrieve(
             text,
             embedding=query.embedding,

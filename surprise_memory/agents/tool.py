@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import InputError, SurpriseMemoryError
-from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.retrieval import RetrievalQuery, check_robot_id
 from surprise_memory.memory.store import (
     EpisodeRetriever,
     HasTimeOrigin,
@@ -208,6 +208,8 @@ class EpisodicMemoryTool:
             time (see :func:`stamp_ns`). No episode whose last frame is after it is
             returned. None = no limit.
         max_results_cap: Most episodes one call may return.
+        robot_id: Search only this robot's episodes (a fleet's shared memory holds many
+            robots'); None = every robot's. Each episode's JSON names its robot.
         image_episodes: With images, how many of the best episodes send frames.
         frames_per_episode: With images, frames sent per episode (evenly spaced).
         name: Function name shown to the agent.
@@ -228,6 +230,7 @@ class EpisodicMemoryTool:
         origin: int | float | None = None,
         now: TimeValue | Callable[[], TimeValue | None] | None = None,
         max_results_cap: int = 20,
+        robot_id: str | None = None,
         image_episodes: int = 3,
         frames_per_episode: int = 3,
         name: str = "search_episodic_memory",
@@ -248,6 +251,7 @@ class EpisodicMemoryTool:
         self._origin_ns = None if origin is None else origin_to_ns(origin)
         self._now = now
         self._cap = max_results_cap
+        self._robot_id = None if robot_id is None else check_robot_id(robot_id)
         self._image_episodes = image_episodes
         self._frames_per_episode = frames_per_episode
         self._name = name
@@ -377,6 +381,7 @@ class EpisodicMemoryTool:
             near=near,
             radius_m=radius,
             max_results=k + extra,
+            robot_id=self._robot_id,
         )
         if text is not None and isinstance(self._retriever, RetrievesByText):
             hits = self._retriever.retrieve_text(text, query, include_images=include_images)
@@ -448,6 +453,7 @@ class EpisodicMemoryTool:
             "similarity": None if hit.score is None else round(hit.score, 4),
             "distance": None if hit.distance_m is None else round(hit.distance_m, 3),
             "frame_times": [self._seconds(s, origin) for s in ep.frame_stamps_ns],
+            "robot": ep.robot_id,
         }
 
     def _images(self, hits: Sequence[RetrievalHit], origin: int) -> list[dict[str, str]]:

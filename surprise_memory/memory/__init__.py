@@ -3,10 +3,11 @@
 * :mod:`.episodes`: the bounded frame history by stamp and the assembly of the 8 frames
   around each event.
 * :mod:`.pose`: robot poses by stamp (the pose type, interpolation, the lookup rule).
-* :mod:`.store`: the episode store, a package of its own (interface, SQLite backend,
-  durable frame files, schema and migrations, the in-memory search).
+* :mod:`.store`: the episode store, a package of its own (interface, ``open_store``, the
+  SQLite backend with its durable frame files, schema and in-memory search, the
+  PostgreSQL + pgvector backend, migration between them).
 * :mod:`.retrieval`: what a query is (:class:`~.retrieval.RetrievalQuery`): text or image
-  embedding, time window, place, top-k.
+  embedding, time window, place, robot, top-k.
 
 Next: :mod:`surprise_memory.agents` serves the memory to agents and other nodes.
 """

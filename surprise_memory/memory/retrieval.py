@@ -6,23 +6,52 @@ checked on construction, so a backend receives only valid requests.
 :class:`EmbedderMismatchError` is the error of a query (or an add) whose embedder is not
 the store's.
 
-The search itself lives with the store: :mod:`surprise_memory.memory.store.search`
-(the in-memory index) and :meth:`surprise_memory.memory.store.EpisodeStore.retrieve`.
+The search itself lives with the store's backends: :mod:`surprise_memory.memory.store.search`
+(the in-memory index of the SQLite folder) and
+:mod:`surprise_memory.memory.store.postgres.search` (SQL over pgvector).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from surprise_memory.config import ROBOT_ID_PATTERN
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.stamps import NS_PER_SECOND
 
-__all__ = ["EmbedderMismatchError", "RetrievalQuery"]
+__all__ = ["EmbedderMismatchError", "RetrievalQuery", "check_robot_id"]
+
+_ROBOT_ID_RE = re.compile(ROBOT_ID_PATTERN)
+
+
+def check_robot_id(robot_id: object, name: str = "robot_id") -> str:
+    """Check a robot id: 1-64 letters, digits, ``_ . -``, starting with a letter or digit.
+
+    Host names fit the rule, so a robot's host name is a valid id.
+
+    Args:
+        robot_id: The value to check.
+        name: The field's name, for the message.
+
+    Returns:
+        The id.
+
+    Raises:
+        InputError: The value breaks the rule.
+
+    """
+    if not isinstance(robot_id, str) or not _ROBOT_ID_RE.fullmatch(robot_id):
+        raise InputError(
+            f"{name}={robot_id!r}: use 1-64 letters, digits, '_', '.', '-' starting with a "
+            "letter or digit"
+        )
+    return robot_id
 
 
 class EmbedderMismatchError(StoreError, InputError):
@@ -67,6 +96,8 @@ class RetrievalQuery:
             limit (ordering by distance only). Needs ``near``.
         max_results: Number of episodes wanted (>= 1); None = the store's default. The
             store refuses more than its cap.
+        robot_id: Only this robot's episodes (see :func:`check_robot_id`); None = every
+            robot of the store (a fleet's shared memory).
 
     Raises:
         InputError: A field is invalid (the message names it and the rule).
@@ -81,6 +112,7 @@ class RetrievalQuery:
     near: tuple[float, float, float] | None = None
     radius_m: float | None = None
     max_results: int | None = None
+    robot_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.embedding is not None:
@@ -147,6 +179,8 @@ class RetrievalQuery:
             if self.max_results < 1:
                 raise InputError(f"max_results={self.max_results}: must be >= 1")
             object.__setattr__(self, "max_results", int(self.max_results))
+        if self.robot_id is not None:
+            check_robot_id(self.robot_id)
 
     @property
     def query_vector(self) -> npt.NDArray[np.float32] | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -21,7 +20,12 @@ from surprise_memory.errors import InputError, SurpriseMemoryError
 from surprise_memory.memory.episodes import CameraClock, EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store import EpisodeRecord, EpisodeStore, RetrievalHit
+from surprise_memory.memory.store import (
+    EpisodeRecord,
+    RetrievalHit,
+    describe_location,
+    open_store,
+)
 from surprise_memory.memory.writer import EpisodeWriter
 from surprise_memory.msg import Episode, SurpriseEvent
 from surprise_memory.nodes.diagnostics import NodeStats
@@ -94,8 +98,8 @@ class MemoryNode(Node):
         store_cfg = StoreConfig.from_mapping(values)
         self._embedder = ImageTextEmbedder.from_config(EmbedderConfig.from_mapping(values))
         self._embed_lock = threading.Lock()  # one model, two threads (episodes, queries)
-        path = os.path.expanduser(store_cfg.store_path)
-        self._store = EpisodeStore(path, store_cfg)
+        path = describe_location(store_cfg.store_path)  # a folder, or a URL without password
+        self._store = open_store(store_cfg.store_path, store_cfg)
         self._assembler = EpisodeAssembler(EpisodeConfig.from_mapping(values))
         self._camera_clock = CameraClock()
         self._compressed = camera.image_transport == "compressed"

@@ -169,7 +169,7 @@ def time_origin_ns(store: Any) -> int | None:
     origin is unknown (none noted, no episode) falls back to its run record's first frame.
 
     Args:
-        store: An open :class:`~surprise_memory.memory.store.EpisodeStore`.
+        store: An open store of either backend (only a folder store has a run record).
 
     Returns:
         The origin, int ns; None when neither is known.
@@ -178,7 +178,10 @@ def time_origin_ns(store: Any) -> int | None:
     origin = store.origin_ns
     if isinstance(origin, int):
         return origin
-    run = Path(store.path) / RUN_RECORD
+    folder = getattr(store, "path", None)  # a database store has no folder nor run record
+    if folder is None:
+        return None
+    run = Path(folder) / RUN_RECORD
     if run.is_file():
         try:
             first = json.loads(run.read_text(encoding="utf-8"))["summary"]["first_stamp_ns"]
@@ -226,7 +229,8 @@ def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
     run = load_run_record(root)
     summary = run.get("summary") or {}
     with EpisodeStore(root, read_only=True) as store:
-        origin = time_origin_ns(store) or 0
+        known = time_origin_ns(store)
+    origin = 0 if known is None else known  # an origin of 0 (a video's start) is kept
     models = run.get("models", {})
     untrained = bool(run.get("untrained"))
     parts = [

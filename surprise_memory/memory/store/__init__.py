@@ -1,10 +1,14 @@
 """The episode store: episodes on disk and retrieval over them.
 
 One interface, :class:`EpisodeStoreBackend` (and its parts :class:`EpisodeRetriever`,
-:class:`HasTimeOrigin`); one backend, :class:`EpisodeStore` (the SQLite folder, the
-embedded default). The files, one job each:
+:class:`HasTimeOrigin`); two backends: :class:`EpisodeStore` (the SQLite folder, the
+embedded default: one robot, offline, the demo) and
+:class:`~.postgres.PostgresEpisodeStore` (PostgreSQL + pgvector: a fleet, or months of
+one robot). :func:`open_store` picks one from ``store_path``; code outside this package
+calls it and sees only the interface. The files, one job each:
 
 * :mod:`.interface`: the store interface as :class:`typing.Protocol` classes.
+* :mod:`.factory`: :func:`open_store`, the backend chosen by the location's form.
 * :mod:`.sqlite`: :class:`EpisodeStore`, the SQLite-folder backend: layout, durability, threads.
 * :mod:`.folder`: the open folder under the store's lock: writer lock, database, meta, catalog.
 * :mod:`.schema`: the SQL: tables, schema version and migrations, transactions, row statements.
@@ -12,10 +16,13 @@ embedded default). The files, one job each:
 * :mod:`.records`: :class:`EpisodeRecord`, :class:`RetrievalHit`, JPEG decoding, add checks.
 * :mod:`.catalog`: the live episodes in memory (index, ids, sizes) and the eviction choice.
 * :mod:`.search`: the in-memory search, :class:`~.search.EmbeddingIndex` (matrix + filters).
+* :mod:`.postgres`: the PostgreSQL backend (its own schema, row SQL and SQL search).
+* :mod:`.migrate`: :func:`~.migrate.migrate_store`, copying a store between backends.
 
 What a query is lives in :mod:`surprise_memory.memory.retrieval`.
 """
 
+from surprise_memory.memory.store.factory import describe_location, is_postgres_url, open_store
 from surprise_memory.memory.store.interface import (
     EpisodeRetriever,
     EpisodeStoreBackend,
@@ -37,4 +44,7 @@ __all__ = [
     "RetrievalHit",
     "RetrievesByText",
     "decode_jpeg",
+    "describe_location",
+    "is_postgres_url",
+    "open_store",
 ]

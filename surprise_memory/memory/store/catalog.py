@@ -7,7 +7,9 @@
   of each episode id (the database row id) and the bytes each episode counts against the
   disk budget.
 * :func:`eviction_victims`: the budget rule, which episodes to evict: lowest surprise
-  first, ties to the oldest trigger stamp, then to the earliest added.
+  first, ties to the oldest trigger stamp, then to the earliest added. Both backends
+  apply it per robot (the SQLite one through :class:`Catalog`, PostgreSQL over the rows
+  of the adding robot).
 
 Not thread-safe on its own; the store guards it with its lock.
 """
@@ -82,6 +84,9 @@ class Catalog:
         self._key_of: dict[str, int] = {}
         self._bytes_of: dict[int, int] = {}
         self._total_bytes = 0
+        self._robot_of: dict[int, str] = {}
+        self._robot_count: dict[str, int] = {}
+        self._robot_bytes: dict[str, int] = {}
 
     @property
     def index(self) -> EmbeddingIndex:
@@ -118,6 +123,7 @@ class Catalog:
         pose_valid: bool,
         surprise: float,
         unit_embeddings: npt.NDArray[np.float32],
+        robot_id: str = "",
     ) -> None:
         """Add one episode (see :meth:`EmbeddingIndex.add` for the index fields).
 
@@ -132,10 +138,14 @@ class Catalog:
             pose_valid=pose_valid,
             surprise=surprise,
             unit_embeddings=unit_embeddings,
+            robot_id=robot_id,
         )
         self._key_of[episode_id] = key
         self._bytes_of[key] = nbytes
         self._total_bytes += nbytes
+        self._robot_of[key] = robot_id
+        self._robot_count[robot_id] = self._robot_count.get(robot_id, 0) + 1
+        self._robot_bytes[robot_id] = self._robot_bytes.get(robot_id, 0) + nbytes
 
     def remove(self, keys: Sequence[int]) -> list[str]:
         """Drop episodes by key (each must be held).
@@ -150,29 +160,36 @@ class Catalog:
         for key in keys:
             ep_id = id_of[key]
             del self._key_of[ep_id]
-            self._total_bytes -= self._bytes_of.pop(key)
+            nbytes = self._bytes_of.pop(key)
+            self._total_bytes -= nbytes
+            robot = self._robot_of.pop(key)
+            self._robot_count[robot] -= 1
+            self._robot_bytes[robot] -= nbytes
             ids.append(ep_id)
         return ids
 
     def victims(self, *, keep: int, max_episodes: int, max_store_bytes: int) -> list[int]:
-        """Keys to evict so that the budget holds (see :func:`eviction_victims`).
+        """Keys to evict so that ``keep``'s robot is within budget (see :func:`eviction_victims`).
+
+        The budget is per robot: only the episodes of the robot that added ``keep`` count,
+        and only they are evicted (a fleet's robots never evict each other's episodes).
 
         Args:
             keep: Key never to evict (the episode just added).
-            max_episodes: Most episodes kept (0 = no limit).
-            max_store_bytes: Most bytes kept (0 = no limit).
+            max_episodes: Most episodes kept per robot (0 = no limit).
+            max_store_bytes: Most bytes kept per robot (0 = no limit).
 
         Returns:
             Keys in eviction order; empty when the budget holds already.
 
         """
         limits = {"max_episodes": max_episodes, "max_store_bytes": max_store_bytes}
-        if not over_budget(len(self), self._total_bytes, **limits):
+        robot = self._robot_of[keep]
+        count, nbytes = self._robot_count[robot], self._robot_bytes[robot]
+        if not over_budget(count, nbytes, **limits):
             return []
-        order = self._index.eviction_order(exclude=keep).tolist()
-        return eviction_victims(
-            order, self._bytes_of, count=len(self), total_bytes=self._total_bytes, **limits
-        )
+        order = self._index.eviction_order(exclude=keep, robot_id=robot).tolist()
+        return eviction_victims(order, self._bytes_of, count=count, total_bytes=nbytes, **limits)
 
 
 class StoreMeta:
@@ -259,15 +276,28 @@ class StoreMeta:
                 f"{self.embedder_pretrained}); embed the query with the store's model"
             )
 
-    def updates_for(self, record: EpisodeRecord, dim: int) -> dict[str, str]:
-        """The entries that adding ``record`` (embeddings of dimension ``dim``) changes."""
+    def updates_for(
+        self, record: EpisodeRecord, dim: int, origin_ns: int | None = None
+    ) -> dict[str, str]:
+        """The entries that adding ``record`` (embeddings of dimension ``dim``) changes.
+
+        Args:
+            record: The episode added.
+            dim: Its embedding dimension.
+            origin_ns: An earlier start of the recording to keep (a migrated store's
+                origin, which may predate its oldest live episode); None = the stamp only.
+
+        """
         meta = {}
         if self.embedder_model is None:
             meta["embedder_model"] = record.embedder_model
             meta["embedder_pretrained"] = "1" if record.embedder_pretrained else "0"
             meta["embedding_dim"] = str(dim)
         first = min(record.frame_stamps_ns, default=record.stamp_ns)
-        meta.update(self.origin_update(min(first, record.stamp_ns)))
+        start = min(first, record.stamp_ns)
+        if origin_ns is not None:
+            start = min(start, origin_ns)
+        meta.update(self.origin_update(start))
         return meta
 
     def update(self, entries: Mapping[str, str]) -> None:

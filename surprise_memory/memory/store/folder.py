@@ -26,10 +26,10 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.config import StoreConfig
-from surprise_memory.errors import InputError, StoreError
+from surprise_memory.errors import StoreError
 from surprise_memory.memory.store.catalog import Catalog, StoreMeta
 from surprise_memory.memory.store.frame_files import FrameFiles
-from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
+from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit, checked_origin
 from surprise_memory.memory.store.schema import (
     DB_NAME,
     connect,
@@ -46,7 +46,7 @@ from surprise_memory.memory.store.schema import (
 )
 from surprise_memory.memory.store.search import EmbeddingIndex, SearchResult
 
-__all__ = ["StoreFolder"]
+__all__ = ["StoreFolder", "import_episode"]
 
 _LOCK_NAME = "LOCK"
 _DTYPES = {"float16": "<f2", "float32": "<f4"}
@@ -142,6 +142,7 @@ class StoreFolder:
                 pose_valid=row.pose_valid,
                 surprise=row.surprise,
                 unit_embeddings=EmbeddingIndex.normalise(np.stack(row.embeddings)),
+                robot_id=row.robot_id,
             )
 
     def close(self) -> None:
@@ -191,6 +192,7 @@ class StoreFolder:
         *,
         blobs: Sequence[bytes],
         jpeg_sizes: Sequence[int],
+        origin_ns: int | None = None,
     ) -> int:
         """Commit an episode whose frames are written: rows and meta, then the catalog.
 
@@ -200,6 +202,7 @@ class StoreFolder:
             blobs: The same as stored (:meth:`embedding_blobs`).
             jpeg_sizes: Size of each frame's JPEG; with the blobs, the episode's size for
                 the disk budget.
+            origin_ns: An earlier recording start to keep (see :meth:`StoreMeta.updates_for`).
 
         Returns:
             The episode's key.
@@ -222,7 +225,7 @@ class StoreFolder:
                 seq = insert_episode(
                     conn, record, nbytes=nbytes, blobs=blobs, dtype=dtype, jpeg_sizes=jpeg_sizes
                 )
-                meta = self.meta.updates_for(record, unit.shape[1])
+                meta = self.meta.updates_for(record, unit.shape[1], origin_ns)
                 upsert_meta(conn, meta)
         except BaseException as exc:
             self.files.remove(record.id)
@@ -239,6 +242,7 @@ class StoreFolder:
             pose_valid=record.pose_valid,
             surprise=record.surprise,
             unit_embeddings=unit,
+            robot_id=record.robot_id,
         )
         return seq
 
@@ -246,17 +250,14 @@ class StoreFolder:
         """Persist ``stamp_ns`` as the store's origin if it is earlier than the current one.
 
         Raises:
-            InputError: ``stamp_ns`` is not an int > 0.
+            InputError: ``stamp_ns`` is not an int >= 0.
             StoreError: The store is closed, or the transaction failed.
 
         """
-        if isinstance(stamp_ns, bool) or not isinstance(stamp_ns, int | np.integer):
-            raise InputError(f"stamp_ns={stamp_ns!r}: must be an integer number of nanoseconds")
-        if stamp_ns <= 0:
-            raise InputError(f"stamp_ns={stamp_ns}: must be > 0")
+        stamp_ns = checked_origin(stamp_ns)
         if self._read_only:
             raise StoreError(f"{self._root}: the store was opened read-only")
-        meta = self.meta.origin_update(int(stamp_ns))
+        meta = self.meta.origin_update(stamp_ns)
         if not meta:
             return
         conn = self.db()
@@ -362,3 +363,40 @@ class StoreFolder:
 
         """
         return select_embeddings(self.db(), seq)
+
+
+def import_episode(
+    folder: StoreFolder,
+    record: EpisodeRecord,
+    jpegs: Sequence[bytes],
+    embeddings: npt.NDArray[np.float32],
+    origin_ns: int | None,
+) -> None:
+    """Store an episode as another store holds it: the JPEG bytes and embeddings as given.
+
+    A function beside :class:`StoreFolder` rather than a method, to keep the class small.
+
+    Args:
+        folder: The store folder, open for writing.
+        record: The episode (its ``root`` set to this folder).
+        jpegs: Its frames' JPEG bytes, written unchanged.
+        embeddings: Its stored (unit-norm) embeddings, (frames, D); written in this
+            store's dtype without normalising again, so float16 values copy exactly.
+        origin_ns: The source store's recording start.
+
+    Raises:
+        EmbedderMismatchError: The embedder differs from the store's.
+        StoreError: The id exists, or writing or committing failed (nothing committed).
+
+    """
+    folder.check_new(
+        record.id, record.embedder_model, record.embedder_pretrained, embeddings.shape[1]
+    )
+    folder.files.write(record.id, jpegs)
+    folder.commit(
+        record,
+        EmbeddingIndex.normalise(embeddings),
+        blobs=folder.embedding_blobs(embeddings),
+        jpeg_sizes=[len(j) for j in jpegs],
+        origin_ns=origin_ns,
+    )

@@ -24,13 +24,13 @@ from PIL import Image
 
 from surprise_memory.errors import StoreError
 
-__all__ = ["EPISODE_ID_RE", "FRAMES_DIR", "FrameFiles"]
+__all__ = ["EPISODE_ID_RE", "FRAMES_DIR", "FrameFiles", "encode_jpeg"]
 
 FRAMES_DIR = "frames"
+"""Name of the frame folder inside the store folder."""
 EPISODE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 """Episode ids: 1-128 letters, digits, ``_ . -``, starting with a letter or digit; so an id
 is always a plain folder name under ``frames/`` (no separator, never ``.`` or ``..``)."""
-"""Name of the frame folder inside the store folder."""
 
 _TMP_PREFIX = ".tmp-"
 
@@ -41,6 +41,13 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def encode_jpeg(rgb: npt.NDArray[np.uint8], quality: int) -> bytes:
+    """Encode an (H, W, 3) uint8 RGB frame as JPEG bytes at ``quality`` (1-100)."""
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(rgb), "RGB").save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
 
 
 class FrameFiles:
@@ -68,11 +75,7 @@ class FrameFiles:
 
     def encode(self, rgb: npt.NDArray[np.uint8]) -> bytes:
         """Encode an (H, W, 3) uint8 RGB frame as JPEG bytes at the store's quality."""
-        buf = io.BytesIO()
-        Image.fromarray(np.ascontiguousarray(rgb), "RGB").save(
-            buf, format="JPEG", quality=self._quality
-        )
-        return buf.getvalue()
+        return encode_jpeg(rgb, self._quality)
 
     def write(self, episode_id: str, jpegs: Sequence[bytes]) -> None:
         """Write the JPEGs durably into ``frames/<id>`` (temp folder, fsync, rename, fsync).

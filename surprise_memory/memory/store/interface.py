@@ -6,8 +6,11 @@
 * :class:`RetrievesByText`: a retriever that embeds a text query itself (the memory
   node's service does; a store has no text tower).
 * :class:`EpisodeStoreBackend`: the whole store: add, read, delete and query episodes.
-  :class:`~surprise_memory.memory.store.sqlite.EpisodeStore` (the SQLite folder) is the
-  one backend today.
+  Two backends implement it: :class:`~surprise_memory.memory.store.sqlite.EpisodeStore`
+  (the SQLite folder) and
+  :class:`~surprise_memory.memory.store.postgres.PostgresEpisodeStore` (PostgreSQL +
+  pgvector, shared by a fleet); :func:`~surprise_memory.memory.store.factory.open_store`
+  picks one from ``store_path``.
 """
 
 from __future__ import annotations
@@ -63,16 +66,18 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
     """An episode store backend: episodes in, episodes and retrievals out.
 
     :class:`~surprise_memory.memory.store.sqlite.EpisodeStore` (a SQLite database and a
-    JPEG folder, embedded in the process) implements it; a second backend (PostgreSQL,
-    shared by several processes) will implement it later. The contract a backend keeps,
+    JPEG folder, embedded in the process) and
+    :class:`~surprise_memory.memory.store.postgres.PostgresEpisodeStore` (a PostgreSQL
+    database shared by many processes) implement it. The contract a backend keeps,
     beyond the signatures:
 
     * an episode is stored whole or not at all (its frames before its rows), and a
       committed one survives a crash;
     * every episode of a store comes from the same embedder (model, weights, dimension);
       a mismatch raises :class:`~surprise_memory.memory.retrieval.EmbedderMismatchError`;
-    * after each add the disk budget holds: the lowest-surprise episode goes first,
-      never the one just added;
+    * every episode has a ``robot_id``; a query may filter by it;
+    * after each add the adding robot's disk budget holds: its lowest-surprise episode
+      goes first, never the one just added, never another robot's;
     * calls from several threads are safe;
     * errors are :class:`~surprise_memory.errors.InputError` (the request is wrong) or
       :class:`~surprise_memory.errors.StoreError` (the store cannot do it).
@@ -124,8 +129,39 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
         threshold: float = math.nan,
         pose: Pose | None = None,
         episode_id: str | None = None,
+        robot_id: str | None = None,
     ) -> EpisodeRecord:
-        """Store one episode durably, then apply the disk budget."""
+        """Store one episode durably, then apply its robot's disk budget."""
+        ...
+
+    def import_episode(
+        self,
+        record: EpisodeRecord,
+        jpegs: Sequence[bytes],
+        embeddings: npt.ArrayLike,
+        *,
+        origin_ns: int | None = None,
+    ) -> EpisodeRecord:
+        """Store an episode copied from another store (``surprise-memory migrate``).
+
+        Its fields (id, robot, stamps, pose, models, creation time), JPEG bytes and stored
+        embeddings are kept as given; no budget is applied (a copy keeps every episode).
+
+        Args:
+            record: The episode as the source store returned it.
+            jpegs: Its frames' JPEG bytes, stored unchanged.
+            embeddings: Its stored unit-norm embeddings (frames, D), not normalised again.
+            origin_ns: The source's recording start, kept when earlier than this store's.
+
+        Returns:
+            The stored episode (reading its frames from this store).
+
+        Raises:
+            InputError: Counts differ, or an id is invalid.
+            EmbedderMismatchError: The embedder differs from the store's.
+            StoreError: Read-only, the id exists, or the write failed (nothing committed).
+
+        """
         ...
 
     def get(self, episode_id: str) -> EpisodeRecord:

@@ -10,12 +10,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import secrets
+import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -23,24 +27,46 @@ from PIL import Image
 
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.pose import Pose
-from surprise_memory.memory.store.frame_files import EPISODE_ID_RE, FRAMES_DIR
+from surprise_memory.memory.retrieval import check_robot_id
+from surprise_memory.memory.store.frame_files import EPISODE_ID_RE, FRAMES_DIR, FrameFiles
+from surprise_memory.memory.store.search import EmbeddingIndex
 from surprise_memory.perception.frames import Frame
 
 __all__ = [
     "EpisodeRecord",
+    "JpegSource",
     "RetrievalHit",
     "check_episode_fields",
     "check_frames",
     "check_pose",
     "checked_episode_id",
+    "checked_import",
+    "checked_origin",
     "decode_jpeg",
+    "host_robot_id",
     "is_episode_id",
+    "new_episode",
+    "resolve_robot_id",
+    "with_source",
 ]
 
 
 def is_episode_id(value: object) -> bool:
     """Whether ``value`` is a valid episode id, and so a safe folder name under ``frames/``."""
     return isinstance(value, str) and EPISODE_ID_RE.fullmatch(value) is not None
+
+
+class JpegSource(Protocol):
+    """Where a backend that keeps frames outside the file system reads them from."""
+
+    def read_jpegs(self, episode_id: str) -> list[bytes]:
+        """The JPEG bytes of each frame of an episode, in order.
+
+        Raises:
+            StoreError: The episode is gone or the read failed.
+
+        """
+        ...
 
 
 @dataclass(frozen=True)
@@ -57,13 +83,17 @@ class EpisodeRecord:
         surprise: Surprise s(t) of the trigger frame.
         threshold: Gate threshold tau at the trigger (NaN when unknown).
         frame_stamps_ns: Stamp of each frame, int ns, in order.
-        frame_paths: Each frame's JPEG, relative to the store folder.
+        frame_paths: Each frame's JPEG, relative to the store folder (``frames/<id>/NN.jpg``;
+            in a database backend the same names, as the frames' logical names).
         encoder_model: Model that scored surprise (e.g. the V-JEPA-2 hub id).
         encoder_pretrained: Whether that encoder had its trained weights.
         embedder_model: Model of the frame embeddings (e.g. ``PE-Core-L-14-336``).
         embedder_pretrained: Whether that embedder had its trained weights.
         created_wall_ns: Wall-clock time of the add, int ns since the epoch.
+        robot_id: The robot that recorded it.
         root: The store folder, to load the frames (not part of equality).
+        jpeg_source: Where the frames are read from when they are not files (the
+            PostgreSQL backend); not part of equality.
 
     """
 
@@ -82,7 +112,9 @@ class EpisodeRecord:
     embedder_model: str
     embedder_pretrained: bool
     created_wall_ns: int
+    robot_id: str = ""
     root: Path | None = field(default=None, repr=False, compare=False)
+    jpeg_source: JpegSource | None = field(default=None, repr=False, compare=False)
 
     def frame_files(self) -> list[Path]:
         """Absolute paths of the frame JPEGs, each checked to lie in the store's frames folder.
@@ -91,11 +123,15 @@ class EpisodeRecord:
         path, a ``..`` or a link leading out of ``frames/`` is refused, never read.
 
         Raises:
-            StoreError: The record does not know its store folder, or a path leads outside it.
+            StoreError: The record does not know its store folder (e.g. its frames are in a
+                database: use :meth:`load_jpegs`), or a path leads outside it.
 
         """
         if self.root is None:
-            raise StoreError(f"episode {self.id}: no store folder known, cannot locate frames")
+            raise StoreError(
+                f"episode {self.id}: no store folder known (frames in a database?), "
+                "cannot locate frame files; use load_jpegs()"
+            )
         frames_dir = (self.root / FRAMES_DIR).resolve()
         out = []
         for p in self.frame_paths:
@@ -108,6 +144,12 @@ class EpisodeRecord:
             out.append(path)
         return out
 
+    def frame_uris(self) -> list[str]:
+        """Where each frame is: its file's absolute path, or its name in a database store."""
+        if self.root is None:
+            return list(self.frame_paths)
+        return [str(p) for p in self.frame_files()]
+
     def load_jpegs(self) -> list[bytes]:
         """The stored JPEG bytes of each frame, in order.
 
@@ -115,6 +157,8 @@ class EpisodeRecord:
             StoreError: A file is missing or unreadable (e.g. the episode was evicted).
 
         """
+        if self.jpeg_source is not None:
+            return self.jpeg_source.read_jpegs(self.id)
         out = []
         for path in self.frame_files():
             try:
@@ -283,3 +327,168 @@ def checked_episode_id(episode_id: str | None, stamp_ns: int) -> str:
             "starting with a letter or digit"
         )
     return episode_id
+
+
+def checked_origin(stamp_ns: int) -> int:
+    """A frame stamp offered as the store's time origin (``note_origin``), checked.
+
+    Args:
+        stamp_ns: The stamp, int ns; 0 is valid (a video's first frame is at 0 ns).
+
+    Returns:
+        The stamp as a Python int.
+
+    Raises:
+        InputError: ``stamp_ns`` is not an integer, or is negative.
+
+    """
+    if isinstance(stamp_ns, bool) or not isinstance(stamp_ns, int | np.integer):
+        raise InputError(f"stamp_ns={stamp_ns!r}: must be an integer number of nanoseconds")
+    if stamp_ns < 0:
+        raise InputError(f"stamp_ns={stamp_ns}: must be >= 0")
+    return int(stamp_ns)
+
+
+def host_robot_id() -> str:
+    """The robot id of this machine: its host name up to the first dot (``robot`` if unusable)."""
+    name = socket.gethostname().split(".")[0]
+    try:
+        return check_robot_id(name)
+    except InputError:
+        return "robot"
+
+
+def resolve_robot_id(robot_id: str | None, configured: str) -> str:
+    """The robot id of a new episode: the one given, else the configured one, else the host's.
+
+    Args:
+        robot_id: The id passed to the add (None = not given).
+        configured: ``StoreConfig.robot_id`` (empty = not set).
+
+    Returns:
+        The checked id.
+
+    Raises:
+        InputError: The id given breaks the rule of :func:`check_robot_id`.
+
+    """
+    if robot_id is not None:
+        return check_robot_id(robot_id)
+    return configured or host_robot_id()
+
+
+def new_episode(
+    frames: Sequence[Frame],
+    embeddings: npt.ArrayLike,
+    *,
+    stamp_ns: int,
+    surprise: float,
+    embedder_model: str,
+    embedder_pretrained: bool,
+    encoder_model: str,
+    encoder_pretrained: bool,
+    threshold: float,
+    pose: Pose | None,
+    episode_id: str | None,
+    robot_id: str | None,
+    configured_robot_id: str,
+) -> tuple[EpisodeRecord, npt.NDArray[np.float32]]:
+    """Check what an add received and make its record (both backends' first step).
+
+    Args:
+        frames: See :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.add`, like
+            every argument up to ``robot_id``.
+        embeddings: One per frame.
+        stamp_ns: Trigger stamp, int ns.
+        surprise: Surprise at the trigger.
+        embedder_model: Model of the embeddings.
+        embedder_pretrained: Whether it had trained weights.
+        encoder_model: Model that scored surprise.
+        encoder_pretrained: Whether it had trained weights.
+        threshold: Gate threshold at the trigger (NaN = unknown).
+        pose: Pose at the trigger, None = unknown.
+        episode_id: Id asked for, None = generated.
+        robot_id: Robot asked for, None = ``configured_robot_id`` or the host's.
+        configured_robot_id: ``StoreConfig.robot_id``.
+
+    Returns:
+        The record (frame paths ``frames/<id>/NN.jpg``, no ``root`` or ``jpeg_source``
+        yet) and the unit-norm embeddings, (frames, D) float32.
+
+    Raises:
+        InputError: A frame, the embeddings, a field, the pose or an id is invalid.
+
+    """
+    check_frames(frames)
+    unit = EmbeddingIndex.normalise(embeddings)
+    if unit.shape[0] != len(frames):
+        raise InputError(
+            f"{unit.shape[0]} embeddings for {len(frames)} frames: expected one per frame"
+        )
+    check_episode_fields(
+        stamp_ns=stamp_ns,
+        surprise=surprise,
+        threshold=threshold,
+        embedder_model=embedder_model,
+        encoder_model=encoder_model,
+    )
+    check_pose(pose)
+    episode_id = checked_episode_id(episode_id, stamp_ns)
+    stamps = tuple(int(fr.stamp_ns) for fr in frames)
+    record = EpisodeRecord(
+        id=episode_id,
+        stamp_ns=int(stamp_ns),
+        start_ns=stamps[0],
+        end_ns=stamps[-1],
+        pose=pose if pose is not None else Pose(),
+        pose_valid=pose is not None,
+        surprise=float(surprise),
+        threshold=float(threshold),
+        frame_stamps_ns=stamps,
+        frame_paths=tuple(FrameFiles.relative_paths(episode_id, len(frames))),
+        encoder_model=encoder_model,
+        encoder_pretrained=bool(encoder_pretrained),
+        embedder_model=embedder_model,
+        embedder_pretrained=bool(embedder_pretrained),
+        created_wall_ns=time.time_ns(),
+        robot_id=resolve_robot_id(robot_id, configured_robot_id),
+    )
+    return record, unit
+
+
+def with_source(
+    record: EpisodeRecord, *, root: Path | None = None, jpeg_source: JpegSource | None = None
+) -> EpisodeRecord:
+    """The record with where its frames are read from set (a folder or a backend)."""
+    return dataclasses.replace(record, root=root, jpeg_source=jpeg_source)
+
+
+def checked_import(
+    record: EpisodeRecord, jpegs: Sequence[bytes], embeddings: npt.ArrayLike
+) -> npt.NDArray[np.float32]:
+    """Check an episode copied from another store (``import_episode``); its embeddings.
+
+    Args:
+        record: The episode as the source store returned it.
+        jpegs: Its frames' JPEG bytes.
+        embeddings: Its stored embeddings, one per frame.
+
+    Returns:
+        The embeddings as a (frames, D) float32 array, values unchanged.
+
+    Raises:
+        InputError: Counts of frames, JPEGs and embeddings differ, a JPEG is empty, the
+            embeddings are not finite non-zero rows, or the id or robot id is invalid.
+
+    """
+    checked_episode_id(record.id, record.stamp_ns)
+    check_robot_id(record.robot_id)
+    EmbeddingIndex.normalise(embeddings)  # the checks; the values are kept as given
+    emb = np.asarray(embeddings, dtype=np.float32)
+    n = len(record.frame_stamps_ns)
+    if len(jpegs) != n or emb.shape[0] != n or not all(jpegs):
+        raise InputError(
+            f"episode {record.id}: {n} frame stamps, {len(jpegs)} JPEGs (empty ones "
+            f"refused), {emb.shape[0]} embeddings: expected one of each per frame"
+        )
+    return emb

@@ -6,7 +6,8 @@ and ``meta`` (``embedder_model``, ``embedder_pretrained``, ``embedding_dim``,
 ``origin_ns``: the store's time origin, the first frame seen). ``PRAGMA user_version``
 holds :data:`SCHEMA_VERSION`; an older database is migrated on open by
 :func:`ensure_schema`, one step of ``_MIGRATIONS`` per version, each in its own
-transaction; a newer one is refused.
+transaction; a newer one is refused. A new database is created at version 1 and goes
+through the same steps.
 
 Every statement is a constant with bound parameters (lists go in as one JSON array read
 by ``json_each``); no SQL is built from values.
@@ -27,7 +28,7 @@ import numpy.typing as npt
 
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose import Pose
-from surprise_memory.memory.store.records import EpisodeRecord
+from surprise_memory.memory.store.records import EpisodeRecord, host_robot_id
 
 __all__ = [
     "DB_NAME",
@@ -47,13 +48,16 @@ __all__ = [
     "upsert_meta",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the database schema written by this code (``PRAGMA user_version``).
 
 1. The tables below; ``meta.origin_ns`` was the earliest *trigger* stamp.
 2. ``meta.origin_ns`` is the store's time origin: the first *frame* seen (see
    :meth:`~surprise_memory.memory.store.EpisodeStore.note_origin`). Migrated by
    :func:`_origin_from_frames`.
+3. ``episodes.robot_id`` (a store of version 1 or 2 was one robot's, opened on it: its
+   episodes get the host name of the machine that migrates it). Migrated by
+   :func:`_add_robot_id`.
 """
 
 DB_NAME = "episodes.sqlite3"
@@ -121,7 +125,14 @@ def _origin_from_frames(conn: sqlite3.Connection) -> None:
         upsert_meta(conn, {"origin_ns": str(int(row[0]))})
 
 
-_MIGRATIONS: dict[int, Migration] = {1: _origin_from_frames}
+def _add_robot_id(conn: sqlite3.Connection) -> None:
+    """2 -> 3: add ``episodes.robot_id`` (filled with this host's robot id) and its index."""
+    conn.execute("ALTER TABLE episodes ADD COLUMN robot_id TEXT NOT NULL DEFAULT ''")
+    conn.execute("UPDATE episodes SET robot_id = ?", (host_robot_id(),))
+    conn.execute("CREATE INDEX episodes_robot ON episodes(robot_id)")
+
+
+_MIGRATIONS: dict[int, Migration] = {1: _origin_from_frames, 2: _add_robot_id}
 """Schema steps: ``_MIGRATIONS[v]`` turns a version-v database into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own
@@ -132,7 +143,7 @@ the previous version intact.
 _EPISODE_COLUMNS = (
     "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
     "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
-    "embedder_model, embedder_pretrained, created_wall_ns, nbytes"
+    "embedder_model, embedder_pretrained, created_wall_ns, nbytes, robot_id"
 )
 _SELECT_EPISODES_BY_SEQ = (
     "SELECT " + _EPISODE_COLUMNS + " FROM episodes WHERE seq IN (SELECT value FROM json_each(?))"
@@ -145,8 +156,8 @@ _INSERT_EPISODE = (
     "INSERT INTO episodes (id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, "
     "ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, threshold, "
     "encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
-    "created_wall_ns, nbytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "?, ?, ?, ?, ?)"
+    "created_wall_ns, nbytes, robot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -243,8 +254,8 @@ def ensure_schema(conn: sqlite3.Connection, root: Path, *, read_only: bool) -> N
         with transaction(conn):
             for stmt in _SCHEMA_V1:
                 conn.execute(stmt)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
-        return
+            conn.execute("PRAGMA user_version = 1")
+        version = 1
     for v in range(version, SCHEMA_VERSION):
         step = _MIGRATIONS.get(v)
         if step is None:
@@ -267,6 +278,7 @@ class IndexRow(NamedTuple):
     nbytes: int
     embeddings: list[npt.NDArray[np.floating]]
     """Its frame embeddings as stored (dtype and dimension of the blobs), in frame order."""
+    robot_id: str
 
 
 def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
@@ -291,20 +303,20 @@ def index_rows(conn: sqlite3.Connection) -> Iterator[IndexRow]:
 
     """
     rows = conn.execute(
-        "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes "
-        "FROM episodes ORDER BY seq"
+        "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
+        "robot_id FROM episodes ORDER BY seq"
     )
     emb_rows = conn.execute(
         "SELECT episode_seq, dim, dtype, data FROM embeddings ORDER BY episode_seq, idx"
     )
     pending = next(emb_rows, None)
-    for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes in rows:
+    for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes, robot in rows:
         vecs = []
         while pending is not None and pending[0] == seq:
             _, d, dtype, blob = pending
             vecs.append(np.frombuffer(blob, dtype=dtype, count=d))
             pending = next(emb_rows, None)
-        yield IndexRow(seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs)
+        yield IndexRow(seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs, robot)
 
 
 # ----------------------------------------------------------------- writing rows
@@ -359,6 +371,7 @@ def insert_episode(
             int(rec.embedder_pretrained),
             rec.created_wall_ns,
             nbytes,
+            rec.robot_id,
         ),
     )
     seq = cur.lastrowid
@@ -439,6 +452,7 @@ def select_records(
             embedder_model=row[18],
             embedder_pretrained=bool(row[19]),
             created_wall_ns=row[20],
+            robot_id=row[22],
             root=root,
         )
     return out

@@ -7,7 +7,8 @@ needs:
   the frames of an episode in consecutive rows (grown by doubling, so an append is
   amortised O(1));
 * per episode: its key (the store's row id), trigger stamp, position, pose validity,
-  surprise, and the first matrix row and number of rows of its frames.
+  surprise, robot (a small integer code per ``robot_id``), and the first matrix row and
+  number of rows of its frames.
 
 A query is one matrix-vector product over the frame rows (or over the frame rows of the
 episodes left by the filters, when these leave few), a ``maximum.reduceat`` to take each
@@ -132,6 +133,8 @@ class EmbeddingIndex:
         self._first_row = _Rows((), np.int64)
         self._row_count = _Rows((), np.int64)
         self._alive = _Rows((), np.bool_)
+        self._robots = _Rows((), np.int32)
+        self._robot_codes: dict[str, int] = {}
         self._dead_rows = 0
 
     @property
@@ -164,6 +167,7 @@ class EmbeddingIndex:
             self._first_row,
             self._row_count,
             self._alive,
+            self._robots,
         )
 
     def reserve(self, episodes: int, frames: int) -> None:
@@ -207,6 +211,7 @@ class EmbeddingIndex:
         pose_valid: bool,
         surprise: float,
         unit_embeddings: npt.NDArray[np.float32],
+        robot_id: str = "",
     ) -> None:
         """Append one episode; its embeddings must already be unit rows (see :meth:`normalise`).
 
@@ -231,6 +236,7 @@ class EmbeddingIndex:
         self._pose_valid.append([pose_valid])
         self._surprise.append([surprise])
         self._alive.append([True])
+        self._robots.append([self._robot_codes.setdefault(robot_id, len(self._robot_codes))])
 
     def remove(self, keys: Sequence[int]) -> None:
         """Mark episodes removed; compact once removed rows pass an eighth of all rows."""
@@ -254,16 +260,29 @@ class EmbeddingIndex:
         self._first_row.view()[:] = np.cumsum(counts) - counts
         self._dead_rows = 0
 
-    def eviction_order(self, exclude: int | None = None) -> npt.NDArray[np.int64]:
+    def _robot_mask(self, robot_id: str) -> npt.NDArray[np.bool_]:
+        """Which episodes belong to ``robot_id`` (all false for a robot never seen)."""
+        code = self._robot_codes.get(robot_id)
+        if code is None:
+            return np.zeros(len(self._keys), dtype=np.bool_)
+        mask: npt.NDArray[np.bool_] = self._robots.view() == code
+        return mask
+
+    def eviction_order(
+        self, exclude: int | None = None, robot_id: str | None = None
+    ) -> npt.NDArray[np.int64]:
         """Keys of live episodes in eviction order: lowest surprise first, then oldest stamp.
 
         Args:
             exclude: A key never to list (the episode just added).
+            robot_id: List only this robot's episodes; None = every robot's.
 
         """
         alive = self._alive.view().copy()
         if exclude is not None:
             alive &= self._keys.view() != exclude
+        if robot_id is not None:
+            alive &= self._robot_mask(robot_id)
         idx = np.flatnonzero(alive)
         order = np.lexsort(
             (self._keys.view()[idx], self._stamps.view()[idx], self._surprise.view()[idx])
@@ -279,6 +298,8 @@ class EmbeddingIndex:
         """
         n = len(self._keys)
         mask = self._alive.view().copy()
+        if query.robot_id is not None:
+            mask &= self._robot_mask(query.robot_id)
         stamps = self._stamps.view()
         if query.start_ns is not None:
             mask &= stamps >= query.start_ns

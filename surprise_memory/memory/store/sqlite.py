@@ -36,12 +36,13 @@ In memory they are one float32 matrix (:mod:`.search`, kept by :mod:`.catalog`),
 once at open and appended at each add; a query does not read the database except to fetch
 the k episodes it returns (one statement with a bound JSON list, no SQL built from strings).
 
-Disk budget (``max_episodes``, ``max_store_bytes``; 0 = no limit), checked after each add:
-while over budget, evict the live episode with the **lowest surprise**, ties to the
-**oldest trigger stamp**, then to the earliest added; the episode just added is never
-evicted (if it alone is over ``max_store_bytes`` it is kept, and the store holds only it).
-The bytes counted are the JPEG files plus the embedding blobs of each episode; SQLite
-page overhead and the WAL are not counted.
+Disk budget (``max_episodes``, ``max_store_bytes``; 0 = no limit), per robot, checked
+after each add over the adding robot's episodes: while over budget, evict that robot's live
+episode with the **lowest surprise**, ties to the **oldest trigger stamp**, then to the
+earliest added; the episode just added is never evicted (if it alone is over
+``max_store_bytes`` it is kept, and its robot holds only it). The bytes counted are the
+JPEG files plus the embedding blobs of each episode; SQLite page overhead and the WAL are
+not counted.
 
 Threads: one :class:`threading.RLock` guards the database connection and the in-memory
 index (both held by :class:`~.folder.StoreFolder`). :meth:`EpisodeStore.add` encodes and
@@ -58,7 +59,6 @@ import math
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -71,16 +71,14 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store.folder import StoreFolder
+from surprise_memory.memory.store.folder import StoreFolder, import_episode
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
     RetrievalHit,
-    check_episode_fields,
-    check_frames,
-    check_pose,
-    checked_episode_id,
+    checked_import,
+    new_episode,
+    with_source,
 )
-from surprise_memory.memory.store.search import EmbeddingIndex
 from surprise_memory.perception.frames import Frame
 
 __all__ = ["EpisodeStore"]
@@ -160,7 +158,7 @@ class EpisodeStore:
         """Tell the store of a frame seen; the earliest is its time origin (persisted).
 
         Raises:
-            InputError: ``stamp_ns`` is not an int > 0.
+            InputError: ``stamp_ns`` is not an int >= 0.
             StoreError: Read-only or closed, or the write failed.
 
         """
@@ -214,8 +212,9 @@ class EpisodeStore:
         threshold: float = math.nan,
         pose: Pose | None = None,
         episode_id: str | None = None,
+        robot_id: str | None = None,
     ) -> EpisodeRecord:
-        """Store one episode durably, then apply the disk budget.
+        """Store one episode durably, then apply its robot's disk budget.
 
         Args:
             frames: The episode's frames, in time order (usually 8).
@@ -232,6 +231,8 @@ class EpisodeStore:
             pose: Robot pose at ``stamp_ns``; None = unknown (``pose_valid`` false).
             episode_id: Unique id made of letters, digits, ``_ . -`` (at most 128); None =
                 generated from the stamp.
+            robot_id: The robot that recorded it; None = ``config.robot_id``, or the host
+                name when that is empty.
 
         Returns:
             The stored episode.
@@ -246,53 +247,54 @@ class EpisodeStore:
         """
         if self._read_only:
             raise StoreError(f"{self._root}: the store was opened read-only")
-        check_frames(frames)
-        unit = EmbeddingIndex.normalise(embeddings)
-        if unit.shape[0] != len(frames):
-            raise InputError(
-                f"{unit.shape[0]} embeddings for {len(frames)} frames: expected one per frame"
-            )
-        check_episode_fields(
+        record, unit = new_episode(
+            frames,
+            embeddings,
             stamp_ns=stamp_ns,
             surprise=surprise,
-            threshold=threshold,
             embedder_model=embedder_model,
+            embedder_pretrained=embedder_pretrained,
             encoder_model=encoder_model,
+            encoder_pretrained=encoder_pretrained,
+            threshold=threshold,
+            pose=pose,
+            episode_id=episode_id,
+            robot_id=robot_id,
+            configured_robot_id=self._config.robot_id,
         )
-        check_pose(pose)
-        episode_id = checked_episode_id(episode_id, stamp_ns)
+        record = with_source(record, root=self._root)
         folder = self._folder
         with self._lock:
             folder.db()
-            folder.check_new(episode_id, embedder_model, embedder_pretrained, unit.shape[1])
+            folder.check_new(record.id, embedder_model, embedder_pretrained, unit.shape[1])
 
         jpegs = [folder.files.encode(fr.rgb) for fr in frames]
-        rel_paths = folder.files.relative_paths(episode_id, len(frames))
-        folder.files.write(episode_id, jpegs)
-
+        folder.files.write(record.id, jpegs)
         blobs = folder.embedding_blobs(unit)
-        stamps = tuple(int(fr.stamp_ns) for fr in frames)
-        record = EpisodeRecord(
-            id=episode_id,
-            stamp_ns=int(stamp_ns),
-            start_ns=stamps[0],
-            end_ns=stamps[-1],
-            pose=pose if pose is not None else Pose(),
-            pose_valid=pose is not None,
-            surprise=float(surprise),
-            threshold=float(threshold),
-            frame_stamps_ns=stamps,
-            frame_paths=tuple(rel_paths),
-            encoder_model=encoder_model,
-            encoder_pretrained=bool(encoder_pretrained),
-            embedder_model=embedder_model,
-            embedder_pretrained=bool(embedder_pretrained),
-            created_wall_ns=time.time_ns(),
-            root=self._root,
-        )
         with self._lock:
             seq = folder.commit(record, unit, blobs=blobs, jpeg_sizes=[len(j) for j in jpegs])
             folder.evict(keep=seq)
+        return record
+
+    def import_episode(
+        self,
+        record: EpisodeRecord,
+        jpegs: Sequence[bytes],
+        embeddings: npt.ArrayLike,
+        *,
+        origin_ns: int | None = None,
+    ) -> EpisodeRecord:
+        """Store an episode copied from another store, as it was stored there (no budget).
+
+        See :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episode`.
+        """
+        if self._read_only:
+            raise StoreError(f"{self._root}: the store was opened read-only")
+        emb = checked_import(record, jpegs, embeddings)
+        record = with_source(record, root=self._root)
+        with self._lock:
+            self._folder.db()
+            import_episode(self._folder, record, jpegs, emb, origin_ns)
         return record
 
     # ----------------------------------------------------------------- deleting

@@ -1,0 +1,211 @@
+"""The store subcommands of ``surprise-memory``: ``query`` and ``migrate``.
+
+Both take a store as a folder (the SQLite store) or a ``postgresql://`` URI (the
+PostgreSQL store, password from ``PGPASSWORD`` / ``PGPASSFILE``) and open it with
+:func:`~surprise_memory.memory.store.open_store`, so they work the same on either backend.
+:func:`add_store_commands` adds them to the parser of :mod:`surprise_memory.cli` (which
+imports this module when it builds the parser) and handles their errors like every other
+subcommand's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from surprise_memory.cli import _note, _parse_point
+from surprise_memory.errors import InputError
+from surprise_memory.stamps import NS_PER_SECOND, parse_time
+
+__all__ = ["add_store_commands"]
+
+
+def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
+    """Add ``query`` and ``migrate`` to the subcommands ``sub`` of the main parser.
+
+    Args:
+        sub: The main parser's subparsers (``add_subparsers()``).
+        fmt: The help formatter of every subcommand.
+
+    """
+    q = sub.add_parser(
+        "query",
+        help="retrieve episodes by text, image, time window and place",
+        formatter_class=fmt,
+        description="Retrieve episodes from a store. Times (--start/--end): a plain number "
+        "(12.5 or 12.5s) is seconds from the store's time origin (the first frame its writer "
+        "saw, the same origin as the report and the agent tool); "
+        "'<int>ns' is an absolute stamp in nanoseconds since the epoch; an ISO 8601 time "
+        "with a zone (2023-11-14T22:13:32Z) is absolute too. Text and image queries embed "
+        "the query with the store's recorded embedder; text is refused when that embedder "
+        "had random (untrained) weights.",
+    )
+    q.add_argument("store", metavar="STORE", help="store folder or postgresql:// URI")
+    q.add_argument("--robot-id", help="only this robot's episodes (default: every robot's)")
+    q.add_argument("--text", help="text query (needs the store's trained embedder)")
+    q.add_argument("--image", metavar="PATH", help="image file as the query")
+    q.add_argument("--start", help="earliest trigger time (see above)")
+    q.add_argument("--end", help="latest trigger time (see above)")
+    q.add_argument("--near", metavar="X,Y[,Z]", help="place in metres, in the poses' frame")
+    q.add_argument("--radius", type=float, metavar="M", help="keep episodes within M metres")
+    q.add_argument("-k", "--max-results", type=int, default=5, help="episodes returned")
+    q.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    q.add_argument("--device", default="auto", help="device of the query embedder")
+    q.set_defaults(func=_cmd_query)
+
+    m = sub.add_parser(
+        "migrate",
+        help="copy a store between a folder and PostgreSQL, resumably, then verify it",
+        formatter_class=fmt,
+        description="Copy every episode of SRC into DST (each a folder or a postgresql:// "
+        "URI; the password from PGPASSWORD or PGPASSFILE): records, JPEG bytes and "
+        "embeddings as stored, no budget applied. Run it again after an interruption to "
+        "finish. Ends by comparing episode counts per robot and a checksum per episode.",
+    )
+    m.add_argument("source", metavar="SRC", help="store to copy (opened read-only)")
+    m.add_argument("destination", metavar="DST", help="new store, or one a previous run left")
+    m.set_defaults(func=_cmd_migrate)
+
+
+def _store_origin(store: Any) -> int | None:
+    """The store's one time origin (the first frame seen), as the report and the agent tool use."""
+    from surprise_memory.offline.report import time_origin_ns
+
+    return time_origin_ns(store)
+
+
+def _query_embedder(store: Any, device: str, text: bool) -> Any:
+    """Rebuild the store's embedder from its recorded model name."""
+    name = store.embedder_model
+    if name is None:
+        raise InputError("the store has no episode, nothing to compare with")
+    model, _, weights = str(name).partition(":")
+    seed = 0
+    if not store.embedder_pretrained:
+        if text:
+            raise InputError(
+                f"the store's embeddings come from {name!r}: random, untrained weights, so a "
+                "text query would rank at random. Process the input again with trained "
+                "embedder weights (--embedder-weights meta, or a local folder)."
+            )
+        found = re.search(r"seed (\d+)", weights)
+        seed = int(found.group(1)) if found else 0
+        weights = "random"
+        _note(f"image query with the untrained embedder {name!r} (random weights)")
+    from surprise_memory.errors import ModelLoadError
+    from surprise_memory.perception.encoders import ImageTextEmbedder
+
+    try:
+        emb = ImageTextEmbedder(model, weights, device=device, seed=seed)
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"cannot load the store's embedder {name!r}: {exc}") from None
+    if emb.model_name != name:
+        raise InputError(
+            f"the embedder rebuilt for the query is {emb.model_name!r}, the store's is {name!r}"
+        )
+    return emb
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    from surprise_memory.memory.retrieval import RetrievalQuery
+    from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
+
+    if not is_postgres_url(args.store) and not Path(args.store).is_dir():
+        raise InputError(f"store {args.store!r} does not exist")
+    if args.radius is not None and args.near is None:
+        raise InputError("--radius needs --near")
+    if args.text is not None and args.image is not None:
+        raise InputError("give --text or --image, not both")
+    with open_store(args.store, read_only=True) as store:
+        origin = _store_origin(store)
+        start = parse_time(args.start, origin) if args.start else None
+        end = parse_time(args.end, origin) if args.end else None
+        near = _parse_point(args.near) if args.near else None
+        embedding = None
+        emb_name = None
+        if args.text is not None or args.image is not None:
+            emb = _query_embedder(store, args.device, text=args.text is not None)
+            if args.text is not None:
+                embedding = emb.embed_text([args.text])[0]
+            else:
+                embedding = emb.embed_images([_read_image(args.image)])[0]
+            emb_name = emb.model_name
+        query = RetrievalQuery(
+            embedding=embedding,
+            embedder_model=emb_name,
+            start_ns=start if start is None else max(start, 1),
+            end_ns=end if end is None else max(end, 1),
+            near=near,
+            radius_m=args.radius,
+            max_results=args.max_results,
+            robot_id=args.robot_id,
+        )
+        hits = store.retrieve(query)
+    rows = [_hit_dict(h, origin) for h in hits]
+    if args.json:
+        where = describe_location(args.store)
+        print(json.dumps({"store": where, "origin_ns": origin, "hits": rows}, indent=2))
+        return 0
+    if not rows:
+        print("no episode matches")
+        return 0
+    print(f"{'#':>2} {'time s':>8} {'score':>7} {'dist m':>7} {'surprise':>8}  pose / id")
+    for i, r in enumerate(rows, 1):
+        score = "-" if r["score"] is None else f"{r['score']:.3f}"
+        dist = "-" if r["distance_m"] is None else f"{r['distance_m']:.2f}"
+        t = "-" if r["time_s"] is None else f"{r['time_s']:.2f}"
+        pose = (
+            "no pose"
+            if not r["pose_valid"]
+            else "({:.2f}, {:.2f}, {:.2f})".format(*r["position"]) + f" {r['frame_id']}"
+        )
+        print(f"{i:>2} {t:>8} {score:>7} {dist:>7} {r['surprise']:>8.3f}  {pose}  {r['id']}")
+    return 0
+
+
+def _read_image(path: str) -> Any:
+    import numpy as np
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            return np.asarray(img.convert("RGB"), dtype=np.uint8)
+    except (OSError, UnidentifiedImageError) as exc:
+        raise InputError(f"--image {path!r}: cannot read the image ({exc})") from None
+
+
+def _hit_dict(hit: Any, origin: int | None) -> dict[str, Any]:
+    ep = hit.episode
+    return {
+        "id": ep.id,
+        "stamp_ns": ep.stamp_ns,
+        "time_s": None if origin is None else (ep.stamp_ns - origin) / NS_PER_SECOND,
+        "score": hit.score,
+        "distance_m": hit.distance_m,
+        "surprise": ep.surprise,
+        "pose_valid": ep.pose_valid,
+        "position": list(ep.pose.position),
+        "orientation": [ep.pose.qx, ep.pose.qy, ep.pose.qz, ep.pose.qw],
+        "frame_id": ep.pose.frame_id,
+        "frame_stamps_ns": list(ep.frame_stamps_ns),
+        "frames": ep.frame_uris(),
+        "robot_id": ep.robot_id,
+    }
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from surprise_memory.memory.store.migrate import migrate_store
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % 500 == 0:
+            _note(f"migrate: {done}/{total} episodes")
+
+    r = migrate_store(args.source, args.destination, progress=progress)
+    print(
+        f"{r.source} -> {r.destination}: {r.episodes} episodes ({r.copied} copied, "
+        f"{r.skipped} already there), per robot {r.robots}; verified, sha256 {r.checksum}"
+    )
+    return 0

@@ -1,0 +1,75 @@
+"""Open the episode store that a ``store_path`` names: a folder (SQLite) or PostgreSQL.
+
+Nodes, the command line and agent code call :func:`open_store` and get an
+:class:`~surprise_memory.memory.store.interface.EpisodeStoreBackend`; nothing outside the
+store package knows which backend it talks to. The PostgreSQL backend (and its
+dependencies, ``psycopg`` and ``pgvector``) is imported only when a connection string is
+given, so a robot that keeps its store in a folder does not need them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from surprise_memory.config import StoreConfig
+from surprise_memory.errors import StoreError
+from surprise_memory.memory.store.interface import EpisodeStoreBackend
+
+__all__ = ["URL_SCHEMES", "describe_location", "is_postgres_url", "open_store"]
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+"""A ``store_path`` starting with one of these names a PostgreSQL store; else a folder."""
+
+
+def is_postgres_url(location: str | os.PathLike[str]) -> bool:
+    """Whether ``location`` is a PostgreSQL connection URI (not a folder)."""
+    return str(location).strip().lower().startswith(URL_SCHEMES)
+
+
+def describe_location(location: str | os.PathLike[str]) -> str:
+    """The location for a log line: the folder, or the connection string without password."""
+    if is_postgres_url(location):
+        from surprise_memory.memory.store.postgres.url import redacted
+
+        return redacted(str(location))
+    return os.path.abspath(os.path.expanduser(str(location)))
+
+
+def open_store(
+    location: str | os.PathLike[str] | None = None,
+    config: StoreConfig | None = None,
+    *,
+    read_only: bool = False,
+) -> EpisodeStoreBackend:
+    """Open the store at ``location`` with the backend its form names.
+
+    Args:
+        location: A folder (``~`` expanded; the SQLite store) or a connection URI
+            ``postgresql://user@host:port/db?sslmode=verify-full`` (PostgreSQL + pgvector,
+            the password from ``PGPASSWORD`` / ``PGPASSFILE``); None = ``config.store_path``.
+        config: The store's settings; None = defaults.
+        read_only: Open for queries only.
+
+    Returns:
+        The open store (a context manager; close it when done).
+
+    Raises:
+        StoreError: The store cannot be opened (see each backend), the URI holds a
+            password, or the PostgreSQL client libraries are not installed.
+
+    """
+    cfg = config or StoreConfig()
+    where = str(location if location is not None else cfg.store_path)
+    if not is_postgres_url(where):
+        from surprise_memory.memory.store.sqlite import EpisodeStore
+
+        return EpisodeStore(os.path.expanduser(where), cfg, read_only=read_only)
+    try:
+        from surprise_memory.memory.store.postgres import PostgresEpisodeStore, check_url
+    except ImportError as exc:
+        raise StoreError(
+            f"store_path is a PostgreSQL URI but its client is missing ({exc}); "
+            "pip install -r requirements/store.txt"
+        ) from exc
+    check_url(where)
+    return PostgresEpisodeStore(where, cfg, read_only=read_only)

@@ -1,0 +1,173 @@
+"""Copy a store to another location and backend: ``surprise-memory migrate SRC DST``.
+
+:func:`migrate_store` copies every episode of SRC (a folder or a PostgreSQL database) into
+DST (either, created if missing) with
+:meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episode`: the
+record as it is (id, robot, stamps, pose, models, creation time), the JPEG bytes unchanged
+and the stored embeddings unchanged, one transaction per episode, no budget applied, and
+the recording origin kept.
+
+* **Resumable.** An episode whose id DST already holds is not copied again, so a
+  migration that was interrupted (a killed process, a lost connection) is finished by
+  running the same command again; each episode is in DST whole or not at all.
+* **Verified.** At the end both stores are read again: the same number of episodes per
+  robot, the same ids, and per episode the same checksum (:func:`episode_digest`: its
+  fields, its JPEG bytes and its embeddings rounded to float16, the finest precision both
+  backends keep), else :class:`~surprise_memory.errors.StoreError` names the first
+  difference. An episode held by DST but not SRC is a difference too: DST must be new
+  or a previous run of the same migration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from surprise_memory.config import StoreConfig
+from surprise_memory.errors import StoreError
+from surprise_memory.memory.store.factory import describe_location, open_store
+from surprise_memory.memory.store.interface import EpisodeStoreBackend
+
+__all__ = ["MigrationReport", "episode_digest", "migrate_store", "store_digest"]
+
+
+@dataclass(frozen=True)
+class MigrationReport:
+    """What a migration did and found.
+
+    Attributes:
+        source: SRC, as shown (no password).
+        destination: DST, as shown.
+        episodes: Episodes in SRC (and, verified, in DST).
+        copied: Episodes copied by this run.
+        skipped: Episodes DST already held (a previous run).
+        robots: Episodes per robot.
+        checksum: SHA-256 over every episode's digest, in id order (equal on both sides).
+
+    """
+
+    source: str
+    destination: str
+    episodes: int
+    copied: int
+    skipped: int
+    robots: dict[str, int]
+    checksum: str
+
+
+def episode_digest(store: EpisodeStoreBackend, episode_id: str) -> str:
+    """SHA-256 of an episode as stored: fields, JPEG bytes, float16 embeddings.
+
+    Raises:
+        StoreError: No such episode, or reading failed.
+
+    """
+    rec = store.get(episode_id)
+    p = rec.pose
+    fields = [
+        rec.id,
+        rec.robot_id,
+        rec.stamp_ns,
+        rec.start_ns,
+        rec.end_ns,
+        [p.x, p.y, p.z, p.qx, p.qy, p.qz, p.qw, p.frame_id],
+        rec.pose_valid,
+        rec.surprise,
+        None if math.isnan(rec.threshold) else rec.threshold,
+        list(rec.frame_stamps_ns),
+        rec.encoder_model,
+        rec.encoder_pretrained,
+        rec.embedder_model,
+        rec.embedder_pretrained,
+        rec.created_wall_ns,
+    ]
+    h = hashlib.sha256(json.dumps(fields).encode())
+    for jpeg in rec.load_jpegs():
+        h.update(hashlib.sha256(jpeg).digest())
+    h.update(np.ascontiguousarray(store.embeddings(episode_id), dtype="<f2").tobytes())
+    return h.hexdigest()
+
+
+def store_digest(store: EpisodeStoreBackend) -> tuple[dict[str, str], dict[str, int]]:
+    """Every episode's digest by id, and the episodes per robot."""
+    digests = {i: episode_digest(store, i) for i in store.episode_ids()}
+    robots = Counter(store.get(i).robot_id for i in digests)
+    return digests, dict(robots)
+
+
+def _combined(digests: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for ep_id in sorted(digests):
+        h.update(f"{ep_id}:{digests[ep_id]}\n".encode())
+    return h.hexdigest()
+
+
+def migrate_store(
+    source: str | os.PathLike[str],
+    destination: str | os.PathLike[str],
+    *,
+    config: StoreConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> MigrationReport:
+    """Copy SRC into DST, resumably, then verify counts and checksums.
+
+    Args:
+        source: A store folder or a PostgreSQL connection URI (opened read-only).
+        destination: A folder or URI (created if missing); empty, or left by an earlier
+            run of the same migration.
+        config: DST's settings (JPEG quality is unused: JPEGs are copied as they are;
+            ``embedding_dtype`` picks a SQLite DST's); the budget is not applied.
+        progress: Called with (episodes done, episodes in all) after each episode.
+
+    Returns:
+        The report; DST equals SRC when it returns.
+
+    Raises:
+        StoreError: SRC and DST are the same, either cannot be opened, a copy fails, or
+            the verification finds a difference (named in the message).
+        EmbedderMismatchError: DST holds episodes of another embedder.
+
+    """
+    src_name, dst_name = describe_location(source), describe_location(destination)
+    if src_name == dst_name:
+        raise StoreError(f"source and destination are the same store: {src_name}")
+    with open_store(source, read_only=True) as src, open_store(destination, config) as dst:
+        ids = src.episode_ids()
+        origin = src.origin_ns
+        copied = skipped = 0
+        for n, ep_id in enumerate(ids, 1):
+            if ep_id in dst:
+                skipped += 1
+            else:
+                rec = src.get(ep_id)
+                dst.import_episode(rec, rec.load_jpegs(), src.embeddings(ep_id), origin_ns=origin)
+                copied += 1
+            if progress is not None:
+                progress(n, len(ids))
+        want, robots = store_digest(src)
+        have, dst_robots = store_digest(dst)
+    for ep_id in sorted(set(want) | set(have)):
+        if ep_id not in have:
+            raise StoreError(f"episode {ep_id} is in {src_name} but not in {dst_name}")
+        if ep_id not in want:
+            raise StoreError(f"episode {ep_id} is in {dst_name} but not in {src_name}")
+        if want[ep_id] != have[ep_id]:
+            raise StoreError(f"episode {ep_id} differs between {src_name} and {dst_name}")
+    if robots != dst_robots:
+        raise StoreError(f"after copying, episodes per robot differ: {robots} vs {dst_robots}")
+    return MigrationReport(
+        source=src_name,
+        destination=dst_name,
+        episodes=len(want),
+        copied=copied,
+        skipped=skipped,
+        robots=robots,
+        checksum=_combined(want),
+    )

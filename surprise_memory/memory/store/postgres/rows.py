@@ -1,0 +1,362 @@
+"""The SQL of the PostgreSQL store's rows: insert, count, evict, delete, read.
+
+Every statement is a constant with bound parameters (lists go in as one array parameter);
+no SQL is built from values. The functions run inside the caller's transaction where they
+write, and raise :class:`psycopg.Error` (the store turns it into a
+:class:`~surprise_memory.errors.StoreError` that says what it was doing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+from pgvector import HalfVector
+
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.store.frame_files import FrameFiles
+from surprise_memory.memory.store.records import EpisodeRecord, JpegSource
+
+__all__ = [
+    "add_robot_counts",
+    "all_ids",
+    "claim_meta",
+    "delete_episodes",
+    "eviction_order",
+    "insert_episode",
+    "key_of",
+    "keys_of",
+    "lower_origin",
+    "read_meta",
+    "robot_counts",
+    "select_embeddings",
+    "select_jpegs",
+    "select_records",
+    "store_counts",
+]
+
+Conn = psycopg.Connection[Any]
+
+_EPISODE_COLUMNS = (
+    "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
+    "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
+    "embedder_model, embedder_pretrained, created_wall_ns, robot_id"
+)
+_INSERT_EPISODE = (
+    "INSERT INTO surprise_memory.episodes (id, robot_id, stamp_ns, start_ns, end_ns, "
+    "pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, "
+    "threshold, encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
+    "created_wall_ns, nbytes) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING seq"
+)
+_SELECT_RECORDS = (
+    "SELECT " + _EPISODE_COLUMNS + ", "
+    "ARRAY(SELECT f.stamp_ns FROM surprise_memory.frames f WHERE f.episode_seq = e.seq "
+    "ORDER BY f.idx) FROM surprise_memory.episodes e WHERE e.seq = ANY(%s)"
+)
+_SELECT_JPEGS = (
+    "SELECT episode_seq, jpeg FROM surprise_memory.frames WHERE episode_seq = ANY(%s) "
+    "ORDER BY episode_seq, idx"
+)
+
+
+def key_of(conn: Conn, episode_id: str) -> int | None:
+    """The key of an episode, or None when it is not stored."""
+    row = conn.execute(
+        "SELECT seq FROM surprise_memory.episodes WHERE id = %s", (episode_id,)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def keys_of(conn: Conn, episode_ids: Sequence[str]) -> list[int]:
+    """The keys of the stored episodes among ``episode_ids`` (others are skipped)."""
+    found = conn.execute(
+        "SELECT seq FROM surprise_memory.episodes WHERE id = ANY(%s)", (list(episode_ids),)
+    ).fetchall()
+    return [int(r[0]) for r in found]
+
+
+def all_ids(conn: Conn) -> list[str]:
+    """Ids of all episodes, in the order they were added."""
+    found = conn.execute("SELECT id FROM surprise_memory.episodes ORDER BY seq").fetchall()
+    return [str(r[0]) for r in found]
+
+
+def read_meta(conn: Conn) -> dict[str, str]:
+    """The ``meta`` table as a dict (``schema_version`` included)."""
+    rows = conn.execute("SELECT key, value FROM surprise_memory.meta").fetchall()
+    return {str(k): str(v) for k, v in rows}
+
+
+def claim_meta(conn: Conn, entries: Mapping[str, str]) -> dict[str, str]:
+    """Insert ``meta`` entries that are missing (first writer wins), then read ``meta``.
+
+    Concurrent first adds of two writers serialise on the key: the second waits for the
+    first's commit, keeps the first's value and sees it in the answer, so the caller can
+    refuse an embedder that lost.
+
+    Returns:
+        The ``meta`` table as now visible to the transaction.
+
+    """
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO surprise_memory.meta (key, value) VALUES (%s, %s) "
+            "ON CONFLICT (key) DO NOTHING",
+            list(entries.items()),
+        )
+    return read_meta(conn)
+
+
+def lower_origin(conn: Conn, stamp_ns: int) -> None:
+    """Set ``meta.origin_ns`` to ``stamp_ns`` when it is missing or later (the store's start).
+
+    Read first and written only when it moves, so adds of a running fleet (whose stamps
+    are past the origin) do not all queue on the one ``origin_ns`` row.
+    """
+    row = conn.execute("SELECT value FROM surprise_memory.meta WHERE key = 'origin_ns'").fetchone()
+    if row is not None and int(row[0]) <= stamp_ns:
+        return
+    conn.execute(
+        "INSERT INTO surprise_memory.meta (key, value) VALUES ('origin_ns', %s) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value "
+        "WHERE surprise_memory.meta.value::bigint > excluded.value::bigint",
+        (str(stamp_ns),),
+    )
+
+
+def insert_episode(
+    conn: Conn,
+    rec: EpisodeRecord,
+    unit: npt.NDArray[np.float32],
+    jpegs: Sequence[bytes],
+    *,
+    nbytes: int,
+) -> int:
+    """Insert an episode, its frames and its embeddings (inside the caller's transaction).
+
+    Args:
+        conn: The connection.
+        rec: The episode.
+        unit: Its unit-norm embeddings, (frames, D); stored as ``halfvec``.
+        jpegs: Each frame's JPEG bytes, in order.
+        nbytes: Its size for the budget (JPEGs + embeddings as stored).
+
+    Returns:
+        The episode's key (``seq``).
+
+    Raises:
+        psycopg.errors.UniqueViolation: The id exists.
+
+    """
+    p = rec.pose
+    row = conn.execute(
+        _INSERT_EPISODE,
+        (
+            rec.id,
+            rec.robot_id,
+            rec.stamp_ns,
+            rec.start_ns,
+            rec.end_ns,
+            float(p.x),
+            float(p.y),
+            float(p.z),
+            float(p.qx),
+            float(p.qy),
+            float(p.qz),
+            float(p.qw),
+            p.frame_id,
+            rec.pose_valid,
+            rec.surprise,
+            None if math.isnan(rec.threshold) else rec.threshold,
+            rec.encoder_model,
+            rec.encoder_pretrained,
+            rec.embedder_model,
+            rec.embedder_pretrained,
+            rec.created_wall_ns,
+            nbytes,
+        ),
+    ).fetchone()
+    assert row is not None
+    seq = int(row[0])
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO surprise_memory.frames (episode_seq, idx, stamp_ns, jpeg) "
+            "VALUES (%s, %s, %s, %b)",
+            [
+                (seq, i, s, j)
+                for i, (s, j) in enumerate(zip(rec.frame_stamps_ns, jpegs, strict=True))
+            ],
+        )
+        cur.executemany(
+            "INSERT INTO surprise_memory.embeddings "
+            "(episode_seq, idx, robot_id, stamp_ns, embedding) VALUES (%s, %s, %s, %s, %b)",
+            [(seq, i, rec.robot_id, rec.stamp_ns, HalfVector(v)) for i, v in enumerate(unit)],
+        )
+    return seq
+
+
+def add_robot_counts(
+    conn: Conn, robot_id: str, *, episodes: int, frames: int, nbytes: int
+) -> tuple[int, int]:
+    """Add to a robot's counters (creating its row) and lock that row until commit.
+
+    The lock is what serialises two adds of the same robot: the second waits here until
+    the first has committed its episode and its evictions, then sees their counts.
+
+    Returns:
+        The robot's episodes and bytes after the change.
+
+    """
+    row = conn.execute(
+        "INSERT INTO surprise_memory.robots AS r (robot_id, episodes, frames, nbytes) "
+        "VALUES (%s, %s, %s, %s) ON CONFLICT (robot_id) DO UPDATE SET "
+        "episodes = r.episodes + excluded.episodes, frames = r.frames + excluded.frames, "
+        "nbytes = r.nbytes + excluded.nbytes RETURNING episodes, nbytes",
+        (robot_id, episodes, frames, nbytes),
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def eviction_order(
+    conn: Conn, robot_id: str, keep: int, sizes: dict[int, int], batch: int = 256
+) -> Iterator[int]:
+    """Keys of a robot's episodes in eviction order (lowest surprise, oldest, first added).
+
+    Read lazily in batches along the ``episodes_eviction`` index, so a budget that needs
+    one eviction reads one batch, whatever the store's size.
+
+    Args:
+        conn: The connection (inside the add's transaction).
+        robot_id: The robot whose budget is applied.
+        keep: The key never to list (the episode just added).
+        sizes: Filled with each listed episode's bytes before its key is yielded.
+        batch: Rows per statement.
+
+    Yields:
+        Episode keys.
+
+    """
+    after: tuple[float, int, int] | None = None
+    while True:
+        if after is None:
+            rows = conn.execute(
+                "SELECT seq, nbytes, surprise, stamp_ns FROM surprise_memory.episodes "
+                "WHERE robot_id = %s AND seq <> %s ORDER BY surprise, stamp_ns, seq LIMIT %s",
+                (robot_id, keep, batch),
+            ).fetchall()
+        else:
+            rows = conn.execute(
+                "SELECT seq, nbytes, surprise, stamp_ns FROM surprise_memory.episodes "
+                "WHERE robot_id = %s AND seq <> %s AND (surprise, stamp_ns, seq) > (%s, %s, %s) "
+                "ORDER BY surprise, stamp_ns, seq LIMIT %s",
+                (robot_id, keep, *after, batch),
+            ).fetchall()
+        for seq, size, surprise, stamp in rows:
+            sizes[int(seq)] = int(size)
+            after = (float(surprise), int(stamp), int(seq))
+            yield int(seq)
+        if len(rows) < batch:
+            return
+
+
+def delete_episodes(conn: Conn, seqs: Sequence[int]) -> list[str]:
+    """Delete episodes by key with their frames and embeddings; keep the robot counters.
+
+    Returns:
+        The ids deleted (keys not found are skipped).
+
+    """
+    rows = conn.execute(
+        "WITH gone AS (DELETE FROM surprise_memory.episodes WHERE seq = ANY(%s) "
+        "RETURNING id, robot_id, nbytes, "
+        "(SELECT count(*) FROM surprise_memory.frames f WHERE f.episode_seq = seq) AS nf), "
+        "per_robot AS (SELECT robot_id, count(*) AS n, sum(nf) AS nf, sum(nbytes) AS nb "
+        "FROM gone GROUP BY robot_id), "
+        "counted AS (UPDATE surprise_memory.robots r SET episodes = r.episodes - p.n, "
+        "frames = r.frames - p.nf, nbytes = r.nbytes - p.nb FROM per_robot p "
+        "WHERE r.robot_id = p.robot_id RETURNING 1) "
+        "SELECT id FROM gone",
+        ([int(s) for s in seqs],),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def robot_counts(conn: Conn) -> dict[str, tuple[int, int, int]]:
+    """Episodes, frames and bytes of each robot."""
+    rows = conn.execute(
+        "SELECT robot_id, episodes, frames, nbytes FROM surprise_memory.robots"
+    ).fetchall()
+    return {str(r): (int(e), int(f), int(b)) for r, e, f, b in rows}
+
+
+def store_counts(conn: Conn) -> tuple[int, int, int]:
+    """Episodes, frames and bytes of the whole store."""
+    row = conn.execute(
+        "SELECT coalesce(sum(episodes), 0), coalesce(sum(frames), 0), coalesce(sum(nbytes), 0) "
+        "FROM surprise_memory.robots"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def select_records(
+    conn: Conn, seqs: Sequence[int], source: JpegSource | None
+) -> dict[int, EpisodeRecord]:
+    """The episodes with these keys, as records (one statement), by key.
+
+    Args:
+        conn: The connection.
+        seqs: Keys; a key not stored is left out.
+        source: Set as each record's ``jpeg_source`` (the store, to read frames later).
+
+    """
+    out = {}
+    for row in conn.execute(_SELECT_RECORDS, ([int(s) for s in seqs],)):
+        (seq, ep_id, stamp, start, end, px, py, pz, ox, oy, oz, ow, frame_id, valid) = row[:14]
+        stamps = tuple(int(s) for s in row[22])
+        out[int(seq)] = EpisodeRecord(
+            id=ep_id,
+            stamp_ns=int(stamp),
+            start_ns=int(start),
+            end_ns=int(end),
+            pose=Pose(px, py, pz, ox, oy, oz, ow, frame_id),
+            pose_valid=bool(valid),
+            surprise=float(row[14]),
+            threshold=math.nan if row[15] is None else float(row[15]),
+            frame_stamps_ns=stamps,
+            frame_paths=tuple(FrameFiles.relative_paths(ep_id, len(stamps))),
+            encoder_model=row[16],
+            encoder_pretrained=bool(row[17]),
+            embedder_model=row[18],
+            embedder_pretrained=bool(row[19]),
+            created_wall_ns=int(row[20]),
+            robot_id=row[21],
+            jpeg_source=source,
+        )
+    return out
+
+
+def select_jpegs(conn: Conn, seqs: Sequence[int]) -> dict[int, list[bytes]]:
+    """The JPEG bytes of each frame of these episodes, in frame order, by key."""
+    out: dict[int, list[bytes]] = {int(s): [] for s in seqs}
+    for seq, jpeg in conn.execute(_SELECT_JPEGS, ([int(s) for s in seqs],), binary=True):
+        out[int(seq)].append(bytes(jpeg))
+    return out
+
+
+def select_embeddings(conn: Conn, seq: int) -> npt.NDArray[np.float32]:
+    """The stored frame embeddings of one episode, (frames, D) float32 (empty when none)."""
+    rows = conn.execute(
+        "SELECT embedding FROM surprise_memory.embeddings WHERE episode_seq = %s ORDER BY idx",
+        (seq,),
+        binary=True,
+    ).fetchall()
+    if not rows:
+        return np.empty((0, 0), dtype=np.float32)
+    return np.stack([r[0].to_numpy() for r in rows]).astype(np.float32)

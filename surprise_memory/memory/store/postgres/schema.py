@@ -1,0 +1,289 @@
+"""The PostgreSQL store's database: connection, schema, versions and migrations.
+
+Every table lives in the PostgreSQL schema (namespace) ``surprise_memory`` of the database
+the connection string names, so the store can share a database with other applications:
+
+* ``meta (key, value)``: ``schema_version``, the embedder (``embedder_model``,
+  ``embedder_pretrained``, ``embedding_dim``) and ``origin_ns``, as in the SQLite store;
+* ``robots (robot_id, episodes, frames, nbytes)``: per-robot counters kept in step with the
+  episodes in the same transactions; the budget reads them, and an add locks its robot's
+  row, which serialises the adds (and evictions) of one robot while other robots write
+  in parallel;
+* ``episodes``: one row per episode (``seq`` is the key, an identity column; ``robot_id``
+  on every row);
+* ``frames (episode_seq, idx, stamp_ns, jpeg)``: the frames' JPEG bytes (``bytea``);
+* ``embeddings (episode_seq, idx, robot_id, stamp_ns, embedding)``: one unit-norm
+  ``halfvec`` per frame; robot and stamp are copied from the episode so the approximate
+  index scan can filter on them without a join.
+
+The approximate index, an HNSW index over ``embedding::halfvec(D)`` with
+``halfvec_cosine_ops``, needs the dimension D, known only with the first episode: it is
+created by :func:`ensure_ann_index` then (the dimension of a store never changes).
+
+``meta.schema_version`` holds :data:`SCHEMA_VERSION`. :func:`ensure_schema` creates the
+schema at version 1 in an empty database and runs one step of ``MIGRATIONS`` per version
+after it, each step in its own transaction with the version update; a newer schema is
+refused. Openers serialise on an advisory lock, so several processes opening a new
+database at once create it once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+
+from surprise_memory.errors import StoreError
+
+if TYPE_CHECKING:
+    from typing import LiteralString  # Python 3.11+, only for the type checker
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "connect",
+    "ensure_ann_index",
+    "ensure_schema",
+    "schema_version",
+]
+
+SCHEMA = "surprise_memory"
+"""The PostgreSQL schema (namespace) holding the store's tables."""
+
+SCHEMA_VERSION = 1
+"""Version of the PostgreSQL schema written by this code (``meta.schema_version``)."""
+
+# pg_advisory_lock key of schema creation and migration: "SMEM" in ASCII
+_SCHEMA_LOCK = 0x534D454D
+
+_V1: tuple[LiteralString, ...] = (
+    "CREATE TABLE surprise_memory.meta (key text PRIMARY KEY, value text NOT NULL)",
+    """CREATE TABLE surprise_memory.robots (
+        robot_id text PRIMARY KEY,
+        episodes bigint NOT NULL,
+        frames bigint NOT NULL,
+        nbytes bigint NOT NULL
+    )""",
+    """CREATE TABLE surprise_memory.episodes (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id text NOT NULL UNIQUE,
+        robot_id text NOT NULL,
+        stamp_ns bigint NOT NULL,
+        start_ns bigint NOT NULL,
+        end_ns bigint NOT NULL,
+        pos_x double precision NOT NULL,
+        pos_y double precision NOT NULL,
+        pos_z double precision NOT NULL,
+        ori_x double precision NOT NULL,
+        ori_y double precision NOT NULL,
+        ori_z double precision NOT NULL,
+        ori_w double precision NOT NULL,
+        pose_frame_id text NOT NULL,
+        pose_valid boolean NOT NULL,
+        surprise double precision NOT NULL,
+        threshold double precision,
+        encoder_model text NOT NULL,
+        encoder_pretrained boolean NOT NULL,
+        embedder_model text NOT NULL,
+        embedder_pretrained boolean NOT NULL,
+        created_wall_ns bigint NOT NULL,
+        nbytes bigint NOT NULL
+    )""",
+    "CREATE INDEX episodes_stamp ON surprise_memory.episodes (stamp_ns)",
+    # the eviction order of one robot, read in index order
+    "CREATE INDEX episodes_eviction ON surprise_memory.episodes "
+    "(robot_id, surprise, stamp_ns, seq)",
+    """CREATE TABLE surprise_memory.frames (
+        episode_seq bigint NOT NULL REFERENCES surprise_memory.episodes (seq) ON DELETE CASCADE,
+        idx smallint NOT NULL,
+        stamp_ns bigint NOT NULL,
+        jpeg bytea NOT NULL,
+        PRIMARY KEY (episode_seq, idx)
+    )""",
+    """CREATE TABLE surprise_memory.embeddings (
+        episode_seq bigint NOT NULL REFERENCES surprise_memory.episodes (seq) ON DELETE CASCADE,
+        idx smallint NOT NULL,
+        robot_id text NOT NULL,
+        stamp_ns bigint NOT NULL,
+        embedding halfvec NOT NULL,
+        PRIMARY KEY (episode_seq, idx)
+    )""",
+    # a 1024-d halfvec is 2 KiB: keep it in the heap row (no TOAST detour on every scan)
+    "ALTER TABLE surprise_memory.embeddings ALTER COLUMN embedding SET STORAGE PLAIN",
+)
+
+Migration = Callable[[psycopg.Connection[Any]], None]
+MIGRATIONS: dict[int, Migration] = {}
+"""Schema steps: ``MIGRATIONS[v]`` turns a version-v store into version v+1.
+
+Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own
+transaction together with the ``schema_version`` update, so a failure mid-migration leaves
+the previous version intact (PostgreSQL's DDL is transactional).
+"""
+
+
+def connect(url: str, *, read_only: bool) -> psycopg.Connection[Any]:
+    """Open a connection in autocommit mode (transactions only through ``conn.transaction()``).
+
+    Args:
+        url: A libpq connection string (``postgresql://...``); the password, if any, comes
+            from ``PGPASSWORD`` or ``PGPASSFILE`` (libpq reads them), not from the URL.
+        read_only: Make every transaction of the connection read-only.
+
+    Returns:
+        The connection.
+
+    Raises:
+        psycopg.Error: The server cannot be reached or refuses the login.
+
+    """
+    kwargs: dict[str, Any] = {"autocommit": True}
+    if read_only:
+        kwargs["options"] = "-c default_transaction_read_only=on"
+    return psycopg.connect(url, **kwargs)
+
+
+def _has_schema(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute(
+        "SELECT to_regclass('surprise_memory.meta') IS NOT NULL, "
+        "EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %s)",
+        (SCHEMA,),
+    ).fetchone()
+    assert row is not None
+    has_meta, has_namespace = row
+    if has_namespace and not has_meta:
+        tables = conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (SCHEMA,)
+        ).fetchone()
+        if tables is not None and tables[0]:
+            raise StoreError(
+                f"schema {SCHEMA} holds tables but no meta table: not an episode store"
+            )
+    return bool(has_meta)
+
+
+def schema_version(conn: psycopg.Connection[Any]) -> int:
+    """The store's schema version (0 when the database holds no store).
+
+    Raises:
+        StoreError: The schema exists but is not an episode store's.
+        psycopg.Error: A statement failed.
+
+    """
+    if not _has_schema(conn):
+        return 0
+    row = conn.execute(
+        "SELECT value FROM surprise_memory.meta WHERE key = 'schema_version'"
+    ).fetchone()
+    if row is None:
+        raise StoreError(f"schema {SCHEMA} has no schema_version: not an episode store")
+    return int(row[0])
+
+
+def _ensure_extension(conn: psycopg.Connection[Any], where: str) -> None:
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+        return
+    try:
+        with conn.transaction():
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.Error as exc:
+        raise StoreError(
+            f"{where}: the pgvector extension is not installed in this database and this "
+            f"role cannot create it ({exc.diag.message_primary}); as a database owner or "
+            "superuser run: CREATE EXTENSION vector;"
+        ) from exc
+
+
+def ensure_schema(conn: psycopg.Connection[Any], where: str, *, read_only: bool) -> None:
+    """Create the store in an empty database or migrate an older one; register ``halfvec``.
+
+    Args:
+        conn: An autocommit connection.
+        where: The store's location, for the messages (no password in it).
+        read_only: Refuse to create or migrate (a reader never writes).
+
+    Raises:
+        StoreError: No store here (read-only), a newer schema, a migration needed but the
+            store is read-only, a missing migration step, no pgvector, or another
+            schema of the same name.
+        psycopg.Error: A statement failed (the step's transaction is rolled back).
+
+    """
+    version = schema_version(conn)
+    if version == SCHEMA_VERSION:
+        register_vector(conn)
+        return
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{where}: store schema version {version} is newer than this code's "
+            f"{SCHEMA_VERSION}; update surprise_memory to read it"
+        )
+    if read_only:
+        if version == 0:
+            raise StoreError(f"{where}: no episode store here (no schema {SCHEMA})")
+        raise StoreError(
+            f"{where}: store schema version {version} needs migrating to "
+            f"{SCHEMA_VERSION}; open it once without read_only"
+        )
+    _ensure_extension(conn, where)
+    conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+    try:
+        version = schema_version(conn)  # another opener may have done it meanwhile
+        if version == 0:
+            with conn.transaction():
+                conn.execute("CREATE SCHEMA IF NOT EXISTS surprise_memory")
+                for stmt in _V1:
+                    conn.execute(stmt)
+                conn.execute(
+                    "INSERT INTO surprise_memory.meta (key, value) VALUES ('schema_version', '1')"
+                )
+            version = 1
+        for v in range(version, SCHEMA_VERSION):
+            step = MIGRATIONS.get(v)
+            if step is None:
+                raise StoreError(f"{where}: no migration from schema version {v} to {v + 1}")
+            with conn.transaction():
+                step(conn)
+                conn.execute(
+                    "UPDATE surprise_memory.meta SET value = %s WHERE key = 'schema_version'",
+                    (str(v + 1),),
+                )
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+    register_vector(conn)
+
+
+def ensure_ann_index(conn: psycopg.Connection[Any], dim: int) -> None:
+    """Create the HNSW index over the frame embeddings of dimension ``dim`` if missing.
+
+    It is built once, with the first episode, and then grows with each insert (a few
+    milliseconds per frame), so no query ever waits for a build. Run outside a
+    transaction; concurrent callers serialise on the schema's advisory lock (two
+    ``CREATE INDEX IF NOT EXISTS`` at once may otherwise collide in the catalog).
+
+    Raises:
+        psycopg.Error: The statement failed.
+
+    """
+    exists = conn.execute(
+        "SELECT to_regclass('surprise_memory.embeddings_hnsw') IS NOT NULL"
+    ).fetchone()
+    if exists is not None and exists[0]:
+        return
+    conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+    try:
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS embeddings_hnsw ON surprise_memory.embeddings "
+                "USING hnsw ((embedding::halfvec({dim})) halfvec_cosine_ops)"
+            ).format(dim=sql.Literal(int(dim)))
+        )
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))

@@ -1,0 +1,205 @@
+"""Retrieval in SQL over pgvector: the same answers as the in-memory search of the SQLite store.
+
+A :class:`~surprise_memory.memory.retrieval.RetrievalQuery` becomes one statement, built
+from constant fragments (one per filter the query has; the values are bound parameters):
+
+* **filters**: ``robot_id``, the time window on the trigger stamp, and the place (valid
+  pose, distance to ``near`` within ``radius_m``), as in
+  :class:`~surprise_memory.memory.store.search.EmbeddingIndex`;
+* **ranking with an embedding**: an episode's score is the paper's max cosine over its
+  frames, ``max(1 - (embedding <=> q))`` between ``halfvec`` values (pgvector computes
+  in float32; the query rounded to float16 moves a cosine by about 1e-4); ties go to the
+  newer trigger stamp, then the later insertion, like the SQLite store;
+* **exact** below ``ann_min_frames`` stored frames: every frame of the filtered episodes is
+  scored;
+* **approximate** above it: the HNSW index over ``embedding::halfvec(D)`` names the
+  ``candidate_frames`` nearest frames (filtered on robot and time in the index scan,
+  ``hnsw.iterative_scan = relaxed_order``, ``hnsw.ef_search = ann_ef_search``); their
+  episodes are then re-ranked exactly by max-over-frames over all their frames. An
+  episode whose best frame is among the candidates gets its exact score, so what the
+  index can miss is only an episode none of whose frames it found. When the candidates
+  leave fewer than ``k`` episodes after the place filter, the exact statement answers;
+* **without an embedding**: by distance to ``near`` when given, else newest first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import psycopg
+from pgvector import HalfVector
+from psycopg import sql
+
+from surprise_memory.config import StoreConfig
+from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.store.postgres.rows import store_counts
+
+__all__ = ["SqlSearch", "candidate_frames", "find", "run_search"]
+
+_EPISODE_FILTERS = {
+    "robot": "e.robot_id = %(robot)s",
+    "start": "e.stamp_ns >= %(start)s",
+    "end": "e.stamp_ns <= %(end)s",
+    "pose": "e.pose_valid",
+    "radius": "(" + "{dist}" + ") <= %(radius)s",
+}
+_FRAME_FILTERS = {
+    "robot": "m.robot_id = %(robot)s",
+    "start": "m.stamp_ns >= %(start)s",
+    "end": "m.stamp_ns <= %(end)s",
+}
+_DIST = "sqrt((e.pos_x - %(x)s)^2 + (e.pos_y - %(y)s)^2 + (e.pos_z - %(z)s)^2)"
+
+
+def candidate_frames(k: int, frames_per_episode: int) -> int:
+    """How many nearest frames the index is asked for, to find ``k`` episodes.
+
+    Twice the frames of ``k`` episodes: the frames of one episode are alike (8 frames
+    within a few seconds), so the nearest frames come in runs of the same episode; the
+    benchmark (benchmarks/bench_fleet_store.py) measured recall@10 with this choice.
+    """
+    return max(40, 2 * k * max(1, frames_per_episode))
+
+
+class SqlSearch(NamedTuple):
+    """One query's statement and its parameters.
+
+    Attributes:
+        statement: The SQL, answering rows ``(seq, score, distance)`` best first.
+        params: The bound values by name.
+
+    """
+
+    statement: sql.Composed
+    params: dict[str, Any]
+
+    @classmethod
+    def build(
+        cls,
+        query: RetrievalQuery,
+        k: int,
+        *,
+        dim: int | None,
+        ann_frames: int | None,
+    ) -> SqlSearch:
+        """The statement for ``query``.
+
+        Args:
+            query: The validated query.
+            k: Results wanted.
+            dim: The store's embedding dimension (None before the first episode).
+            ann_frames: Ask the HNSW index for this many nearest frames; None = exact.
+
+        """
+        params: dict[str, Any] = {"k": k}
+        ep_where: list[str] = []
+        fr_where: list[str] = []
+        if query.robot_id is not None:
+            params["robot"] = query.robot_id
+            ep_where.append(_EPISODE_FILTERS["robot"])
+            fr_where.append(_FRAME_FILTERS["robot"])
+        if query.start_ns is not None:
+            params["start"] = query.start_ns
+            ep_where.append(_EPISODE_FILTERS["start"])
+            fr_where.append(_FRAME_FILTERS["start"])
+        if query.end_ns is not None:
+            params["end"] = query.end_ns
+            ep_where.append(_EPISODE_FILTERS["end"])
+            fr_where.append(_FRAME_FILTERS["end"])
+        dist = "NULL::double precision"
+        if query.near is not None:
+            params.update(zip(("x", "y", "z"), query.near, strict=True))
+            dist = _DIST
+            ep_where.append(_EPISODE_FILTERS["pose"])
+            if query.radius_m is not None:
+                params["radius"] = query.radius_m
+                ep_where.append(_EPISODE_FILTERS["radius"].format(dist=_DIST))
+        where = " AND ".join(ep_where) or "TRUE"
+        q = query.query_vector
+        if q is None:
+            order = "d" if query.near is not None else "e.stamp_ns DESC"
+            text = (
+                f"SELECT e.seq, NULL::double precision, {dist} AS d "
+                f"FROM surprise_memory.episodes e WHERE {where} "
+                f"ORDER BY {order}, e.stamp_ns DESC, e.seq DESC LIMIT %(k)s"
+            )
+            return cls(sql.Composed([sql.SQL(text)]), params)
+        params["q"] = HalfVector(q)
+        fr_filter = " AND ".join(fr_where) or "TRUE"
+        pick: sql.Composable
+        if ann_frames is not None and dim is not None:
+            params["n"] = ann_frames
+            pick = sql.SQL(
+                "m.episode_seq IN (SELECT m.episode_seq FROM surprise_memory.embeddings m "
+                "WHERE " + fr_filter + " ORDER BY m.embedding::halfvec({dim}) <=> "
+                "%(q)s::halfvec({dim}) LIMIT %(n)s)"
+            ).format(dim=sql.Literal(int(dim)))
+        else:
+            pick = sql.SQL(fr_filter)
+        statement = sql.Composed(
+            [
+                sql.SQL(
+                    "SELECT e.seq, s.score, " + dist + " AS d FROM (SELECT m.episode_seq, "
+                    "max(1 - (m.embedding <=> %(q)s)) AS score "
+                    "FROM surprise_memory.embeddings m WHERE "
+                ),
+                pick,
+                sql.SQL(
+                    " GROUP BY m.episode_seq) s "
+                    "JOIN surprise_memory.episodes e ON e.seq = s.episode_seq WHERE "
+                    + where
+                    + " ORDER BY s.score DESC, e.stamp_ns DESC, e.seq DESC LIMIT %(k)s"
+                ),
+            ]
+        )
+        return cls(statement, params)
+
+
+def run_search(
+    conn: psycopg.Connection[Any], search: SqlSearch
+) -> list[tuple[int, float | None, float | None]]:
+    """Run a built search; rows ``(seq, score, distance)`` best first."""
+    rows = conn.execute(search.statement, search.params).fetchall()
+    return [
+        (int(s), None if sc is None else float(sc), None if d is None else float(d))
+        for s, sc, d in rows
+    ]
+
+
+def find(
+    conn: psycopg.Connection[Any],
+    query: RetrievalQuery,
+    k: int,
+    *,
+    dim: int | None,
+    config: StoreConfig,
+) -> list[tuple[int, float | None, float | None]]:
+    """Answer ``query`` inside the caller's transaction: rows ``(seq, score, distance)``.
+
+    Exact below ``config.ann_min_frames`` stored frames; above, the HNSW index with exact
+    re-ranking, and the exact statement when the candidates leave fewer than ``k``.
+
+    Args:
+        conn: The connection, inside a transaction (the index settings are local to it).
+        query: The validated query.
+        k: Results wanted.
+        dim: The store's embedding dimension (None before the first episode).
+        config: ``ann_min_frames`` and ``ann_ef_search``.
+
+    Raises:
+        psycopg.Error: A statement failed.
+
+    """
+    ann: int | None = None
+    if query.query_vector is not None and dim is not None:
+        episodes, frames, _ = store_counts(conn)
+        if frames >= config.ann_min_frames and episodes > 0:
+            ann = candidate_frames(k, round(frames / episodes))
+            ef = min(max(config.ann_ef_search, ann), 1000)  # pgvector's largest ef_search
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
+            conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+    found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_frames=ann))
+    if ann is not None and len(found) < k:
+        # the place filter left too few of the candidates: answer exactly
+        found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_frames=None))
+    return found

@@ -1,0 +1,369 @@
+"""The PostgreSQL + pgvector backend: :class:`PostgresEpisodeStore`, one memory for a fleet.
+
+Where the SQLite folder is one robot's embedded store, this backend is one database that
+several memory nodes (robots) write to at once and any client queries, across the fleet or
+for one robot (``RetrievalQuery.robot_id``). The semantics are the SQLite store's (the same
+test suite runs on both):
+
+* **Whole or nothing.** An episode (its row, its frames' JPEG bytes, its ``halfvec``
+  embeddings, the ``meta`` and per-robot counters) and the evictions its add causes are one
+  transaction; PostgreSQL commits it durably (``fsync`` and ``synchronous_commit`` on, as
+  a server ships) and rolls back what a killed client left uncommitted. No files exist
+  outside the database, so nothing is ever orphaned.
+* **Embedder.** The first committed episode fixes the store's embedder (model, weights,
+  dimension) for every robot; another one is refused with
+  :class:`~surprise_memory.memory.retrieval.EmbedderMismatchError`, also when two writers
+  race to add the first episode.
+* **Budget per robot.** ``max_episodes`` and ``max_store_bytes`` apply to the adding
+  robot's episodes with the rule of
+  :func:`~surprise_memory.memory.store.catalog.eviction_victims` (lowest surprise, then
+  oldest stamp, then first added; never the episode just added, never another robot's).
+  The adds of one robot serialise on its ``robots`` row; robots write in parallel.
+* **Many writers, many readers.** Each store object holds one connection
+  (:class:`~.session.Session`, guarded by a lock: a node may add from one thread and
+  query from others); each process has its own. ``read_only=True`` makes every
+  transaction read-only. A query and the reading of its episodes (and their JPEGs) run in
+  one repeatable-read transaction, so an eviction in between cannot take the images of a
+  returned episode. A dropped connection (a server restart) is opened again on the next
+  call.
+
+Where things are: :mod:`.schema` (tables, versions, migrations, the HNSW index),
+:mod:`.rows` (the row statements), :mod:`.search` (queries, exact and approximate),
+:mod:`.session` (the connection), :mod:`.writes` (the add's transaction).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+
+from surprise_memory.config import StoreConfig
+from surprise_memory.errors import InputError, StoreError
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.store.catalog import StoreMeta
+from surprise_memory.memory.store.frame_files import encode_jpeg
+from surprise_memory.memory.store.postgres import rows
+from surprise_memory.memory.store.postgres.schema import ensure_ann_index
+from surprise_memory.memory.store.postgres.search import find
+from surprise_memory.memory.store.postgres.session import Session
+from surprise_memory.memory.store.postgres.writes import commit_episode
+from surprise_memory.memory.store.records import (
+    EpisodeRecord,
+    RetrievalHit,
+    checked_import,
+    checked_origin,
+    new_episode,
+    with_source,
+)
+from surprise_memory.perception.frames import Frame
+
+__all__ = ["PostgresEpisodeStore"]
+
+
+class PostgresEpisodeStore:
+    """Episodes in PostgreSQL + pgvector (see the module docstring for the guarantees).
+
+    Implements :class:`~surprise_memory.memory.store.interface.EpisodeStoreBackend`.
+    Embeddings are stored as ``halfvec`` whatever ``config.embedding_dtype`` says (that
+    setting is the SQLite store's): pgvector's HNSW index over 1024-d ``vector`` would take
+    twice the memory, and the cosine error of float16, about 1e-3, changes no ranking that
+    matters.
+
+    Args:
+        url: A libpq connection string, ``postgresql://user@host:port/db?sslmode=...``;
+            the password comes from ``PGPASSWORD`` / ``PGPASSFILE``, not from the string.
+        config: Budget, JPEG quality, robot id, approximate-search settings; None = defaults.
+        read_only: Only read (no schema creation or migration, no adds or deletes).
+
+    Raises:
+        StoreError: The server cannot be reached, the login fails, there is no store and
+            ``read_only`` is set, the schema is newer than this code, or pgvector is missing.
+
+    """
+
+    def __init__(
+        self, url: str, config: StoreConfig | None = None, *, read_only: bool = False
+    ) -> None:
+        self._config = config or StoreConfig()
+        self._read_only = read_only
+        self._session = Session(url, read_only=read_only)
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def location(self) -> str:
+        """The connection string without its password."""
+        return self._session.where
+
+    @property
+    def config(self) -> StoreConfig:
+        """The store's settings."""
+        return self._config
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened read-only."""
+        return self._read_only
+
+    def _meta(self) -> StoreMeta:
+        """The ``meta`` entries as committed now (another writer may have changed them)."""
+        with self._session.reading("read meta") as conn:
+            self._session.meta = StoreMeta(rows.read_meta(conn))
+        return self._session.meta
+
+    @property
+    def embedder_model(self) -> str | None:
+        """Model name of the frame embeddings (None before the first episode)."""
+        return self._meta().embedder_model
+
+    @property
+    def embedder_pretrained(self) -> bool | None:
+        """Whether the frame embedder had trained weights (None before the first episode)."""
+        return self._meta().embedder_pretrained
+
+    @property
+    def embedding_dim(self) -> int | None:
+        """Dimension of the frame embeddings (None before the first episode)."""
+        return self._meta().embedding_dim
+
+    @property
+    def origin_ns(self) -> int | None:
+        """The store's time origin, int ns: the first frame seen; None when not known."""
+        return self._meta().origin_ns
+
+    def note_origin(self, stamp_ns: int) -> None:
+        """Tell the store of a frame seen; the earliest is its time origin (persisted).
+
+        Raises:
+            InputError: ``stamp_ns`` is not an int >= 0.
+            StoreError: Read-only or closed, or the write failed.
+
+        """
+        with self._session.writing("record the time origin") as conn:  # origin_ns re-reads
+            rows.lower_origin(conn, checked_origin(stamp_ns))
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes counted by the budget (JPEGs + embeddings of live episodes, all robots)."""
+        with self._session.reading("count episodes") as conn:
+            return rows.store_counts(conn)[2]
+
+    def robot_counts(self) -> dict[str, tuple[int, int, int]]:
+        """Episodes, frames and bytes of each robot that ever added one."""
+        with self._session.reading("count episodes") as conn:
+            return rows.robot_counts(conn)
+
+    def __len__(self) -> int:
+        with self._session.reading("count episodes") as conn:
+            return rows.store_counts(conn)[0]
+
+    def __contains__(self, episode_id: object) -> bool:
+        if not isinstance(episode_id, str):
+            return False
+        with self._session.reading("look up an episode") as conn:
+            return rows.key_of(conn, episode_id) is not None
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._session.close()
+
+    def __enter__(self) -> PostgresEpisodeStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- writing
+    def add(
+        self,
+        frames: Sequence[Frame],
+        embeddings: npt.ArrayLike,
+        *,
+        stamp_ns: int,
+        surprise: float,
+        embedder_model: str,
+        embedder_pretrained: bool,
+        encoder_model: str = "",
+        encoder_pretrained: bool = True,
+        threshold: float = math.nan,
+        pose: Pose | None = None,
+        episode_id: str | None = None,
+        robot_id: str | None = None,
+    ) -> EpisodeRecord:
+        """Store one episode in one transaction with its robot's evictions.
+
+        Arguments, return value and errors as
+        :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.add`.
+        """
+        if self._read_only:
+            raise StoreError(f"{self.location}: the store was opened read-only")
+        record, unit = new_episode(
+            frames,
+            embeddings,
+            stamp_ns=stamp_ns,
+            surprise=surprise,
+            embedder_model=embedder_model,
+            embedder_pretrained=embedder_pretrained,
+            encoder_model=encoder_model,
+            encoder_pretrained=encoder_pretrained,
+            threshold=threshold,
+            pose=pose,
+            episode_id=episode_id,
+            robot_id=robot_id,
+            configured_robot_id=self._config.robot_id,
+        )
+        self._session.meta.check_embedder(embedder_model, embedder_pretrained, unit.shape[1])
+        jpegs = [encode_jpeg(fr.rgb, self._config.jpeg_quality) for fr in frames]
+        return self._write(record, jpegs, unit, budget=self._config, origin_ns=None)
+
+    def import_episode(
+        self,
+        record: EpisodeRecord,
+        jpegs: Sequence[bytes],
+        embeddings: npt.ArrayLike,
+        *,
+        origin_ns: int | None = None,
+    ) -> EpisodeRecord:
+        """Store an episode copied from another store, as it was stored there (no budget).
+
+        See :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episode`.
+        """
+        if self._read_only:
+            raise StoreError(f"{self.location}: the store was opened read-only")
+        emb = checked_import(record, jpegs, embeddings)
+        return self._write(record, jpegs, emb, budget=None, origin_ns=origin_ns)
+
+    def _write(
+        self,
+        record: EpisodeRecord,
+        jpegs: Sequence[bytes],
+        embeddings: npt.NDArray[np.float32],
+        *,
+        budget: StoreConfig | None,
+        origin_ns: int | None,
+    ) -> EpisodeRecord:
+        """One transaction (:func:`.writes.commit_episode`), then the HNSW index if missing."""
+        record = with_source(record, jpeg_source=self)
+        with self._session.writing(f"add episode {record.id}") as conn:
+            self._session.meta = commit_episode(
+                conn, record, embeddings, jpegs, budget=budget, origin_ns=origin_ns
+            )
+        dim = self._session.meta.embedding_dim
+        with self._session.lock:
+            try:
+                if dim is not None:
+                    ensure_ann_index(self._session.db(), dim)
+            except psycopg.Error as exc:  # the episode is committed; the index waits
+                raise StoreError(
+                    f"episode {record.id} stored, but the HNSW index cannot be created: {exc}"
+                ) from exc
+        return record
+
+    def delete(self, episode_ids: Sequence[str]) -> int:
+        """Delete episodes by id (one transaction).
+
+        Returns:
+            How many were found and deleted.
+
+        Raises:
+            StoreError: Read-only, closed, or the transaction failed.
+
+        """
+        with self._session.writing("delete episodes") as conn:
+            return len(rows.delete_episodes(conn, rows.keys_of(conn, list(episode_ids))))
+
+    # ----------------------------------------------------------------- reading
+    def _key(self, conn: psycopg.Connection[Any], episode_id: str) -> int:
+        seq = rows.key_of(conn, episode_id)
+        if seq is None:
+            raise StoreError(f"no episode {episode_id!r} in {self.location}")
+        return seq
+
+    def get(self, episode_id: str) -> EpisodeRecord:
+        """The episode with this id.
+
+        Raises:
+            StoreError: No such episode, the store is closed, or reading failed.
+
+        """
+        with self._session.reading(f"read episode {episode_id}") as conn:
+            seq = self._key(conn, episode_id)
+            return rows.select_records(conn, [seq], self)[seq]
+
+    def read_jpegs(self, episode_id: str) -> list[bytes]:
+        """The JPEG bytes of each frame of an episode, in order (``EpisodeRecord.load_jpegs``).
+
+        Raises:
+            StoreError: No such episode (e.g. evicted), or reading failed.
+
+        """
+        with self._session.reading(f"read the frames of {episode_id}") as conn:
+            seq = self._key(conn, episode_id)
+            return rows.select_jpegs(conn, [seq])[seq]
+
+    def episode_ids(self) -> list[str]:
+        """Ids of all episodes (every robot's), in the order they were added."""
+        with self._session.reading("list episodes") as conn:
+            return rows.all_ids(conn)
+
+    def embeddings(self, episode_id: str) -> npt.NDArray[np.float32]:
+        """The stored (unit-norm, float16-rounded) frame embeddings, (frames, D) float32.
+
+        Raises:
+            StoreError: No such episode, the store is closed, or reading failed.
+
+        """
+        with self._session.reading(f"read the embeddings of {episode_id}") as conn:
+            return rows.select_embeddings(conn, self._key(conn, episode_id))
+
+    def retrieve(
+        self, query: RetrievalQuery, *, include_images: bool = False
+    ) -> list[RetrievalHit]:
+        """Answer a query: filters, then ranking, best first (see :mod:`.search`).
+
+        Arguments, return value and errors as
+        :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.retrieve`.
+        """
+        if not isinstance(query, RetrievalQuery):
+            raise InputError(f"query is a {type(query).__name__}: expected RetrievalQuery")
+        cfg = self._config
+        k = query.max_results or cfg.default_max_results
+        if k > cfg.max_results_cap:
+            raise InputError(f"max_results={k}: at most max_results_cap={cfg.max_results_cap}")
+        with self._session.reading("query episodes") as conn:
+            meta = StoreMeta(rows.read_meta(conn))
+            meta.check_query(query)
+            found = find(conn, query, k, dim=meta.embedding_dim, config=cfg)
+            seqs = [s for s, _, _ in found]
+            records = rows.select_records(conn, seqs, self)
+            jpegs = rows.select_jpegs(conn, seqs) if include_images else {}
+        return [
+            RetrievalHit(records[s], score, dist, tuple(jpegs.get(s, ())))
+            for s, score, dist in found
+        ]
+
+    def search(self, *, include_images: bool = False, **query: Any) -> list[RetrievalHit]:
+        """Shorthand: ``retrieve(RetrievalQuery(**query), include_images=...)``.
+
+        Raises:
+            InputError: Invalid or unknown query fields.
+            EmbedderMismatchError: See :meth:`retrieve`.
+            StoreError: See :meth:`retrieve`.
+
+        """
+        try:
+            q = RetrievalQuery(**query)
+        except TypeError as exc:
+            raise InputError(f"invalid query fields: {exc}") from exc
+        return self.retrieve(q, include_images=include_images)

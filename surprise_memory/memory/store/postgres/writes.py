@@ -1,0 +1,78 @@
+"""The PostgreSQL store's write transaction: one episode in, its robot's budget applied.
+
+:func:`commit_episode` is the body of the one transaction of an add (and of an import by
+``surprise-memory migrate``): claim the store's embedder, insert the rows, lower the
+recording origin, count the robot's episodes (locking its row) and, for an add, evict
+by :func:`~surprise_memory.memory.store.catalog.eviction_victims` until the robot is
+within its budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+
+from surprise_memory.config import StoreConfig
+from surprise_memory.memory.store.catalog import StoreMeta, eviction_victims, over_budget
+from surprise_memory.memory.store.postgres import rows
+from surprise_memory.memory.store.records import EpisodeRecord
+
+__all__ = ["HALF_BYTES", "commit_episode"]
+
+HALF_BYTES = 2
+"""Bytes per stored embedding value (``halfvec``), counted by the budget."""
+
+
+def commit_episode(
+    conn: psycopg.Connection[Any],
+    record: EpisodeRecord,
+    embeddings: npt.NDArray[np.float32],
+    jpegs: Sequence[bytes],
+    *,
+    budget: StoreConfig | None,
+    origin_ns: int | None = None,
+) -> StoreMeta:
+    """Insert one episode inside the caller's transaction; returns ``meta`` as committed.
+
+    Args:
+        conn: The connection, inside a write transaction.
+        record: The episode.
+        embeddings: Its unit-norm embeddings, (frames, D), stored as ``halfvec``.
+        jpegs: Its frames' JPEG bytes.
+        budget: ``max_episodes`` / ``max_store_bytes`` to apply to the record's robot;
+            None = none (an import copies a store as it is).
+        origin_ns: An earlier recording start to keep (an imported store's origin).
+
+    Raises:
+        EmbedderMismatchError: The store holds another embedder (the caller's transaction
+            is rolled back by the exception).
+        psycopg.Error: A statement failed, e.g. the id exists (``UniqueViolation``).
+
+    """
+    dim = embeddings.shape[1]
+    claim = StoreMeta().updates_for(record, dim)
+    claim.pop("origin_ns")
+    meta = StoreMeta(rows.claim_meta(conn, claim))
+    meta.check_embedder(record.embedder_model, record.embedder_pretrained, dim)
+    nbytes = sum(len(j) for j in jpegs) + embeddings.size * HALF_BYTES
+    seq = rows.insert_episode(conn, record, embeddings, jpegs, nbytes=nbytes)
+    start = min(record.frame_stamps_ns, default=record.stamp_ns)
+    start = min(start, record.stamp_ns)
+    if origin_ns is not None:
+        start = min(start, origin_ns)
+    rows.lower_origin(conn, start)
+    count, held = rows.add_robot_counts(
+        conn, record.robot_id, episodes=1, frames=len(jpegs), nbytes=nbytes
+    )
+    if budget is not None:
+        limits = {"max_episodes": budget.max_episodes, "max_store_bytes": budget.max_store_bytes}
+        if over_budget(count, held, **limits):
+            sizes: dict[int, int] = {}
+            order = rows.eviction_order(conn, record.robot_id, seq, sizes)
+            victims = eviction_victims(order, sizes, count=count, total_bytes=held, **limits)
+            rows.delete_episodes(conn, victims)
+    return StoreMeta(rows.read_meta(conn))

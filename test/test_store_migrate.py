@@ -1,0 +1,170 @@
+"""``surprise-memory migrate`` (SQLite <-> PostgreSQL) and ``query`` on either backend.
+
+Real stores on both sides: a SQLite folder and a database of the session's PostgreSQL
+server. A migration is interrupted by SIGKILL and finished by running it again; the
+verification is shown to catch a changed and an extra episode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from surprise_memory.cli import main
+from surprise_memory.config import StoreConfig
+from surprise_memory.errors import StoreError
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.store import EpisodeStoreBackend, open_store
+from surprise_memory.memory.store.migrate import migrate_store, store_digest
+from surprise_memory.perception.frames import Frame
+
+S = 1_000_000_000
+DIM = 16
+MODEL = "PE-Core-L-14-336"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fill(location: str, n: int, dtype: str = "float16") -> None:
+    """Two robots' episodes; robot alpha's budget evicts its oldest, so the origin is older."""
+    rng = np.random.default_rng(7)
+    cfg = StoreConfig(embedding_dtype=dtype, max_episodes=max(0, n // 2 - 2))
+    with open_store(location, cfg) as store:
+        for i in range(n):
+            frames = [
+                Frame(rng.integers(0, 256, (16, 20, 3), dtype=np.uint8), i * S + j)
+                for j in range(8)
+            ]
+            store.add(
+                frames,
+                rng.standard_normal((8, DIM)),
+                stamp_ns=i * S + 5,
+                surprise=float(i),  # the oldest go first
+                threshold=float("nan") if i % 3 else 0.5,
+                pose=None if i % 4 == 0 else Pose(float(i), -1.0, 0.0, frame_id="map"),
+                embedder_model=MODEL,
+                embedder_pretrained=True,
+                encoder_model="facebook/vjepa2-vitl-fpc64-256",
+                robot_id="alpha" if i % 2 else "bravo",
+            )
+
+
+def _same(a: EpisodeStoreBackend, b: EpisodeStoreBackend) -> None:
+    assert sorted(a.episode_ids()) == sorted(b.episode_ids())
+    assert a.origin_ns == b.origin_ns and a.embedding_dim == b.embedding_dim
+    for ep_id in a.episode_ids():
+        ra, rb = a.get(ep_id), b.get(ep_id)
+        assert ra == rb
+        assert ra.load_jpegs() == rb.load_jpegs()
+        np.testing.assert_array_equal(
+            a.embeddings(ep_id).astype(np.float16), b.embeddings(ep_id).astype(np.float16)
+        )
+    q = np.random.default_rng(1).standard_normal(DIM)
+    for robot in (None, "alpha"):
+        want = a.search(embedding=q, embedder_model=MODEL, max_results=5, robot_id=robot)
+        got = b.search(embedding=q, embedder_model=MODEL, max_results=5, robot_id=robot)
+        assert [h.episode.id for h in got] == [h.episode.id for h in want]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_sqlite_to_postgres_and_back_keeps_everything(
+    tmp_path: Path, pg_url: str, dtype: str
+) -> None:
+    src = str(tmp_path / "robot")
+    _fill(src, 24, dtype)
+    report = migrate_store(src, pg_url)
+    assert (report.episodes, report.copied, report.skipped) == (20, 20, 0)
+    assert report.robots == {"alpha": 10, "bravo": 10}
+    with open_store(src, read_only=True) as a, open_store(pg_url, read_only=True) as b:
+        assert a.origin_ns == 0  # evicted episode 0's first frame (0 ns) is still the origin
+        _same(a, b)
+    back = str(tmp_path / "back")
+    again = migrate_store(pg_url, back)
+    assert again.checksum == report.checksum
+    with open_store(src, read_only=True) as a, open_store(back, read_only=True) as c:
+        _same(a, c)
+    with pytest.raises(StoreError, match="the same store"):
+        migrate_store(src, str(tmp_path / "robot" / "."))
+
+
+_KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from surprise_memory.memory.store.migrate import migrate_store
+
+    def progress(done, total):
+        print(done, flush=True)
+        if done == int(sys.argv[3]):
+            os.kill(os.getpid(), signal.SIGKILL)  # a kill -9 in the middle of a migration
+
+    migrate_store(sys.argv[1], sys.argv[2], progress=progress)
+    """
+)
+
+
+def test_an_interrupted_migration_finishes_when_run_again(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = str(tmp_path / "robot")
+    _fill(src, 20)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED, src, pg_url, "7"],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -9 and child.stdout.split()[-1] == "7"
+    with open_store(pg_url, read_only=True) as partial:
+        assert len(partial) == 7
+    assert main(["migrate", src, pg_url]) == 0
+    out = capsys.readouterr().out
+    assert "16 episodes (9 copied, 7 already there)" in out and "verified" in out
+    with open_store(src, read_only=True) as a, open_store(pg_url, read_only=True) as b:
+        _same(a, b)
+        assert store_digest(a) == store_digest(b)
+
+
+def test_verification_finds_a_changed_or_an_extra_episode(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = str(tmp_path / "robot")
+    _fill(src, 10)
+    migrate_store(src, pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE surprise_memory.episodes SET surprise = surprise + 1 "
+            "WHERE seq = (SELECT min(seq) FROM surprise_memory.episodes)"
+        )
+    with pytest.raises(StoreError, match="differs between"):
+        migrate_store(src, pg_url)
+    other = str(tmp_path / "other")  # a store of the same embedder, other episodes
+    _fill(other, 2)
+    dst = str(tmp_path / "dst")
+    migrate_store(other, dst)
+    with open_store(other, read_only=True) as store:
+        extra = store.episode_ids()[0]
+    assert main(["migrate", src, dst]) == 1
+    assert f"{extra} is in {dst} but not in" in capsys.readouterr().err
+
+
+def test_query_command_reads_postgres_and_filters_by_robot(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill(pg_url, 12)
+    assert main(["query", pg_url, "--robot-id", "alpha", "-k", "20", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["hits"] and {h["robot_id"] for h in out["hits"]} == {"alpha"}
+    assert all(h["frames"][0].startswith("frames/") for h in out["hits"])
+    assert "password" not in out["store"]
+    assert main(["query", pg_url, "--near", "7,-1", "--radius", "0.5"]) == 0
+    assert "(7.00, -1.00, 0.00) map" in capsys.readouterr().out

@@ -1,0 +1,355 @@
+"""The PostgreSQL backend's own parts, against a real server (``store_backends.pg_server``).
+
+Its schema and migrations, connection strings, read-only opens, reconnection, the HNSW
+path against the exact one, and several writer processes with concurrent queries. The
+semantics it shares with the SQLite store are tested on both in test_store.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+
+import surprise_memory.memory.store.postgres.schema as pg_schema
+from surprise_memory.config import StoreConfig
+from surprise_memory.errors import InputError, StoreError
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
+from surprise_memory.memory.store.postgres import PostgresEpisodeStore
+from surprise_memory.memory.store.postgres.search import SqlSearch, candidate_frames
+from surprise_memory.perception.frames import Frame
+
+S = 1_000_000_000
+DIM = 16
+MODEL = "PE-Core-L-14-336"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _frames(rng: np.random.Generator, t0: int, n: int = 8) -> list[Frame]:
+    return [Frame(rng.integers(0, 256, (12, 16, 3), dtype=np.uint8), t0 + i) for i in range(n)]
+
+
+def _add(store: PostgresEpisodeStore, rng: np.random.Generator, i: int, **kw: object):
+    kw.setdefault("surprise", 1.0)
+    emb = kw.pop("embeddings", None)
+    if emb is None:
+        emb = rng.standard_normal((8, DIM))
+    return store.add(  # type: ignore[arg-type]
+        _frames(rng, i * S),
+        emb,
+        stamp_ns=i * S,
+        embedder_model=MODEL,
+        embedder_pretrained=True,
+        **kw,
+    )
+
+
+def _sql(url: str, statement: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(statement)  # type: ignore[call-overload]
+        return cur.fetchall() if cur.description else []
+
+
+def test_schema_lives_in_its_namespace_with_a_version_and_an_hnsw_index(pg_url: str) -> None:
+    rng = np.random.default_rng(0)
+    with open_store(pg_url) as store:
+        assert isinstance(store, PostgresEpisodeStore)
+        _add(store, rng, 0)
+    tables = {
+        r[0]
+        for r in _sql(
+            pg_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'surprise_memory'"
+        )
+    }
+    assert tables == {"meta", "robots", "episodes", "frames", "embeddings"}
+    assert _sql(pg_url, "SELECT value FROM surprise_memory.meta WHERE key = 'schema_version'") == [
+        (str(pg_schema.SCHEMA_VERSION),)
+    ]
+    (kind,) = _sql(
+        pg_url,
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = 'surprise_memory.embeddings'::regclass AND attname = 'embedding'",
+    )
+    assert kind == ("halfvec",)
+    (index,) = _sql(pg_url, "SELECT indexdef FROM pg_indexes WHERE indexname = 'embeddings_hnsw'")
+    assert "hnsw" in str(index[0]) and "halfvec(16)" in str(index[0])
+    assert _sql(pg_url, "SELECT count(*), sum(length(jpeg)) > 0 FROM surprise_memory.frames") == [
+        (8, True)
+    ]
+
+
+def test_newer_foreign_and_missing_schemas_are_refused(pg_server: object, pg_url: str) -> None:
+    with pytest.raises(StoreError, match="no episode store here"):
+        open_store(pg_url, read_only=True)
+    open_store(pg_url).close()
+    _sql(pg_url, "UPDATE surprise_memory.meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version 99 is newer"):
+        open_store(pg_url)
+    from store_backends import new_database
+
+    other = new_database(pg_server)
+    _sql(other, "CREATE SCHEMA surprise_memory")
+    _sql(other, "CREATE TABLE surprise_memory.other (x int)")
+    with pytest.raises(StoreError, match="not an episode store"):
+        open_store(other)
+
+
+def test_migrations_run_each_step_once(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(0)
+    with open_store(pg_url) as store:
+        rec = _add(store, rng, 0)
+
+    def add_note(conn: psycopg.Connection[object]) -> None:
+        conn.execute("ALTER TABLE surprise_memory.episodes ADD COLUMN note text DEFAULT ''")
+
+    version = pg_schema.SCHEMA_VERSION
+    monkeypatch.setattr(pg_schema, "SCHEMA_VERSION", version + 1)
+    monkeypatch.setattr(pg_schema, "MIGRATIONS", {**pg_schema.MIGRATIONS, version: add_note})
+    with pytest.raises(StoreError, match="needs migrating"):
+        open_store(pg_url, read_only=True)
+    with open_store(pg_url) as store:
+        assert store.get(rec.id) == rec
+    with open_store(pg_url) as store:  # second open: nothing to do
+        assert len(store) == 1
+    assert _sql(pg_url, "SELECT note FROM surprise_memory.episodes") == [("",)]
+    monkeypatch.setattr(pg_schema, "SCHEMA_VERSION", version + 2)
+    with pytest.raises(StoreError, match=f"no migration from schema version {version + 1}"):
+        open_store(pg_url)
+
+
+def test_connection_strings_carry_no_password(pg_url: str) -> None:
+    assert is_postgres_url(pg_url) and is_postgres_url("postgres://h/db")
+    assert not is_postgres_url("~/store") and not is_postgres_url("postgresql_notes/")
+    secret = "postgresql://robot:hunter2@db.example:5432/memory?sslmode=verify-full"
+    with pytest.raises(StoreError, match="PGPASSFILE") as err:
+        open_store(secret)
+    assert "hunter2" not in str(err.value)
+    shown = describe_location(secret)
+    assert "hunter2" not in shown and "db.example" in shown and "verify-full" in shown
+
+
+def test_read_only_store_refuses_writes_and_sees_new_commits(pg_url: str) -> None:
+    rng = np.random.default_rng(0)
+    with open_store(pg_url) as writer, open_store(pg_url, read_only=True) as reader:
+        a = _add(writer, rng, 0)
+        assert reader.episode_ids() == [a.id]
+        with pytest.raises(StoreError, match="read-only"):
+            _add(reader, rng, 1)  # type: ignore[arg-type]
+        with pytest.raises(StoreError, match="read-only"):
+            reader.delete([a.id])
+        b = _add(writer, rng, 1)
+        assert reader.episode_ids() == [a.id, b.id]  # a server store: no snapshot at open
+        assert reader.get(b.id).load_jpegs() == writer.get(b.id).load_jpegs()
+
+
+def test_a_dropped_connection_is_opened_again(pg_url: str) -> None:
+    rng = np.random.default_rng(0)
+    with open_store(pg_url) as store:
+        rec = _add(store, rng, 0)
+        _sql(
+            pg_url,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        with contextlib.suppress(StoreError):  # the call that meets the drop may fail
+            store.episode_ids()
+        assert store.episode_ids() == [rec.id]
+        assert _add(store, rng, 1).id in store
+
+
+def test_hnsw_answers_equal_the_exact_scan(pg_url: str) -> None:
+    """Above ann_min_frames the index answers; with exact re-ranking it equals the scan."""
+    rng = np.random.default_rng(5)
+    topics = rng.standard_normal((6, DIM))
+    with open_store(pg_url) as store:
+        for i in range(120):
+            centre = topics[i % 6] + 0.5 * rng.standard_normal(DIM)
+            emb = centre + 0.2 * rng.standard_normal((8, DIM))
+            _add(
+                store,
+                rng,
+                i,
+                embeddings=emb,
+                pose=Pose(x=float(i % 17)),
+                robot_id=f"r{i % 3}",
+            )
+    exact = open_store(pg_url, StoreConfig(ann_min_frames=10**9), read_only=True)
+    approx = open_store(pg_url, StoreConfig(ann_min_frames=0), read_only=True)
+    queries = [
+        {},
+        {"robot_id": "r1"},
+        {"start_ns": 30 * S, "end_ns": 90 * S},
+        {"near": (3.0, 0.0, 0.0), "radius_m": 2.5},  # few candidates: the exact fallback
+        {"robot_id": "r2", "near": (0.0, 0.0, 0.0)},
+    ]
+    with exact, approx:
+        for extra in queries:
+            for t in range(6):
+                q = topics[t] + 0.3 * rng.standard_normal(DIM)
+                query = RetrievalQuery(embedding=q, embedder_model=MODEL, max_results=10, **extra)
+                want = exact.retrieve(query)
+                got = approx.retrieve(query)
+                assert [h.episode.id for h in got] == [h.episode.id for h in want], extra
+                np.testing.assert_allclose(
+                    [h.score for h in got], [h.score for h in want], atol=1e-6
+                )
+                for h in want:  # the score is the max cosine over the stored frames
+                    vecs = exact.embeddings(h.episode.id)
+                    best = (vecs @ query.query_vector) / np.linalg.norm(vecs, axis=1)
+                    assert h.score == pytest.approx(float(best.max()), abs=2e-3)
+        with pytest.raises(InputError, match="max_results_cap"):
+            approx.retrieve(RetrievalQuery(max_results=10_000))
+    # the approximate statement does go through the HNSW index
+    query = RetrievalQuery(embedding=topics[0], embedder_model=MODEL, robot_id="r1")
+    built = SqlSearch.build(query, 10, dim=DIM, ann_frames=candidate_frames(10, 8))
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("SET enable_seqscan = off")  # a 960-row table: make the plan the big one
+        plan = conn.execute(psycopg.sql.SQL("EXPLAIN ") + built.statement, built.params)
+        assert "embeddings_hnsw" in "\n".join(r[0] for r in plan.fetchall())
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from surprise_memory.config import StoreConfig
+    from surprise_memory.perception.frames import Frame
+    from surprise_memory.memory.store import open_store
+
+    url, robot = sys.argv[1], sys.argv[2]
+    count, seed, budget = (int(a) for a in sys.argv[3:6])
+    rng = np.random.default_rng(seed)
+    with open_store(url, StoreConfig(robot_id=robot, max_episodes=budget)) as store:
+        for i in range(count):
+            frames = [
+                Frame(rng.integers(0, 256, (12, 16, 3), dtype=np.uint8), i * 10**9 + j)
+                for j in range(8)
+            ]
+            rec = store.add(
+                frames, rng.standard_normal((8, 16)), stamp_ns=i * 10**9 + seed,
+                surprise=float(rng.uniform(0, 5)), embedder_model="m", embedder_pretrained=True,
+                episode_id=f"{robot}-{seed}-{i:03d}",
+            )
+            print(rec.id, flush=True)
+    """
+)
+
+
+def test_many_writer_processes_and_concurrent_queries(pg_url: str) -> None:
+    """Four writer processes (three robots, one with a budget shared by two writers), queries
+    running meanwhile: nothing lost or doubled, counters right, answers equal exact search."""
+    open_store(pg_url).close()  # the schema exists before the writers race
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    plan = [
+        ("alpha", 25, 1, 0),
+        ("bravo", 25, 2, 0),
+        ("charlie", 20, 3, 12),
+        ("charlie", 20, 4, 12),
+    ]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, pg_url, robot, str(n), str(seed), str(budget)],
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        for robot, n, seed, budget in plan
+    ]
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    answered = [0]
+
+    def reader() -> None:
+        rng = np.random.default_rng(9)
+        try:
+            with open_store(pg_url, read_only=True) as store:
+                while not stop.is_set():
+                    if store.embedder_model is None:
+                        continue
+                    q = rng.standard_normal(DIM)
+                    hits = store.search(
+                        embedding=q, embedder_model="m", max_results=5, include_images=True
+                    )
+                    scores = [h.score for h in hits]
+                    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+                    assert all(len(h.jpegs) == 8 for h in hits)
+                    answered[0] += 1
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    printed = []
+    for w in writers:
+        out, _ = w.communicate(timeout=300)
+        assert w.returncode == 0
+        printed.append(out.split())
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    assert answered[0] > 0
+    with open_store(pg_url, read_only=True) as store:
+        ids = store.episode_ids()
+        assert len(ids) == len(set(ids))  # nothing doubled
+        for (_, n, _, budget), out in zip(plan, printed, strict=True):
+            assert len(out) == n  # every add committed
+            if not budget:
+                assert set(out) <= set(ids)  # nothing lost
+        charlie = [i for i in ids if i.startswith("charlie")]
+        assert len(charlie) == 12  # one budget for the robot's two writers
+        assert len(ids) == 25 + 25 + 12
+        counts = store.robot_counts()  # type: ignore[attr-defined]
+        rows = _sql(
+            pg_url,
+            "SELECT robot_id, count(*), sum(nbytes) FROM surprise_memory.episodes "
+            "GROUP BY robot_id",
+        )
+        assert {r: (e, b) for r, (e, _, b) in counts.items()} == {r: (c, b) for r, c, b in rows}
+        # the answers equal an exact max-over-frames search over what is stored
+        vecs = {i: store.embeddings(i) for i in ids}
+        robots = {i: store.get(i).robot_id for i in ids}
+        rng = np.random.default_rng(3)
+        for robot in (None, "charlie"):
+            q = rng.standard_normal(DIM)
+            q /= np.linalg.norm(q)
+            best = {
+                i: float((v @ q / np.linalg.norm(v, axis=1)).max())
+                for i, v in vecs.items()
+                if robot is None or robots[i] == robot
+            }
+            want = sorted(best, key=lambda i: -best[i])[:10]
+            hits = store.search(embedding=q, embedder_model="m", max_results=10, robot_id=robot)
+            assert [h.episode.id for h in hits] == want
+
+
+def test_the_agent_tool_searches_the_fleet_or_one_robot(pg_url: str) -> None:
+    from surprise_memory.agents.tool import EpisodicMemoryTool
+
+    rng = np.random.default_rng(2)
+    with open_store(pg_url) as store:
+        for i in range(6):
+            _add(store, rng, i + 1, robot_id="alpha" if i < 4 else "bravo", pose=Pose(x=1.0))
+        fleet = EpisodicMemoryTool(store).execute(position=[0, 0, 0], max_results=10)
+        assert [e["robot"] for e in fleet["episodes"]].count("bravo") == 2
+        assert fleet["count"] == 6 and fleet["episodes"][0]["time"] == 5.0  # origin: 1 s
+        one = EpisodicMemoryTool(store, robot_id="alpha").execute(
+            start_time=1.0, max_results=10, include_images=True
+        )
+        assert {e["robot"] for e in one["episodes"]} == {"alpha"} and one["count"] == 3
+        assert one["_images"] and one["_images"][0]["base64"]
+    with pytest.raises(InputError, match="robot_id="):
+        EpisodicMemoryTool(store, robot_id="two words")
