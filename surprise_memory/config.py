@@ -39,6 +39,7 @@ __all__ = [
     "EpisodeConfig",
     "GateConfig",
     "HabituationConfig",
+    "NodeConfig",
     "PoseConfig",
     "ScorerConfig",
     "Setting",
@@ -703,6 +704,29 @@ class BaselineConfig(ComponentConfig):
             )
 
 
+@dataclass(frozen=True)
+class NodeConfig(ComponentConfig):
+    """Settings every live node has: its diagnostics (``/diagnostics``)."""
+
+    component: ClassVar[str] = "node"
+
+    diagnostics_period_seconds: float = setting(
+        5.0,
+        "Seconds between two /diagnostics messages of the node (wall time); the WARN/ERROR "
+        "levels judge what happened in the last period.",
+        low=0.1,
+        high=3600.0,
+        read_only=True,
+    )
+    input_silent_seconds: float = setting(
+        10.0,
+        "Diagnostics WARN when a streaming input (camera, embeddings) delivered nothing for "
+        "this many seconds (wall time): its publisher is gone or stalled.",
+        low=0.1,
+        high=86400.0,
+    )
+
+
 ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     ScorerConfig,
     GateConfig,
@@ -715,13 +739,21 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     HabituationConfig,
     BudgetConfig,
     BaselineConfig,
+    NodeConfig,
 )
 """Every component config; their field names form one flat namespace."""
 
 NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
-    "encoder_node": (CameraConfig, EncoderConfig),
-    "scorer_node": (ScorerConfig, GateConfig, HabituationConfig, BudgetConfig, PoseConfig),
-    "memory_node": (CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig),
+    "encoder_node": (NodeConfig, CameraConfig, EncoderConfig),
+    "scorer_node": (
+        NodeConfig,
+        ScorerConfig,
+        GateConfig,
+        HabituationConfig,
+        BudgetConfig,
+        PoseConfig,
+    ),
+    "memory_node": (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig),
 }
 """The component configs whose settings each ROS node declares as parameters."""
 

@@ -6,13 +6,21 @@ import threading
 import time
 from array import array
 from collections import deque
+from collections.abc import Mapping
 
 import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 
-from surprise_memory.config import CameraConfig, EncoderConfig
+from surprise_memory.config import CameraConfig, EncoderConfig, NodeConfig
 from surprise_memory.errors import InputError
+from surprise_memory.health import (
+    Finding,
+    Level,
+    counted_finding,
+    untrained_finding,
+    worker_finding,
+)
 from surprise_memory.msg import FrameEmbedding
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import ns_to_time
@@ -37,7 +45,7 @@ class EncoderNode(Node):
 
     def __init__(self) -> None:
         super().__init__("encoder_node")
-        values = declare_settings(self, CameraConfig, EncoderConfig)
+        values = declare_settings(self, NodeConfig, CameraConfig, EncoderConfig)
         camera = CameraConfig.from_mapping(values)
         config = EncoderConfig.from_mapping(values)
         self._encoder = VideoEncoder.from_config(config)
@@ -54,7 +62,9 @@ class EncoderNode(Node):
             self.get_logger().warning(
                 f"encoder weights {self._encoder.model_name}: UNTRAINED, surprise is meaningless"
             )
-        self._stats = NodeStats(self)
+        self._stats = NodeStats(self, NodeConfig.from_mapping(values))
+        self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
+        self._stats.add_check(self._health)
         self._stats.set(
             model=self._encoder.model_name,
             pretrained=str(self._encoder.pretrained),
@@ -75,7 +85,15 @@ class EncoderNode(Node):
             f"on {self._encoder.device} ({self._encoder.dtype})"
         )
 
+    def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
+        return [
+            worker_finding("encoder", self._worker.is_alive() or self._stop.is_set()),
+            counted_finding(delta, "windows_dropped", Level.WARN, "windows dropped"),
+            untrained_finding("encoder", self._encoder.pretrained),
+        ]
+
     def _on_image(self, msg: Image | CompressedImage) -> None:
+        self._stats.seen(self._camera_watch)
         frame = frame_from_msg(msg, self._stats)
         if frame is None or not self._order.check(frame.stamp_ns):
             return

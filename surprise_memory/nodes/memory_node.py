@@ -6,7 +6,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -16,8 +16,21 @@ from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.agents.tool import canonical_model_name
-from surprise_memory.config import CameraConfig, EmbedderConfig, EpisodeConfig, StoreConfig
+from surprise_memory.config import (
+    CameraConfig,
+    EmbedderConfig,
+    EpisodeConfig,
+    NodeConfig,
+    StoreConfig,
+)
 from surprise_memory.errors import InputError, SurpriseMemoryError
+from surprise_memory.health import (
+    Finding,
+    Level,
+    counted_finding,
+    untrained_finding,
+    worker_finding,
+)
 from surprise_memory.memory.episodes import CameraClock, EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
@@ -89,7 +102,9 @@ class MemoryNode(Node):
 
     def __init__(self) -> None:
         super().__init__("memory_node")
-        values = declare_settings(self, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig)
+        values = declare_settings(
+            self, NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig
+        )
         camera = CameraConfig.from_mapping(values)
         store_cfg = StoreConfig.from_mapping(values)
         self._embedder = ImageTextEmbedder.from_config(EmbedderConfig.from_mapping(values))
@@ -100,7 +115,10 @@ class MemoryNode(Node):
         self._camera_clock = CameraClock()
         self._compressed = camera.image_transport == "compressed"
         self._events: dict[int, SurpriseEvent] = {}  # trigger stamp -> event, until stored
-        self._stats = NodeStats(self)
+        self._stats = NodeStats(self, NodeConfig.from_mapping(values))
+        self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
+        self._events_watch = self._stats.watch_input("events", "no scorer", streaming=False)
+        self._closing = False
         self._stats.set(
             store=path, embedder=self._embedder.model_name, episodes_in_store=str(len(self._store))
         )
@@ -134,10 +152,25 @@ class MemoryNode(Node):
             on_error=self._on_store_failed,
             capacity=_PENDING_EPISODES,
         )
+        self._stats.add_check(self._health)
         self.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
+
+    def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
+        return [
+            worker_finding("episode writer", self._writer.alive or self._closing),
+            counted_finding(delta, "rejected_store", Level.ERROR, "store write(s) failed"),
+            counted_finding(
+                delta, "rejected_episode", Level.WARN, "episode(s) dropped (embedder behind)"
+            ),
+            counted_finding(
+                delta, "rejected_episode_frames_gone", Level.WARN, "event(s) without frames"
+            ),
+            untrained_finding("embedder", self._embedder.pretrained),
+        ]
 
     # --- camera and events (executor thread) ---
     def _on_image(self, msg: Image | CompressedImage) -> None:
+        self._stats.seen(self._camera_watch)
         if self._compressed:  # held as bytes; only the frames an episode keeps are decoded
             self._stats.count("frames_in")
             try:
@@ -168,6 +201,7 @@ class MemoryNode(Node):
         self._enqueue([])  # counts the triggers the reset dropped
 
     def _on_event(self, msg: SurpriseEvent) -> None:
+        self._stats.seen(self._events_watch)
         stamp = time_to_ns(msg.header.stamp)
         if not math.isfinite(msg.score):
             self._stats.reject("event", f"event at {stamp} ns has score {msg.score}")
@@ -336,6 +370,7 @@ class MemoryNode(Node):
         silently dropped. The worker is always joined before the store closes: a thread
         still inside the model at the interpreter's exit aborts the process.
         """
+        self._closing = True
         self._enqueue(self._assembler.flush())
         left = self._writer.waiting
         if left:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,12 @@ from surprise_memory.config import (
     BudgetConfig,
     GateConfig,
     HabituationConfig,
+    NodeConfig,
     PoseConfig,
     ScorerConfig,
 )
 from surprise_memory.errors import InputError
+from surprise_memory.health import Finding, pose_finding, untrained_finding
 from surprise_memory.memory.pose import Pose, PoseBuffer
 from surprise_memory.msg import FrameEmbedding, SurpriseEvent, SurpriseScore
 from surprise_memory.nodes.diagnostics import NodeStats
@@ -44,7 +47,14 @@ class ScorerNode(Node):
 
     def __init__(self) -> None:
         super().__init__("scorer_node")
-        configs = (ScorerConfig, GateConfig, HabituationConfig, BudgetConfig, PoseConfig)
+        configs = (
+            NodeConfig,
+            ScorerConfig,
+            GateConfig,
+            HabituationConfig,
+            BudgetConfig,
+            PoseConfig,
+        )
         values = declare_settings(self, *configs)
         self._pose_cfg = PoseConfig.from_mapping(values)
         self._scorer = SurpriseScorer.from_config(ScorerConfig.from_mapping(values))
@@ -56,9 +66,12 @@ class ScorerNode(Node):
         )
         self._validate = settings_change_validator(*configs)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self._stats = NodeStats(self)
+        self._stats = NodeStats(self, NodeConfig.from_mapping(values))
         self._order = StampOrder(self, self._stats, self._reset)
         self._encoder = ("", True)  # model and pretrained flag of the latest embedding
+        self._pose_source: str | None = None  # of the latest event
+        self._embedding_watch = self._stats.watch_input("embedding", "no encoder", streaming=True)
+        self._stats.add_check(self._health)
 
         self._odometry = PoseBuffer(
             max_gap_ns=round(self._pose_cfg.pose_tolerance_seconds * NS_PER_SECOND)
@@ -113,7 +126,14 @@ class ScorerNode(Node):
         if pose.is_finite():
             self._odometry.add(time_to_ns(msg.header.stamp), pose)
 
+    def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
+        return [
+            untrained_finding("encoder", self._encoder[1]),
+            pose_finding(self._pose_source),
+        ]
+
     def _on_embedding(self, msg: FrameEmbedding) -> None:
+        self._stats.seen(self._embedding_watch)
         stamp = time_to_ns(msg.header.stamp)
         self._stats.count("embeddings_in")
         if msg.padded_frames:  # a warm-up window (clip_warmup: pad): not what s(t) assumes
@@ -178,6 +198,7 @@ class ScorerNode(Node):
         else:
             event.pose.orientation.w = 1.0
         self._event_pub.publish(event)
+        self._pose_source = source
         self._stats.count("events")
         self.get_logger().info(
             f"event at {ns_to_seconds(trigger.stamp_ns):.3f} s: score {trigger.score:.3f} > "
