@@ -235,6 +235,7 @@ class GateConfig(ComponentConfig):
         "Scores needed in the history before the gate may trigger (tau is NaN before).",
         low=3,
         high=1_000_000,
+        read_only=True,
     )
     nms_seconds: float = setting(
         1.0,
@@ -242,6 +243,7 @@ class GateConfig(ComponentConfig):
         "this time before or after it is higher. It is also the gate's decision delay.",
         low=0.0,
         high=3600.0,
+        read_only=True,
     )
 
     def validate(self) -> None:
@@ -291,12 +293,14 @@ class EncoderConfig(ComponentConfig):
         "Encode a window every k-th sampled frame (1 = every frame).",
         low=1,
         high=10_000,
+        read_only=True,
     )
     input_fps: float = setting(
         0.0,
         "Sample the camera down to this rate in Hz before windowing (0 = keep every frame).",
         low=0.0,
         high=1000.0,
+        read_only=True,
     )
     clip_warmup: str = setting(
         "wait",
@@ -304,6 +308,7 @@ class EncoderConfig(ComponentConfig):
         "encodes windows padded by repeating the first frame (published on `embedding` with "
         "their padded_frames count, never scored: the paper's s(t) assumes real windows).",
         choices=("pad", "wait"),
+        read_only=True,
     )
     encoder_batch: int = setting(
         8,
@@ -312,6 +317,7 @@ class EncoderConfig(ComponentConfig):
         "(catch-up batching).",
         low=1,
         high=1024,
+        read_only=True,
     )
     encoder_queue: int = setting(
         16,
@@ -460,6 +466,7 @@ class StoreConfig(ComponentConfig):
         "On-disk type of the frame embeddings (float16 halves the size; queries always run "
         "in float32).",
         choices=("float16", "float32"),
+        read_only=True,
     )
     default_max_results: int = setting(
         10,

@@ -55,6 +55,7 @@ class NodeStats:
         self._silent_after_s = config.input_silent_seconds
         self._checks: list[HealthCheck] = []
         self._watches: list[InputWatch] = []
+        self._providers: list[Callable[[], Mapping[str, object]]] = []
         self.level = Level.OK
         self.message = "starting"
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
@@ -79,6 +80,15 @@ class NodeStats:
         self._node.get_logger().warning(
             f"rejected ({reason}): {detail} [{total} so far]", throttle_duration_sec=5.0
         )
+
+    def add_values(self, provider: Callable[[], Mapping[str, object]]) -> None:
+        """Report the values ``provider()`` gives at every period (e.g. settings in use)."""
+        self._providers.append(provider)
+
+    @property
+    def input_silent_seconds(self) -> float:
+        """How long a streaming input may stay silent before a WARN."""
+        return self._silent_after_s
 
     def add_check(self, check: HealthCheck) -> None:
         """Register a check run at every period (see :mod:`surprise_memory.health`)."""
@@ -147,6 +157,8 @@ class NodeStats:
         with self._lock:
             items = [(k, str(v)) for k, v in sorted(self._counts.items())]
             items += sorted(self._values.items())
+        for provider in self._providers:
+            items += sorted((k, str(v)) for k, v in provider().items())
         items += [("level", self.level.name), ("period_s", f"{self._period_s:g}")]
         status = DiagnosticStatus(
             level=bytes([int(self.level)]),

@@ -24,7 +24,7 @@ from surprise_memory.health import (
 from surprise_memory.msg import FrameEmbedding
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import ns_to_time
-from surprise_memory.nodes.parameters import declare_settings
+from surprise_memory.nodes.parameters import LiveSettings, declare_settings
 from surprise_memory.nodes.qos import RELIABLE, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
 from surprise_memory.perception.catchup import CatchUpBatcher, FrameBatch
@@ -65,6 +65,24 @@ class EncoderNode(Node):
         self._stats = NodeStats(self, NodeConfig.from_mapping(values))
         self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
         self._stats.add_check(self._health)
+        self._settings = LiveSettings(
+            self,
+            values,
+            (NodeConfig, CameraConfig, EncoderConfig),
+            {
+                NodeConfig: lambda c: self._stats.set_input_silent_seconds(c.input_silent_seconds),
+                # the rest (model, window sampling, batch and queue sizes) is read-only
+                EncoderConfig: lambda c: setattr(
+                    self._batcher, "batch_interval_s", c.encoder_batch_interval_s
+                ),
+            },
+        )
+        self._stats.add_values(
+            lambda: {
+                "applied.input_silent_seconds": self._stats.input_silent_seconds,
+                "applied.encoder_batch_interval_s": self._batcher.batch_interval_s,
+            }
+        )
         self._stats.set(
             model=self._encoder.model_name,
             pretrained=str(self._encoder.pretrained),

@@ -44,7 +44,7 @@ from surprise_memory.nodes.messages import (
     pose_to_msg,
     time_to_ns,
 )
-from surprise_memory.nodes.parameters import declare_settings
+from surprise_memory.nodes.parameters import LiveSettings, declare_settings
 from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
 from surprise_memory.perception.encoders import ImageTextEmbedder
@@ -153,7 +153,29 @@ class MemoryNode(Node):
             capacity=_PENDING_EPISODES,
         )
         self._stats.add_check(self._health)
+        self._settings = LiveSettings(
+            self,
+            values,
+            (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig),
+            {
+                NodeConfig: lambda c: self._stats.set_input_silent_seconds(c.input_silent_seconds),
+                EpisodeConfig: self._assembler.reconfigure,  # frame history: read-only
+                EmbedderConfig: lambda c: setattr(self._embedder, "batch_size", c.embedder_batch),
+                StoreConfig: self._store.reconfigure,  # path and vector dtype: read-only
+            },
+        )
+        self._stats.add_values(self._applied)
         self.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
+
+    def _applied(self) -> dict[str, object]:
+        """The writable settings as the live objects use them (``applied.<name>``)."""
+        values: dict[str, object] = {
+            "input_silent_seconds": self._stats.input_silent_seconds,
+            "embedder_batch": self._embedder.batch_size,
+            **self._assembler.config.as_dict(),
+            **self._store.config.as_dict(),
+        }
+        return {f"applied.{k}": v for k, v in values.items()}
 
     def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
         return [
@@ -294,7 +316,8 @@ class MemoryNode(Node):
         response.interface_version = RetrieveEpisodes.Request.INTERFACE_VERSION
         try:
             hits = self._store.retrieve(
-                self._query_from(request), include_images=request.include_images
+                query_from_request(request, self._embedder, self._embed_lock),
+                include_images=request.include_images,
             )
             for hit in hits:  # the stored JPEGs as they are: no decoding, no raw rgb8
                 response.episodes.append(episode_to_msg(hit.episode, hit.jpegs))
@@ -319,48 +342,6 @@ class MemoryNode(Node):
         self._stats.count("retrievals")
         return response
 
-    def _query_from(self, request: RetrieveEpisodes.Request) -> RetrievalQuery:
-        """A validated core query from a service request (zero fields = not given).
-
-        A query embedding from the caller ranks as it is (its model must be the store's);
-        else ``text`` or ``image`` is embedded here with the node's embedder.
-        """
-        has_image = bool(request.image.width or request.image.height or request.image.data)
-        if len(request.embedding) and has_image:
-            raise InputError("give a query embedding or an image query, not both")
-        if request.text and has_image:
-            raise InputError("give a text or an image query, not both")
-        embedding = None
-        model: str | None = self._embedder.model_name
-        pretrained: bool | None = self._embedder.pretrained
-        if len(request.embedding):
-            embedding = np.asarray(request.embedding, dtype=np.float32)
-            model = canonical_model_name(request.embedding_model)
-            pretrained = _PRETRAINED.get(request.embedding_pretrained)
-            if request.embedding_pretrained not in _PRETRAINED:
-                raise InputError(
-                    f"embedding_pretrained={request.embedding_pretrained}: expected one of "
-                    f"{sorted(_PRETRAINED)} (UNKNOWN, TRUE, FALSE)"
-                )
-        elif request.text:
-            with self._embed_lock:
-                embedding = self._embedder.embed_text([request.text])[0]
-        elif has_image:
-            rgb = rgb_from_image_msg(request.image)
-            with self._embed_lock:
-                embedding = self._embedder.embed_images([rgb])[0]
-        loc = request.location
-        return RetrievalQuery(
-            embedding=embedding,
-            embedder_model=model if embedding is not None else None,
-            embedder_pretrained=pretrained if embedding is not None else None,
-            start_ns=time_to_ns(request.start) or None,
-            end_ns=time_to_ns(request.end) or None,
-            near=(loc.x, loc.y, loc.z) if request.use_location else None,
-            radius_m=request.radius if request.use_location and request.radius != 0 else None,
-            max_results=request.max_results or None,
-        )
-
     def close(self) -> None:
         """Store the episodes still pending (end of a bag), then close the store.
 
@@ -381,6 +362,56 @@ class MemoryNode(Node):
                 f"{not_stored} episode(s) not stored within {_CLOSE_TIMEOUT_S:.0f} s of shutdown"
             )
         self._store.close()
+
+
+def query_from_request(
+    request: RetrieveEpisodes.Request, embedder: ImageTextEmbedder, embed_lock: threading.Lock
+) -> RetrievalQuery:
+    """A validated core query from a service request (zero fields = not given).
+
+    A query embedding from the caller ranks as it is (its model must be the store's);
+    else ``text`` or ``image`` is embedded here with the node's embedder (under
+    ``embed_lock``: the episode writer uses the same model).
+
+    Raises:
+        InputError: The request mixes query kinds or names an unknown pretrained flag.
+
+    """
+    has_image = bool(request.image.width or request.image.height or request.image.data)
+    if len(request.embedding) and has_image:
+        raise InputError("give a query embedding or an image query, not both")
+    if request.text and has_image:
+        raise InputError("give a text or an image query, not both")
+    embedding = None
+    model: str | None = embedder.model_name
+    pretrained: bool | None = embedder.pretrained
+    if len(request.embedding):
+        embedding = np.asarray(request.embedding, dtype=np.float32)
+        model = canonical_model_name(request.embedding_model)
+        pretrained = _PRETRAINED.get(request.embedding_pretrained)
+        if request.embedding_pretrained not in _PRETRAINED:
+            raise InputError(
+                f"embedding_pretrained={request.embedding_pretrained}: expected one of "
+                f"{sorted(_PRETRAINED)} (UNKNOWN, TRUE, FALSE)"
+            )
+    elif request.text:
+        with embed_lock:
+            embedding = embedder.embed_text([request.text])[0]
+    elif has_image:
+        rgb = rgb_from_image_msg(request.image)
+        with embed_lock:
+            embedding = embedder.embed_images([rgb])[0]
+    loc = request.location
+    return RetrievalQuery(
+        embedding=embedding,
+        embedder_model=model if embedding is not None else None,
+        embedder_pretrained=pretrained if embedding is not None else None,
+        start_ns=time_to_ns(request.start) or None,
+        end_ns=time_to_ns(request.end) or None,
+        near=(loc.x, loc.y, loc.z) if request.use_location else None,
+        radius_m=request.radius if request.use_location and request.radius != 0 else None,
+        max_results=request.max_results or None,
+    )
 
 
 _PRETRAINED = {
