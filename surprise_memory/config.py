@@ -717,6 +717,12 @@ class NodeConfig(ComponentConfig):
 
     component: ClassVar[str] = "node"
 
+    autostart: bool = setting(
+        True,
+        "Configure and activate the managed (lifecycle) node at start; false leaves the "
+        "transitions to a lifecycle manager (<node>/change_state).",
+        read_only=True,
+    )
     diagnostics_period_seconds: float = setting(
         5.0,
         "Seconds between two /diagnostics messages of the node (wall time); the WARN/ERROR "

@@ -24,6 +24,7 @@ from sensor_msgs.msg import Image
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.msg import SurpriseEvent
 from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time
+from surprise_memory.nodes.qos import LATCHED
 
 NS = "/surprise_memory"
 CAMERA = "/test_camera/image_raw"
@@ -62,7 +63,7 @@ def test_memory_node_stores_pending_episodes_through_sigint_then_sigterm(tmp_pat
     diag: list[DiagnosticArray] = []
     node.create_subscription(DiagnosticArray, "/diagnostics", diag.append, 50)
     camera = node.create_publisher(Image, CAMERA, RELIABLE)
-    events = node.create_publisher(SurpriseEvent, f"{NS}/events", RELIABLE)
+    events = node.create_publisher(SurpriseEvent, f"{NS}/events", LATCHED)  # as the scorer
     try:
         with peer_process(args, tmp_path, "memory_node") as proc:
             wait_for_subscribers(node, camera, timeout=60)

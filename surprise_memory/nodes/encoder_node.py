@@ -7,9 +7,9 @@ import time
 from array import array
 from collections import deque
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
-from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.config import CameraConfig, EncoderConfig, NodeConfig
@@ -23,15 +23,15 @@ from surprise_memory.health import (
 )
 from surprise_memory.msg import FrameEmbedding
 from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.lifecycle import ManagedNode
 from surprise_memory.nodes.messages import ns_to_time
-from surprise_memory.nodes.parameters import LiveSettings, declare_settings
 from surprise_memory.nodes.qos import RELIABLE, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
 from surprise_memory.perception.catchup import CatchUpBatcher, FrameBatch
 from surprise_memory.perception.encoders import LiveWindowEncoder, VideoEncoder
 
 
-class EncoderNode(Node):
+class EncoderNode(ManagedNode):
     """Buffers camera frames and encodes each window of the M newest with V-JEPA-2.
 
     The camera callback only converts, samples and buffers frames and queues the window
@@ -44,9 +44,11 @@ class EncoderNode(Node):
     """
 
     def __init__(self) -> None:
-        super().__init__("encoder_node")
-        values = declare_settings(self, NodeConfig, CameraConfig, EncoderConfig)
-        camera = CameraConfig.from_mapping(values)
+        super().__init__("encoder_node", (NodeConfig, CameraConfig, EncoderConfig))
+
+    def setup(self, values: dict[str, Any]) -> None:
+        """Configure: load the model (slow, can fail), start its thread, publisher."""
+        self._camera = CameraConfig.from_mapping(values)
         config = EncoderConfig.from_mapping(values)
         self._encoder = VideoEncoder.from_config(config)
         self._encoder.make_sampler(config)  # checks clip_frames against the tubelet size
@@ -65,10 +67,8 @@ class EncoderNode(Node):
         self._stats = NodeStats(self, NodeConfig.from_mapping(values))
         self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
         self._stats.add_check(self._health)
-        self._settings = LiveSettings(
-            self,
+        self.apply_live(
             values,
-            (NodeConfig, CameraConfig, EncoderConfig),
             {
                 NodeConfig: lambda c: self._stats.set_input_silent_seconds(c.input_silent_seconds),
                 # the rest (model, window sampling, batch and queue sizes) is read-only
@@ -95,13 +95,23 @@ class EncoderNode(Node):
         self._batch_max = 0
         self._stop = threading.Event()
         self._pub = self.create_publisher(FrameEmbedding, "embedding", RELIABLE)
-        subscribe_camera(self, camera, self._on_image)
         self._worker = threading.Thread(target=self._encode_loop, name="encoder", daemon=True)
         self._worker.start()
         self.get_logger().info(
             f"encoding windows of {config.clip_frames} frames with {self._encoder.model_name} "
             f"on {self._encoder.device} ({self._encoder.dtype})"
         )
+
+    def subscribe(self) -> None:
+        """Activate: camera frames in."""
+        self._stats.restart_inputs()
+        subscribe_camera(self, self._camera, self._on_image)
+
+    def teardown(self) -> None:
+        """Cleanup: stop the model thread and drop the model (its GPU memory goes back)."""
+        self.flush()
+        for name in ("_live", "_encoder", "_batcher"):
+            self.__dict__.pop(name, None)
 
     def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
         return [
@@ -169,8 +179,10 @@ class EncoderNode(Node):
             batch_max=str(self._batch_max),
         )
 
-    def close(self) -> None:
-        """Stop the model thread."""
+    def flush(self) -> None:
+        """Stop the model thread (the windows still queued are not encoded)."""
+        if "_worker" not in self.__dict__:  # configure failed before the thread started
+            return
         self._stop.set()
         self._batcher.close()
         self._worker.join(timeout=5.0)

@@ -7,12 +7,12 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock
 from rclpy.clock_type import ClockType
-from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.agents.tool import canonical_model_name
@@ -38,13 +38,13 @@ from surprise_memory.memory.store import EpisodeRecord, EpisodeStore, RetrievalH
 from surprise_memory.memory.writer import EpisodeWriter
 from surprise_memory.msg import Episode, SurpriseEvent
 from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.lifecycle import ManagedNode
 from surprise_memory.nodes.messages import (
     ns_to_time,
     pose_from_msg,
     pose_to_msg,
     time_to_ns,
 )
-from surprise_memory.nodes.parameters import LiveSettings, declare_settings
 from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
 from surprise_memory.perception.encoders import ImageTextEmbedder
@@ -88,7 +88,10 @@ def episode_to_msg(record: EpisodeRecord, jpegs: Sequence[bytes] = ()) -> Episod
     return msg
 
 
-class MemoryNode(Node):
+CONFIGS = (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig)
+
+
+class MemoryNode(ManagedNode):
     """Keeps the recent camera frames, stores an episode per event, answers retrievals.
 
     On each SurpriseEvent it waits for the frames after the trigger
@@ -101,19 +104,21 @@ class MemoryNode(Node):
     executor_threads = 2  # camera/events/timer in one group, retrievals in another
 
     def __init__(self) -> None:
-        super().__init__("memory_node")
-        values = declare_settings(
-            self, NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig
-        )
-        camera = CameraConfig.from_mapping(values)
+        super().__init__("memory_node", CONFIGS)
+        self._closed = True  # nothing to store until configured
+
+    def setup(self, values: dict[str, Any]) -> None:
+        """Configure: open the store, load the embedder (slow; either can fail), writer."""
+        self._camera = CameraConfig.from_mapping(values)
         store_cfg = StoreConfig.from_mapping(values)
+        path = os.path.expanduser(store_cfg.store_path)
+        self._store = EpisodeStore(path, store_cfg)  # first: it fails fast
+        self._closed = False
         self._embedder = ImageTextEmbedder.from_config(EmbedderConfig.from_mapping(values))
         self._embed_lock = threading.Lock()  # one model, two threads (episodes, queries)
-        path = os.path.expanduser(store_cfg.store_path)
-        self._store = EpisodeStore(path, store_cfg)
         self._assembler = EpisodeAssembler(EpisodeConfig.from_mapping(values))
         self._camera_clock = CameraClock()
-        self._compressed = camera.image_transport == "compressed"
+        self._compressed = self._camera.image_transport == "compressed"
         self._events: dict[int, SurpriseEvent] = {}  # trigger stamp -> event, until stored
         self._stats = NodeStats(self, NodeConfig.from_mapping(values))
         self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
@@ -126,7 +131,31 @@ class MemoryNode(Node):
         self._episode_pub = self.create_publisher(
             Episode, "episodes", LATCHED, qos_overriding_options=overridable()
         )
-        subscribe_camera(self, camera, self._on_image)
+        # fires on wall time; compares with the node's clock (sim time during a bag replay)
+        self.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._writer: EpisodeWriter[EpisodeFrames, EpisodeRecord] = EpisodeWriter(
+            self._store_episode,
+            on_done=self._on_stored,
+            on_error=self._on_store_failed,
+            capacity=_PENDING_EPISODES,
+        )
+        self._stats.add_check(self._health)
+        self.apply_live(
+            values,
+            {
+                NodeConfig: lambda c: self._stats.set_input_silent_seconds(c.input_silent_seconds),
+                EpisodeConfig: self._assembler.reconfigure,  # frame history: read-only
+                EmbedderConfig: lambda c: setattr(self._embedder, "batch_size", c.embedder_batch),
+                StoreConfig: self._store.reconfigure,  # path and vector dtype: read-only
+            },
+        )
+        self._stats.add_values(self._applied)
+        self.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
+
+    def subscribe(self) -> None:
+        """Activate: camera and events in, retrievals served."""
+        self._stats.restart_inputs()
+        subscribe_camera(self, self._camera, self._on_image)
         # transient local: events published before this node joined (or restarted) arrive
         self.create_subscription(
             SurpriseEvent,
@@ -144,28 +173,11 @@ class MemoryNode(Node):
             self._on_retrieve,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
-        # fires on wall time; compares with the node's clock (sim time during a bag replay)
-        self.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._writer: EpisodeWriter[EpisodeFrames, EpisodeRecord] = EpisodeWriter(
-            self._store_episode,
-            on_done=self._on_stored,
-            on_error=self._on_store_failed,
-            capacity=_PENDING_EPISODES,
-        )
-        self._stats.add_check(self._health)
-        self._settings = LiveSettings(
-            self,
-            values,
-            (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig),
-            {
-                NodeConfig: lambda c: self._stats.set_input_silent_seconds(c.input_silent_seconds),
-                EpisodeConfig: self._assembler.reconfigure,  # frame history: read-only
-                EmbedderConfig: lambda c: setattr(self._embedder, "batch_size", c.embedder_batch),
-                StoreConfig: self._store.reconfigure,  # path and vector dtype: read-only
-            },
-        )
-        self._stats.add_values(self._applied)
-        self.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
+
+    def teardown(self) -> None:
+        """Cleanup: store what is pending, close the store, drop the embedder."""
+        self.flush()
+        self.__dict__.pop("_embedder", None)
 
     def _applied(self) -> dict[str, object]:
         """The writable settings as the live objects use them (``applied.<name>``)."""
@@ -342,7 +354,7 @@ class MemoryNode(Node):
         self._stats.count("retrievals")
         return response
 
-    def close(self) -> None:
+    def flush(self) -> None:
         """Store the episodes still pending (end of a bag), then close the store.
 
         Bounded: at most ``_PENDING_EPISODES`` episodes are queued, and after
@@ -351,6 +363,12 @@ class MemoryNode(Node):
         silently dropped. The worker is always joined before the store closes: a thread
         still inside the model at the interpreter's exit aborts the process.
         """
+        if self._closed:
+            return
+        self._closed = True
+        if "_writer" not in self.__dict__:  # configure failed after opening the store
+            self._store.close()
+            return
         self._closing = True
         self._enqueue(self._assembler.flush())
         left = self._writer.waiting

@@ -133,7 +133,12 @@ class LiveSettings:
         self._appliers = dict(appliers)
         self._values = dict(values)
         self.applied = 0
+        self._node = node
         node.add_on_set_parameters_callback(self._on_set)
+
+    def detach(self) -> None:
+        """Stop applying changes (the node is cleaned up; a new configure reads them)."""
+        self._node.remove_on_set_parameters_callback(self._on_set)
 
     def value(self, name: str) -> Any:
         """The current value of a setting."""

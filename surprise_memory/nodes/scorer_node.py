@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 from nav_msgs.msg import Odometry
-from rclpy.node import Node
 from rclpy.time import Time as RclpyTime
 
 from surprise_memory.config import (
@@ -23,8 +22,8 @@ from surprise_memory.health import Finding, pose_finding, untrained_finding
 from surprise_memory.memory.pose import Pose, PoseBuffer
 from surprise_memory.msg import FrameEmbedding, SurpriseEvent, SurpriseScore
 from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.lifecycle import ManagedNode
 from surprise_memory.nodes.messages import ns_to_time, pose_from_msg, pose_to_msg, time_to_ns
-from surprise_memory.nodes.parameters import LiveSettings, declare_settings
 from surprise_memory.nodes.qos import LATCHED, ODOMETRY, RELIABLE, overridable
 from surprise_memory.nodes.runtime import StampOrder, run_node
 from surprise_memory.stamps import NS_PER_SECOND, ns_to_seconds
@@ -33,8 +32,10 @@ from surprise_memory.surprise.gate import SurpriseGate, SurpriseTrigger
 from surprise_memory.surprise.scorer import SurpriseScorer
 from surprise_memory.surprise.trigger_filter import TriggerFilter
 
+CONFIGS = (NodeConfig, ScorerConfig, GateConfig, HabituationConfig, BudgetConfig, PoseConfig)
 
-class ScorerNode(Node):
+
+class ScorerNode(ManagedNode):
     """Scores each embedding (SurpriseScorer) and gates events (SurpriseGate).
 
     Subscribes ``embedding``; publishes ``surprise`` (every scored frame) and ``events``
@@ -44,16 +45,10 @@ class ScorerNode(Node):
     """
 
     def __init__(self) -> None:
-        super().__init__("scorer_node")
-        configs = (
-            NodeConfig,
-            ScorerConfig,
-            GateConfig,
-            HabituationConfig,
-            BudgetConfig,
-            PoseConfig,
-        )
-        values = declare_settings(self, *configs)
+        super().__init__("scorer_node", CONFIGS)
+
+    def setup(self, values: dict[str, Any]) -> None:
+        """Configure: scorer, gate, filters, pose sources, publishers, diagnostics."""
         self._pose_cfg = PoseConfig.from_mapping(values)
         self._scorer = SurpriseScorer.from_config(ScorerConfig.from_mapping(values))
         self._gate = SurpriseGate.from_config(GateConfig.from_mapping(values))
@@ -67,10 +62,11 @@ class ScorerNode(Node):
         self._pose_source: str | None = None  # of the latest event
         self._embedding_watch = self._stats.watch_input("embedding", "no encoder", streaming=True)
         self._stats.add_check(self._health)
-        self._settings = LiveSettings(
-            self,
+        self._odometry = PoseBuffer(
+            max_gap_ns=round(self._pose_cfg.pose_tolerance_seconds * NS_PER_SECOND)
+        )
+        self.apply_live(
             values,
-            configs,
             {
                 NodeConfig: lambda c: self._stats.set_input_silent_seconds(c.input_silent_seconds),
                 GateConfig: self._apply_gate,
@@ -80,11 +76,15 @@ class ScorerNode(Node):
             },
         )
         self._stats.add_values(self._applied)
-
-        self._odometry = PoseBuffer(
-            max_gap_ns=round(self._pose_cfg.pose_tolerance_seconds * NS_PER_SECOND)
-        )
         self._tf_buffer = self._make_tf_buffer()
+        self._score_pub = self.create_publisher(SurpriseScore, "surprise", 10)
+        self._event_pub = self.create_publisher(
+            SurpriseEvent, "events", LATCHED, qos_overriding_options=overridable()
+        )
+
+    def subscribe(self) -> None:
+        """Activate: embeddings (and odometry) in."""
+        self._stats.restart_inputs()
         if self._pose_cfg.odom_topic:
             self.create_subscription(
                 Odometry,
@@ -93,11 +93,6 @@ class ScorerNode(Node):
                 ODOMETRY,
                 qos_overriding_options=overridable(),
             )
-
-        self._score_pub = self.create_publisher(SurpriseScore, "surprise", 10)
-        self._event_pub = self.create_publisher(
-            SurpriseEvent, "events", LATCHED, qos_overriding_options=overridable()
-        )
         self.create_subscription(FrameEmbedding, "embedding", self._on_embedding, RELIABLE)
 
     def _make_tf_buffer(self) -> Any:
@@ -257,7 +252,7 @@ class ScorerNode(Node):
             return None, f"no pose ({reason}; no odometry topic)"
         return None, f"no pose ({reason}; no odometry within {cfg.pose_tolerance_seconds} s)"
 
-    def close(self) -> None:
+    def flush(self) -> None:
         """Publish the events still pending in the gate (end of a bag, shutdown)."""
         last = self._gate.last_stamp_ns or 0
         self._decide(self._filter.push(last, self._gate.flush(), self._position_at))
