@@ -87,7 +87,10 @@ def _params(store: Path) -> dict[str, Any]:
                 "clip_frames": 16,
             }
         },
-        "/**/scorer_node": {"ros__parameters": {"window": 64}},
+        # gamma 3: about the paper's rate of episodes with random weights, not one every few
+        # seconds; the embedder must keep up, or the writer's backlog (bounded at 32
+        # episodes of 8 held frames) is what grows
+        "/**/scorer_node": {"ros__parameters": {"window": 64, "gamma": 3.0}},
         "/**/memory_node": {
             "ros__parameters": {
                 "embedder_model": TINY_EMBEDDER_MODEL,

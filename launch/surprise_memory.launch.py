@@ -11,6 +11,12 @@ The params file is the one place of every setting. The launch arguments in
 :data:`ARGUMENT_PARAMETERS` (``device``, ``store_path``) are shortcuts onto parameters of the
 params file: left empty (their default) they change nothing, so the params file's value
 stands; given, they override it on the nodes named there.
+
+The nodes are managed (lifecycle) nodes. With ``autostart:=true`` (the default) this file
+drives each one through configure and activate with lifecycle launch events; with
+``autostart:=false`` it starts them unconfigured and leaves the transitions to the robot's
+lifecycle manager (``<node>/change_state``). Either way the nodes' own ``autostart``
+parameter is set false here: launch, not the node, decides.
 """
 
 from __future__ import annotations
@@ -18,11 +24,15 @@ from __future__ import annotations
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler
+from launch.events import matches_action
 from launch.launch_context import LaunchContext
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode
+from launch_ros.event_handlers import OnStateTransition
+from launch_ros.events.lifecycle import ChangeState
 from launch_ros.parameter_descriptions import ParameterValue
+from lifecycle_msgs.msg import Transition
 
 from launch import LaunchDescription
 
@@ -44,31 +54,49 @@ episodes still pending at shutdown (at most 32, bounded by its queue), which tak
 than launch's default of 5 s with the full-size embedder on a CPU."""
 
 
-def _nodes(context: LaunchContext) -> list[Node]:
-    """The three nodes, with the launch arguments that were given applied."""
+def _transition(node: LifecycleNode, transition_id: int) -> EmitEvent:
+    return EmitEvent(
+        event=ChangeState(lifecycle_node_matcher=matches_action(node), transition_id=transition_id)
+    )
+
+
+def _nodes(context: LaunchContext) -> list[object]:
+    """The three nodes, with the launch arguments that were given applied (and autostart)."""
     sim_time = ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
     given = {arg: LaunchConfiguration(arg).perform(context).strip() for arg in ARGUMENT_PARAMETERS}
-    nodes = []
+    autostart = LaunchConfiguration("autostart").perform(context).strip().lower() == "true"
+    nodes: list[object] = []
     for name in NODES:
-        overrides: dict[str, object] = {"use_sim_time": sim_time}
+        overrides: dict[str, object] = {"use_sim_time": sim_time, "autostart": False}
         for arg, targets in ARGUMENT_PARAMETERS.items():
             if given[arg] and name in targets:
                 overrides[targets[name]] = given[arg]
         image = [("image", LaunchConfiguration("image_topic"))] if name in CAMERA_NODES else []
-        nodes.append(
-            Node(
-                package="surprise_memory",
-                executable=name,
-                name=name,
-                namespace="surprise_memory",
-                parameters=[LaunchConfiguration("params_file"), overrides],
-                remappings=image,
-                arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
-                output="screen",
-                emulate_tty=True,
-                sigterm_timeout=SIGTERM_TIMEOUT_S[name],
-            )
+        node = LifecycleNode(
+            package="surprise_memory",
+            executable=name,
+            name=name,
+            namespace="surprise_memory",
+            parameters=[LaunchConfiguration("params_file"), overrides],
+            remappings=image,
+            arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
+            output="screen",
+            emulate_tty=True,
+            sigterm_timeout=SIGTERM_TIMEOUT_S[name],
         )
+        nodes.append(node)
+        if autostart:  # configure now; activate once it is inactive (configured)
+            nodes.append(
+                RegisterEventHandler(
+                    OnStateTransition(
+                        target_lifecycle_node=node,
+                        goal_state="inactive",
+                        entities=[_transition(node, Transition.TRANSITION_ACTIVATE)],
+                        handle_once=True,
+                    )
+                )
+            )
+            nodes.append(_transition(node, Transition.TRANSITION_CONFIGURE))
     return nodes
 
 
@@ -102,6 +130,12 @@ def generate_launch_description() -> LaunchDescription:
         ),
         DeclareLaunchArgument(
             "log_level", default_value="info", description="Log level of the three nodes"
+        ),
+        DeclareLaunchArgument(
+            "autostart",
+            default_value="true",
+            description="Configure and activate the (lifecycle) nodes; false = leave them "
+            "unconfigured for a lifecycle manager",
         ),
     ]
     return LaunchDescription([*args, OpaqueFunction(function=_nodes)])

@@ -41,6 +41,7 @@ __all__ = [
     "EpisodeConfig",
     "GateConfig",
     "HabituationConfig",
+    "NodeConfig",
     "PoseConfig",
     "ScorerConfig",
     "Setting",
@@ -240,6 +241,7 @@ class GateConfig(ComponentConfig):
         "Scores needed in the history before the gate may trigger (tau is NaN before).",
         low=3,
         high=1_000_000,
+        read_only=True,
     )
     nms_seconds: float = setting(
         1.0,
@@ -247,6 +249,7 @@ class GateConfig(ComponentConfig):
         "this time before or after it is higher. It is also the gate's decision delay.",
         low=0.0,
         high=3600.0,
+        read_only=True,
     )
 
     def validate(self) -> None:
@@ -296,12 +299,14 @@ class EncoderConfig(ComponentConfig):
         "Encode a window every k-th sampled frame (1 = every frame).",
         low=1,
         high=10_000,
+        read_only=True,
     )
     input_fps: float = setting(
         0.0,
         "Sample the camera down to this rate in Hz before windowing (0 = keep every frame).",
         low=0.0,
         high=1000.0,
+        read_only=True,
     )
     clip_warmup: str = setting(
         "wait",
@@ -309,6 +314,7 @@ class EncoderConfig(ComponentConfig):
         "encodes windows padded by repeating the first frame (published on `embedding` with "
         "their padded_frames count, never scored: the paper's s(t) assumes real windows).",
         choices=("pad", "wait"),
+        read_only=True,
     )
     encoder_batch: int = setting(
         8,
@@ -317,6 +323,7 @@ class EncoderConfig(ComponentConfig):
         "(catch-up batching).",
         low=1,
         high=1024,
+        read_only=True,
     )
     encoder_queue: int = setting(
         16,
@@ -480,6 +487,7 @@ class StoreConfig(ComponentConfig):
         "On-disk type of the frame embeddings (float16 halves the size; queries always run "
         "in float32).",
         choices=("float16", "float32"),
+        read_only=True,
     )
     default_max_results: int = setting(
         10,
@@ -743,6 +751,35 @@ class BaselineConfig(ComponentConfig):
             )
 
 
+@dataclass(frozen=True)
+class NodeConfig(ComponentConfig):
+    """Settings every live node has: its diagnostics (``/diagnostics``)."""
+
+    component: ClassVar[str] = "node"
+
+    autostart: bool = setting(
+        True,
+        "Configure and activate the managed (lifecycle) node at start; false leaves the "
+        "transitions to a lifecycle manager (<node>/change_state).",
+        read_only=True,
+    )
+    diagnostics_period_seconds: float = setting(
+        5.0,
+        "Seconds between two /diagnostics messages of the node (wall time); the WARN/ERROR "
+        "levels judge what happened in the last period.",
+        low=0.1,
+        high=3600.0,
+        read_only=True,
+    )
+    input_silent_seconds: float = setting(
+        10.0,
+        "Diagnostics WARN when a streaming input (camera, embeddings) delivered nothing for "
+        "this many seconds (wall time): its publisher is gone or stalled.",
+        low=0.1,
+        high=86400.0,
+    )
+
+
 ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     ScorerConfig,
     GateConfig,
@@ -755,13 +792,21 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     HabituationConfig,
     BudgetConfig,
     BaselineConfig,
+    NodeConfig,
 )
 """Every component config; their field names form one flat namespace."""
 
 NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
-    "encoder_node": (CameraConfig, EncoderConfig),
-    "scorer_node": (ScorerConfig, GateConfig, HabituationConfig, BudgetConfig, PoseConfig),
-    "memory_node": (CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig),
+    "encoder_node": (NodeConfig, CameraConfig, EncoderConfig),
+    "scorer_node": (
+        NodeConfig,
+        ScorerConfig,
+        GateConfig,
+        HabituationConfig,
+        BudgetConfig,
+        PoseConfig,
+    ),
+    "memory_node": (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig),
 }
 """The component configs whose settings each ROS node declares as parameters."""
 

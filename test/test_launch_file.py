@@ -60,7 +60,7 @@ def _dicts_in(expr: ast.expr) -> list[ast.Dict]:
 
 
 def test_every_parameter_in_a_node_action_is_declared_by_that_node() -> None:
-    nodes = _calls("Node")
+    nodes = _calls("Node") + _calls("LifecycleNode")  # the nodes are managed nodes
     assert nodes, "no launch_ros Node action found"
     checked = 0
     for call in nodes:

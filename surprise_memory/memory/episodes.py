@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from surprise_memory.config import EpisodeConfig
-from surprise_memory.errors import InputError
+from surprise_memory.errors import ConfigError, InputError
 from surprise_memory.perception.frames import CompressedFrame, Frame
 from surprise_memory.stamps import NS_PER_SECOND
 from surprise_memory.surprise.gate import SurpriseTrigger
@@ -238,6 +238,26 @@ class EpisodeAssembler:
     def config(self) -> EpisodeConfig:
         """The episode settings."""
         return self._config
+
+    def reconfigure(self, config: EpisodeConfig) -> None:
+        """Apply new episode settings live (a node's parameter change).
+
+        Frames per episode, the window before and after a trigger and the timeout apply to
+        every episode built from now on, pending triggers included. The frame history's
+        size is fixed while it holds frames.
+
+        Raises:
+            ConfigError: A frame-history setting differs from the current one.
+
+        """
+        history = ("frame_history_seconds", "frame_history_max", "frame_history_bytes")
+        for name in (*history, "frame_history_max_side"):
+            if getattr(config, name) != getattr(self._config, name):
+                raise ConfigError(f"{name} is fixed while the node runs")
+        self._config = config
+        self._before_ns = round(config.episode_before_seconds * NS_PER_SECOND)
+        self._after_ns = round(config.episode_after_seconds * NS_PER_SECOND)
+        self._timeout_ns = round(config.episode_timeout_seconds * NS_PER_SECOND)
 
     @property
     def pending(self) -> int:

@@ -239,6 +239,17 @@ class PoseBuffer:
         self._max_gap_ns = max_gap_ns
         self._samples: deque[Sample] = deque()
 
+    @property
+    def max_gap_ns(self) -> int:
+        """Largest distance in time between a stamp and a pose used for it (may change)."""
+        return self._max_gap_ns
+
+    @max_gap_ns.setter
+    def max_gap_ns(self, value: int) -> None:
+        if value < 0:
+            raise ConfigError(f"max_gap_ns={value}: must be >= 0")
+        self._max_gap_ns = value
+
     def __len__(self) -> int:
         return len(self._samples)
 

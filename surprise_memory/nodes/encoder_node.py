@@ -6,24 +6,32 @@ import threading
 import time
 from array import array
 from collections import deque
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
-from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 
-from surprise_memory.config import CameraConfig, EncoderConfig
+from surprise_memory.config import CameraConfig, EncoderConfig, NodeConfig
 from surprise_memory.errors import InputError
+from surprise_memory.health import (
+    Finding,
+    Level,
+    counted_finding,
+    untrained_finding,
+    worker_finding,
+)
 from surprise_memory.msg import FrameEmbedding
 from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.lifecycle import ManagedNode
 from surprise_memory.nodes.messages import ns_to_time
-from surprise_memory.nodes.parameters import declare_settings
 from surprise_memory.nodes.qos import RELIABLE, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
 from surprise_memory.perception.catchup import CatchUpBatcher, FrameBatch
 from surprise_memory.perception.encoders import LiveWindowEncoder, VideoEncoder
 
 
-class EncoderNode(Node):
+class EncoderNode(ManagedNode):
     """Buffers camera frames and encodes each window of the M newest with V-JEPA-2.
 
     The camera callback only converts, samples and buffers frames and queues the window
@@ -36,9 +44,11 @@ class EncoderNode(Node):
     """
 
     def __init__(self) -> None:
-        super().__init__("encoder_node")
-        values = declare_settings(self, CameraConfig, EncoderConfig)
-        camera = CameraConfig.from_mapping(values)
+        super().__init__("encoder_node", (NodeConfig, CameraConfig, EncoderConfig))
+
+    def setup(self, values: dict[str, Any]) -> None:
+        """Configure: load the model (slow, can fail), start its thread, publisher."""
+        self._camera = CameraConfig.from_mapping(values)
         config = EncoderConfig.from_mapping(values)
         self._encoder = VideoEncoder.from_config(config)
         self._encoder.make_sampler(config)  # checks clip_frames against the tubelet size
@@ -54,7 +64,25 @@ class EncoderNode(Node):
             self.get_logger().warning(
                 f"encoder weights {self._encoder.model_name}: UNTRAINED, surprise is meaningless"
             )
-        self._stats = NodeStats(self)
+        self._stats = NodeStats(self, NodeConfig.from_mapping(values))
+        self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
+        self._stats.add_check(self._health)
+        self.apply_live(
+            values,
+            {
+                NodeConfig: lambda c: self._stats.set_input_silent_seconds(c.input_silent_seconds),
+                # the rest (model, window sampling, batch and queue sizes) is read-only
+                EncoderConfig: lambda c: setattr(
+                    self._batcher, "batch_interval_s", c.encoder_batch_interval_s
+                ),
+            },
+        )
+        self._stats.add_values(
+            lambda: {
+                "applied.input_silent_seconds": self._stats.input_silent_seconds,
+                "applied.encoder_batch_interval_s": self._batcher.batch_interval_s,
+            }
+        )
         self._stats.set(
             model=self._encoder.model_name,
             pretrained=str(self._encoder.pretrained),
@@ -67,7 +95,6 @@ class EncoderNode(Node):
         self._batch_max = 0
         self._stop = threading.Event()
         self._pub = self.create_publisher(FrameEmbedding, "embedding", RELIABLE)
-        subscribe_camera(self, camera, self._on_image)
         self._worker = threading.Thread(target=self._encode_loop, name="encoder", daemon=True)
         self._worker.start()
         self.get_logger().info(
@@ -75,7 +102,26 @@ class EncoderNode(Node):
             f"on {self._encoder.device} ({self._encoder.dtype})"
         )
 
+    def subscribe(self) -> None:
+        """Activate: camera frames in."""
+        self._stats.restart_inputs()
+        subscribe_camera(self, self._camera, self._on_image)
+
+    def teardown(self) -> None:
+        """Cleanup: stop the model thread and drop the model (its GPU memory goes back)."""
+        self.flush()
+        for name in ("_live", "_encoder", "_batcher"):
+            self.__dict__.pop(name, None)
+
+    def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
+        return [
+            worker_finding("encoder", self._worker.is_alive() or self._stop.is_set()),
+            counted_finding(delta, "windows_dropped", Level.WARN, "windows dropped"),
+            untrained_finding("encoder", self._encoder.pretrained),
+        ]
+
     def _on_image(self, msg: Image | CompressedImage) -> None:
+        self._stats.seen(self._camera_watch)
         frame = frame_from_msg(msg, self._stats)
         if frame is None or not self._order.check(frame.stamp_ns):
             return
@@ -133,8 +179,10 @@ class EncoderNode(Node):
             batch_max=str(self._batch_max),
         )
 
-    def close(self) -> None:
-        """Stop the model thread."""
+    def flush(self) -> None:
+        """Stop the model thread (the windows still queued are not encoded)."""
+        if "_worker" not in self.__dict__:  # configure failed before the thread started
+            return
         self._stop.set()
         self._batcher.close()
         self._worker.join(timeout=5.0)

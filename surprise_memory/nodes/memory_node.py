@@ -5,18 +5,31 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock
 from rclpy.clock_type import ClockType
-from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.agents.tool import canonical_model_name
-from surprise_memory.config import CameraConfig, EmbedderConfig, EpisodeConfig, StoreConfig
+from surprise_memory.config import (
+    CameraConfig,
+    EmbedderConfig,
+    EpisodeConfig,
+    NodeConfig,
+    StoreConfig,
+)
 from surprise_memory.errors import InputError, SurpriseMemoryError
+from surprise_memory.health import (
+    Finding,
+    Level,
+    counted_finding,
+    untrained_finding,
+    worker_finding,
+)
 from surprise_memory.memory.episodes import CameraClock, EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
@@ -29,13 +42,13 @@ from surprise_memory.memory.store import (
 from surprise_memory.memory.writer import EpisodeWriter
 from surprise_memory.msg import Episode, SurpriseEvent
 from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.lifecycle import ManagedNode
 from surprise_memory.nodes.messages import (
     ns_to_time,
     pose_from_msg,
     pose_to_msg,
     time_to_ns,
 )
-from surprise_memory.nodes.parameters import declare_settings
 from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
 from surprise_memory.perception.encoders import ImageTextEmbedder
@@ -79,7 +92,10 @@ def episode_to_msg(record: EpisodeRecord, jpegs: Sequence[bytes] = ()) -> Episod
     return msg
 
 
-class MemoryNode(Node):
+CONFIGS = (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig)
+
+
+class MemoryNode(ManagedNode):
     """Keeps the recent camera frames, stores an episode per event, answers retrievals.
 
     On each SurpriseEvent it waits for the frames after the trigger
@@ -92,19 +108,26 @@ class MemoryNode(Node):
     executor_threads = 2  # camera/events/timer in one group, retrievals in another
 
     def __init__(self) -> None:
-        super().__init__("memory_node")
-        values = declare_settings(self, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig)
-        camera = CameraConfig.from_mapping(values)
+        super().__init__("memory_node", CONFIGS)
+        self._closed = True  # nothing to store until configured
+
+    def setup(self, values: dict[str, Any]) -> None:
+        """Configure: open the store, load the embedder (slow; either can fail), writer."""
+        self._camera = CameraConfig.from_mapping(values)
         store_cfg = StoreConfig.from_mapping(values)
+        path = describe_location(store_cfg.store_path)  # a folder, or a URL without password
+        self._store = open_store(store_cfg.store_path, store_cfg)  # first: it fails fast
+        self._closed = False
         self._embedder = ImageTextEmbedder.from_config(EmbedderConfig.from_mapping(values))
         self._embed_lock = threading.Lock()  # one model, two threads (episodes, queries)
-        path = describe_location(store_cfg.store_path)  # a folder, or a URL without password
-        self._store = open_store(store_cfg.store_path, store_cfg)
         self._assembler = EpisodeAssembler(EpisodeConfig.from_mapping(values))
         self._camera_clock = CameraClock()
-        self._compressed = camera.image_transport == "compressed"
+        self._compressed = self._camera.image_transport == "compressed"
         self._events: dict[int, SurpriseEvent] = {}  # trigger stamp -> event, until stored
-        self._stats = NodeStats(self)
+        self._stats = NodeStats(self, NodeConfig.from_mapping(values))
+        self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
+        self._events_watch = self._stats.watch_input("events", "no scorer", streaming=False)
+        self._closing = False
         self._stats.set(
             store=path, embedder=self._embedder.model_name, episodes_in_store=str(len(self._store))
         )
@@ -112,7 +135,31 @@ class MemoryNode(Node):
         self._episode_pub = self.create_publisher(
             Episode, "episodes", LATCHED, qos_overriding_options=overridable()
         )
-        subscribe_camera(self, camera, self._on_image)
+        # fires on wall time; compares with the node's clock (sim time during a bag replay)
+        self.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._writer: EpisodeWriter[EpisodeFrames, EpisodeRecord] = EpisodeWriter(
+            self._store_episode,
+            on_done=self._on_stored,
+            on_error=self._on_store_failed,
+            capacity=_PENDING_EPISODES,
+        )
+        self._stats.add_check(self._health)
+        self.apply_live(
+            values,
+            {
+                NodeConfig: lambda c: self._stats.set_input_silent_seconds(c.input_silent_seconds),
+                EpisodeConfig: self._assembler.reconfigure,  # frame history: read-only
+                EmbedderConfig: lambda c: setattr(self._embedder, "batch_size", c.embedder_batch),
+                StoreConfig: self._store.reconfigure,  # path and vector dtype: read-only
+            },
+        )
+        self._stats.add_values(self._applied)
+        self.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
+
+    def subscribe(self) -> None:
+        """Activate: camera and events in, retrievals served."""
+        self._stats.restart_inputs()
+        subscribe_camera(self, self._camera, self._on_image)
         # transient local: events published before this node joined (or restarted) arrive
         self.create_subscription(
             SurpriseEvent,
@@ -130,18 +177,38 @@ class MemoryNode(Node):
             self._on_retrieve,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
-        # fires on wall time; compares with the node's clock (sim time during a bag replay)
-        self.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._writer: EpisodeWriter[EpisodeFrames, EpisodeRecord] = EpisodeWriter(
-            self._store_episode,
-            on_done=self._on_stored,
-            on_error=self._on_store_failed,
-            capacity=_PENDING_EPISODES,
-        )
-        self.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
+
+    def teardown(self) -> None:
+        """Cleanup: store what is pending, close the store, drop the embedder."""
+        self.flush()
+        self.__dict__.pop("_embedder", None)
+
+    def _applied(self) -> dict[str, object]:
+        """The writable settings as the live objects use them (``applied.<name>``)."""
+        values: dict[str, object] = {
+            "input_silent_seconds": self._stats.input_silent_seconds,
+            "embedder_batch": self._embedder.batch_size,
+            **self._assembler.config.as_dict(),
+            **self._store.config.as_dict(),
+        }
+        return {f"applied.{k}": v for k, v in values.items()}
+
+    def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
+        return [
+            worker_finding("episode writer", self._writer.alive or self._closing),
+            counted_finding(delta, "rejected_store", Level.ERROR, "store write(s) failed"),
+            counted_finding(
+                delta, "rejected_episode", Level.WARN, "episode(s) dropped (embedder behind)"
+            ),
+            counted_finding(
+                delta, "rejected_episode_frames_gone", Level.WARN, "event(s) without frames"
+            ),
+            untrained_finding("embedder", self._embedder.pretrained),
+        ]
 
     # --- camera and events (executor thread) ---
     def _on_image(self, msg: Image | CompressedImage) -> None:
+        self._stats.seen(self._camera_watch)
         if self._compressed:  # held as bytes; only the frames an episode keeps are decoded
             self._stats.count("frames_in")
             try:
@@ -172,6 +239,7 @@ class MemoryNode(Node):
         self._enqueue([])  # counts the triggers the reset dropped
 
     def _on_event(self, msg: SurpriseEvent) -> None:
+        self._stats.seen(self._events_watch)
         stamp = time_to_ns(msg.header.stamp)
         if not math.isfinite(msg.score):
             self._stats.reject("event", f"event at {stamp} ns has score {msg.score}")
@@ -264,7 +332,8 @@ class MemoryNode(Node):
         response.interface_version = RetrieveEpisodes.Request.INTERFACE_VERSION
         try:
             hits = self._store.retrieve(
-                self._query_from(request), include_images=request.include_images
+                query_from_request(request, self._embedder, self._embed_lock),
+                include_images=request.include_images,
             )
             for hit in hits:  # the stored JPEGs as they are: no decoding, no raw rgb8
                 response.episodes.append(episode_to_msg(hit.episode, hit.jpegs))
@@ -289,49 +358,7 @@ class MemoryNode(Node):
         self._stats.count("retrievals")
         return response
 
-    def _query_from(self, request: RetrieveEpisodes.Request) -> RetrievalQuery:
-        """A validated core query from a service request (zero fields = not given).
-
-        A query embedding from the caller ranks as it is (its model must be the store's);
-        else ``text`` or ``image`` is embedded here with the node's embedder.
-        """
-        has_image = bool(request.image.width or request.image.height or request.image.data)
-        if len(request.embedding) and has_image:
-            raise InputError("give a query embedding or an image query, not both")
-        if request.text and has_image:
-            raise InputError("give a text or an image query, not both")
-        embedding = None
-        model: str | None = self._embedder.model_name
-        pretrained: bool | None = self._embedder.pretrained
-        if len(request.embedding):
-            embedding = np.asarray(request.embedding, dtype=np.float32)
-            model = canonical_model_name(request.embedding_model)
-            pretrained = _PRETRAINED.get(request.embedding_pretrained)
-            if request.embedding_pretrained not in _PRETRAINED:
-                raise InputError(
-                    f"embedding_pretrained={request.embedding_pretrained}: expected one of "
-                    f"{sorted(_PRETRAINED)} (UNKNOWN, TRUE, FALSE)"
-                )
-        elif request.text:
-            with self._embed_lock:
-                embedding = self._embedder.embed_text([request.text])[0]
-        elif has_image:
-            rgb = rgb_from_image_msg(request.image)
-            with self._embed_lock:
-                embedding = self._embedder.embed_images([rgb])[0]
-        loc = request.location
-        return RetrievalQuery(
-            embedding=embedding,
-            embedder_model=model if embedding is not None else None,
-            embedder_pretrained=pretrained if embedding is not None else None,
-            start_ns=time_to_ns(request.start) or None,
-            end_ns=time_to_ns(request.end) or None,
-            near=(loc.x, loc.y, loc.z) if request.use_location else None,
-            radius_m=request.radius if request.use_location and request.radius != 0 else None,
-            max_results=request.max_results or None,
-        )
-
-    def close(self) -> None:
+    def flush(self) -> None:
         """Store the episodes still pending (end of a bag), then close the store.
 
         Bounded: at most ``_PENDING_EPISODES`` episodes are queued, and after
@@ -340,6 +367,13 @@ class MemoryNode(Node):
         silently dropped. The worker is always joined before the store closes: a thread
         still inside the model at the interpreter's exit aborts the process.
         """
+        if self._closed:
+            return
+        self._closed = True
+        if "_writer" not in self.__dict__:  # configure failed after opening the store
+            self._store.close()
+            return
+        self._closing = True
         self._enqueue(self._assembler.flush())
         left = self._writer.waiting
         if left:
@@ -350,6 +384,56 @@ class MemoryNode(Node):
                 f"{not_stored} episode(s) not stored within {_CLOSE_TIMEOUT_S:.0f} s of shutdown"
             )
         self._store.close()
+
+
+def query_from_request(
+    request: RetrieveEpisodes.Request, embedder: ImageTextEmbedder, embed_lock: threading.Lock
+) -> RetrievalQuery:
+    """A validated core query from a service request (zero fields = not given).
+
+    A query embedding from the caller ranks as it is (its model must be the store's);
+    else ``text`` or ``image`` is embedded here with the node's embedder (under
+    ``embed_lock``: the episode writer uses the same model).
+
+    Raises:
+        InputError: The request mixes query kinds or names an unknown pretrained flag.
+
+    """
+    has_image = bool(request.image.width or request.image.height or request.image.data)
+    if len(request.embedding) and has_image:
+        raise InputError("give a query embedding or an image query, not both")
+    if request.text and has_image:
+        raise InputError("give a text or an image query, not both")
+    embedding = None
+    model: str | None = embedder.model_name
+    pretrained: bool | None = embedder.pretrained
+    if len(request.embedding):
+        embedding = np.asarray(request.embedding, dtype=np.float32)
+        model = canonical_model_name(request.embedding_model)
+        pretrained = _PRETRAINED.get(request.embedding_pretrained)
+        if request.embedding_pretrained not in _PRETRAINED:
+            raise InputError(
+                f"embedding_pretrained={request.embedding_pretrained}: expected one of "
+                f"{sorted(_PRETRAINED)} (UNKNOWN, TRUE, FALSE)"
+            )
+    elif request.text:
+        with embed_lock:
+            embedding = embedder.embed_text([request.text])[0]
+    elif has_image:
+        rgb = rgb_from_image_msg(request.image)
+        with embed_lock:
+            embedding = embedder.embed_images([rgb])[0]
+    loc = request.location
+    return RetrievalQuery(
+        embedding=embedding,
+        embedder_model=model if embedding is not None else None,
+        embedder_pretrained=pretrained if embedding is not None else None,
+        start_ns=time_to_ns(request.start) or None,
+        end_ns=time_to_ns(request.end) or None,
+        near=(loc.x, loc.y, loc.z) if request.use_location else None,
+        radius_m=request.radius if request.use_location and request.radius != 0 else None,
+        max_results=request.max_results or None,
+    )
 
 
 _PRETRAINED = {

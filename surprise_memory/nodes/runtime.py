@@ -61,6 +61,10 @@ def run_node(factory: Any, args: list[str] | None = None) -> int:
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     try:
         node = factory()
+        if not _autostart(node):
+            node.destroy_node()
+            rclpy.try_shutdown()
+            return 2
     except SurpriseMemoryError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         rclpy.try_shutdown()
@@ -92,6 +96,28 @@ def run_node(factory: Any, args: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return 0
+
+
+def _autostart(node: Any) -> bool:
+    """Configure and activate a managed node with ``autostart`` (False: configure failed).
+
+    A failed configure under autostart ends the process (status 2, one line saying why),
+    as a plain node that cannot start does; without autostart the node waits,
+    unconfigured, for a lifecycle manager.
+    """
+    import sys
+
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    from surprise_memory.nodes.lifecycle import ManagedNode
+
+    if not isinstance(node, ManagedNode) or not node.autostart:
+        return True
+    if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+        print(f"cannot start {node.get_name()}: {node.failure}", file=sys.stderr)
+        return False
+    node.trigger_activate()
+    return True
 
 
 class StampOrder:

@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from nav_msgs.msg import Odometry
-from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.time import Time as RclpyTime
 
 from surprise_memory.config import (
     BudgetConfig,
     GateConfig,
     HabituationConfig,
+    NodeConfig,
     PoseConfig,
     ScorerConfig,
 )
 from surprise_memory.errors import InputError
+from surprise_memory.health import Finding, pose_finding, untrained_finding
 from surprise_memory.memory.pose import Pose, PoseBuffer
 from surprise_memory.msg import FrameEmbedding, SurpriseEvent, SurpriseScore
 from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.lifecycle import ManagedNode
 from surprise_memory.nodes.messages import ns_to_time, pose_from_msg, pose_to_msg, time_to_ns
-from surprise_memory.nodes.parameters import declare_settings, settings_change_validator
 from surprise_memory.nodes.qos import LATCHED, ODOMETRY, RELIABLE, overridable
 from surprise_memory.nodes.runtime import StampOrder, run_node
 from surprise_memory.stamps import NS_PER_SECOND, ns_to_seconds
@@ -32,8 +32,10 @@ from surprise_memory.surprise.gate import SurpriseGate, SurpriseTrigger
 from surprise_memory.surprise.scorer import SurpriseScorer
 from surprise_memory.surprise.trigger_filter import TriggerFilter
 
+CONFIGS = (NodeConfig, ScorerConfig, GateConfig, HabituationConfig, BudgetConfig, PoseConfig)
 
-class ScorerNode(Node):
+
+class ScorerNode(ManagedNode):
     """Scores each embedding (SurpriseScorer) and gates events (SurpriseGate).
 
     Subscribes ``embedding``; publishes ``surprise`` (every scored frame) and ``events``
@@ -43,27 +45,46 @@ class ScorerNode(Node):
     """
 
     def __init__(self) -> None:
-        super().__init__("scorer_node")
-        configs = (ScorerConfig, GateConfig, HabituationConfig, BudgetConfig, PoseConfig)
-        values = declare_settings(self, *configs)
+        super().__init__("scorer_node", CONFIGS)
+
+    def setup(self, values: dict[str, Any]) -> None:
+        """Configure: scorer, gate, filters, pose sources, publishers, diagnostics."""
         self._pose_cfg = PoseConfig.from_mapping(values)
         self._scorer = SurpriseScorer.from_config(ScorerConfig.from_mapping(values))
         self._gate = SurpriseGate.from_config(GateConfig.from_mapping(values))
-        self._filter = TriggerFilter(  # habituation and rate budget, both off by default
-            HabituationConfig.from_mapping(values),
-            BudgetConfig.from_mapping(values),
-            self._gate.max_delay_ns,
-        )
-        self._validate = settings_change_validator(*configs)
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-        self._stats = NodeStats(self)
+        self._habituation = HabituationConfig.from_mapping(values)
+        self._budget = BudgetConfig.from_mapping(values)
+        # habituation and rate budget, both off by default
+        self._filter = TriggerFilter(self._habituation, self._budget, self._gate.max_delay_ns)
+        self._stats = NodeStats(self, NodeConfig.from_mapping(values))
         self._order = StampOrder(self, self._stats, self._reset)
         self._encoder = ("", True)  # model and pretrained flag of the latest embedding
-
+        self._pose_source: str | None = None  # of the latest event
+        self._embedding_watch = self._stats.watch_input("embedding", "no encoder", streaming=True)
+        self._stats.add_check(self._health)
         self._odometry = PoseBuffer(
             max_gap_ns=round(self._pose_cfg.pose_tolerance_seconds * NS_PER_SECOND)
         )
+        self.apply_live(
+            values,
+            {
+                NodeConfig: lambda c: self._stats.set_input_silent_seconds(c.input_silent_seconds),
+                GateConfig: self._apply_gate,
+                HabituationConfig: lambda c: self._apply_filter(c, self._budget),
+                BudgetConfig: lambda c: self._apply_filter(self._habituation, c),
+                PoseConfig: self._apply_pose,
+            },
+        )
+        self._stats.add_values(self._applied)
         self._tf_buffer = self._make_tf_buffer()
+        self._score_pub = self.create_publisher(SurpriseScore, "surprise", 10)
+        self._event_pub = self.create_publisher(
+            SurpriseEvent, "events", LATCHED, qos_overriding_options=overridable()
+        )
+
+    def subscribe(self) -> None:
+        """Activate: embeddings (and odometry) in."""
+        self._stats.restart_inputs()
         if self._pose_cfg.odom_topic:
             self.create_subscription(
                 Odometry,
@@ -72,11 +93,6 @@ class ScorerNode(Node):
                 ODOMETRY,
                 qos_overriding_options=overridable(),
             )
-
-        self._score_pub = self.create_publisher(SurpriseScore, "surprise", 10)
-        self._event_pub = self.create_publisher(
-            SurpriseEvent, "events", LATCHED, qos_overriding_options=overridable()
-        )
         self.create_subscription(FrameEmbedding, "embedding", self._on_embedding, RELIABLE)
 
     def _make_tf_buffer(self) -> Any:
@@ -94,13 +110,34 @@ class ScorerNode(Node):
         self._tf_listener = TransformListener(buffer, self, spin_thread=False)
         return buffer
 
-    def _on_set_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
-        result = self._validate(params)
-        if result.successful:
-            for p in params:
-                if p.name == "gamma":
-                    self._gate.gamma = p.value
-        return result
+    # --- live parameter changes (LiveSettings; window, warm-up, NMS, frames are read-only)
+    def _apply_gate(self, config: GateConfig) -> None:
+        self._gate.gamma = config.gamma  # tau from the next frame on
+
+    def _apply_filter(self, habituation: HabituationConfig, budget: BudgetConfig) -> None:
+        """A new habituation/budget filter; the old one's held triggers are decided first.
+
+        The new filter starts afresh (no remembered events, an empty rate window): its
+        rules would not hold over what the old one remembered under other settings.
+        """
+        self._decide(self._filter.flush())
+        self._habituation, self._budget = habituation, budget
+        self._filter = TriggerFilter(habituation, budget, self._gate.max_delay_ns)
+
+    def _apply_pose(self, config: PoseConfig) -> None:
+        self._odometry.max_gap_ns = round(config.pose_tolerance_seconds * NS_PER_SECOND)
+        self._pose_cfg = config
+
+    def _applied(self) -> dict[str, object]:
+        """The writable settings as the live objects use them (``applied.<name>``)."""
+        values: dict[str, object] = {
+            "input_silent_seconds": self._stats.input_silent_seconds,
+            "gamma": self._gate.gamma,
+            "pose_tolerance_seconds": self._odometry.max_gap_ns / NS_PER_SECOND,
+            **self._habituation.as_dict(),
+            **self._budget.as_dict(),
+        }
+        return {f"applied.{k}": v for k, v in values.items() if k != "habituation_memory"}
 
     def _reset(self) -> None:
         self._scorer.reset()
@@ -115,7 +152,14 @@ class ScorerNode(Node):
             return
         self._odometry.add(time_to_ns(msg.header.stamp), pose)
 
+    def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
+        return [
+            untrained_finding("encoder", self._encoder[1]),
+            pose_finding(self._pose_source),
+        ]
+
     def _on_embedding(self, msg: FrameEmbedding) -> None:
+        self._stats.seen(self._embedding_watch)
         stamp = time_to_ns(msg.header.stamp)
         self._stats.count("embeddings_in")
         if msg.padded_frames:  # a warm-up window (clip_warmup: pad): not what s(t) assumes
@@ -180,6 +224,7 @@ class ScorerNode(Node):
         else:
             event.pose.orientation.w = 1.0
         self._event_pub.publish(event)
+        self._pose_source = source
         self._stats.count("events")
         self.get_logger().info(
             f"event at {ns_to_seconds(trigger.stamp_ns):.3f} s: score {trigger.score:.3f} > "
@@ -209,7 +254,7 @@ class ScorerNode(Node):
             return None, f"no pose ({reason}; no odometry topic)"
         return None, f"no pose ({reason}; no odometry within {cfg.pose_tolerance_seconds} s)"
 
-    def close(self) -> None:
+    def flush(self) -> None:
         """Publish the events still pending in the gate (end of a bag, shutdown)."""
         last = self._gate.last_stamp_ns or 0
         self._decide(self._filter.push(last, self._gate.flush(), self._position_at))

@@ -243,6 +243,15 @@ class CatchUpBatcher:
         self._overrun = 0
 
     @property
+    def batch_interval_s(self) -> float:
+        """Least seconds between two batch starts (``encoder_batch_interval_s``; live)."""
+        return self._interval_s
+
+    @batch_interval_s.setter
+    def batch_interval_s(self, value: float) -> None:
+        self._interval_s = value
+
+    @property
     def sampler(self) -> WindowSampler:
         """The window sampler (input rate, stride, warm-up) over the ring buffer."""
         return self._sampler

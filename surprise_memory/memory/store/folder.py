@@ -110,6 +110,11 @@ class StoreFolder:
             self.close()
             raise
 
+    def reconfigure(self, config: StoreConfig) -> None:
+        """Use new limits and JPEG quality from now on (the caller checked the dtype)."""
+        self._config = config
+        self.files.quality = config.jpeg_quality
+
     def _open(self) -> None:
         db = self._root / DB_NAME
         if self._read_only:

@@ -64,6 +64,15 @@ class FrameFiles:
         self._quality = jpeg_quality
 
     @property
+    def quality(self) -> int:
+        """JPEG quality (1-100) of frames written from now on."""
+        return self._quality
+
+    @quality.setter
+    def quality(self, value: int) -> None:
+        self._quality = value
+
+    @property
     def dir(self) -> Path:
         """The ``frames/`` folder."""
         return self._dir

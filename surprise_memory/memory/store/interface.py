@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from surprise_memory.config import StoreConfig
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
@@ -85,6 +86,15 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
     See :class:`~surprise_memory.memory.store.sqlite.EpisodeStore` for each method's
     arguments and errors.
     """
+
+    @property
+    def config(self) -> StoreConfig:
+        """The store's settings."""
+        ...
+
+    def reconfigure(self, config: StoreConfig) -> None:
+        """Apply new settings live (budget, JPEG quality, result caps); the dtype is fixed."""
+        ...
 
     @property
     def read_only(self) -> bool:

@@ -68,7 +68,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.config import StoreConfig
-from surprise_memory.errors import InputError, StoreError
+from surprise_memory.errors import ConfigError, InputError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.folder import StoreFolder, import_episode
@@ -128,6 +128,19 @@ class EpisodeStore:
     def config(self) -> StoreConfig:
         """The store's settings."""
         return self._config
+
+    def reconfigure(self, config: StoreConfig) -> None:
+        """Apply new settings live: limits (at the next eviction), JPEG quality, result caps.
+
+        Raises:
+            ConfigError: ``embedding_dtype`` differs (the stored vectors keep theirs).
+
+        """
+        if config.embedding_dtype != self._config.embedding_dtype:
+            raise ConfigError("embedding_dtype is fixed while the store is open")
+        with self._lock:
+            self._config = config
+            self._folder.reconfigure(config)
 
     @property
     def read_only(self) -> bool:

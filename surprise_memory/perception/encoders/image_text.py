@@ -122,6 +122,15 @@ class ImageTextEmbedder:
         if not self._pretrained:
             _log.warning("embedder %s: random weights, retrieval is untrained", self._model_name)
 
+    @property
+    def batch_size(self) -> int:
+        """Most images or texts per forward (``embedder_batch``; may change live)."""
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value: int) -> None:
+        self._batch_size = EmbedderConfig(embedder_batch=value).embedder_batch  # validates
+
     @classmethod
     def from_config(cls, config: EmbedderConfig, *, seed: int = 0) -> ImageTextEmbedder:
         """Build the embedder from its config dataclass."""

@@ -44,7 +44,7 @@ import numpy.typing as npt
 import psycopg
 
 from surprise_memory.config import StoreConfig
-from surprise_memory.errors import InputError, StoreError
+from surprise_memory.errors import ConfigError, InputError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.catalog import StoreMeta
@@ -69,6 +69,8 @@ __all__ = ["PostgresEpisodeStore"]
 
 class PostgresEpisodeStore:
     """Episodes in PostgreSQL + pgvector (see the module docstring for the guarantees).
+
+    Long class: its public surface is the store interface, one short method each.
 
     Implements :class:`~surprise_memory.memory.store.interface.EpisodeStoreBackend`.
     Embeddings are stored as ``halfvec`` whatever ``config.embedding_dtype`` says (that
@@ -105,6 +107,12 @@ class PostgresEpisodeStore:
     def config(self) -> StoreConfig:
         """The store's settings."""
         return self._config
+
+    def reconfigure(self, config: StoreConfig) -> None:
+        """Apply new settings live: each add and query reads them (robot id: fixed)."""
+        if config.robot_id != self._config.robot_id:
+            raise ConfigError("robot_id is fixed while the store is open")
+        self._config = config
 
     @property
     def read_only(self) -> bool:

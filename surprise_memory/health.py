@@ -1,0 +1,210 @@
+"""A node's health as robots read it: OK / WARN / ERROR with the reasons (ROS-free).
+
+The live nodes publish ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics`` with the
+conventions of ``diagnostic_updater``: one status per node, a level, a message that says
+why, and key-values (the counters). The rules that pick the level live here, apart from
+rclpy, so they are tested directly; ``surprise_memory.nodes.diagnostics`` only gathers the
+inputs (counters, publisher counts, thread states) and publishes.
+
+The levels (documented in the README, "Diagnostics"):
+
+* **ERROR** — the node cannot do its job: a worker thread died while the node runs (the
+  encoder's model thread, the memory node's episode writer), or the store refused a write
+  in the last period (full disk, unwritable folder).
+* **WARN** — the node runs but its output is degraded or missing an input: windows or
+  episodes dropped in the last period, untrained (random) weights, event poses fallen back
+  from tf to odometry or to none, an input topic with no publisher ("no encoder") or
+  silent for longer than ``input_silent_seconds``.
+* **OK** — none of the above; the message reads ``running``.
+
+The message lists the reasons of the worst level first, then the lesser ones, joined by
+``"; "``, so a robot's monitor shows every reason on one line (diagnostic_updater merges
+the summaries of several checks the same way: worst level, messages joined).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from surprise_memory.stamps import NS_PER_SECOND
+
+__all__ = [
+    "Finding",
+    "InputWatch",
+    "Level",
+    "PeriodCounts",
+    "counted_finding",
+    "pose_finding",
+    "summarize",
+    "untrained_finding",
+    "worker_finding",
+]
+
+
+class Level(enum.IntEnum):
+    """The levels of ``diagnostic_msgs/DiagnosticStatus`` (same numbers)."""
+
+    OK = 0
+    WARN = 1
+    ERROR = 2
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason for a level above OK."""
+
+    level: Level
+    reason: str
+
+
+def summarize(findings: Iterable[Finding | None]) -> tuple[Level, str]:
+    """The node's level and message from its findings.
+
+    Args:
+        findings: What the checks found; ``None`` entries (a check that found nothing) are
+            skipped.
+
+    Returns:
+        The worst level (OK when there is no finding) and the message: the reasons, worst
+        level first, in the order given within a level, joined by ``"; "``; ``running``
+        when OK.
+
+    """
+    found = sorted((f for f in findings if f is not None), key=lambda f: -f.level)
+    if not found:
+        return Level.OK, "running"
+    return found[0].level, "; ".join(f.reason for f in found)
+
+
+class PeriodCounts:
+    """What each counter added since the previous diagnostics period.
+
+    Counters only grow; a level must say what happens now (windows dropped in the last
+    period), not what happened once an hour ago.
+    """
+
+    def __init__(self) -> None:
+        self._previous: dict[str, int] = {}
+
+    def advance(self, counts: Mapping[str, int]) -> dict[str, int]:
+        """Return each counter's increase since the last call, and remember the counts.
+
+        Args:
+            counts: The counters now.
+
+        Returns:
+            Counter name -> increase (0 for a counter that did not move).
+
+        """
+        delta = {k: v - self._previous.get(k, 0) for k, v in counts.items()}
+        self._previous = dict(counts)
+        return delta
+
+
+def counted_finding(delta: Mapping[str, int], key: str, level: Level, what: str) -> Finding | None:
+    """A finding when a counter grew in the last period.
+
+    Args:
+        delta: Counter increases of the period (:meth:`PeriodCounts.advance`).
+        key: The counter (e.g. ``windows_dropped``, ``rejected_store``).
+        level: The level it means.
+        what: What the counted items are, for the message ("windows dropped").
+
+    Returns:
+        ``"<n> <what> in the last period"`` at ``level``, or None when it did not grow.
+
+    """
+    n = delta.get(key, 0)
+    if n <= 0:
+        return None
+    return Finding(level, f"{n} {what} in the last period")
+
+
+def untrained_finding(component: str, pretrained: bool) -> Finding | None:
+    """WARN when a model runs with untrained (random) weights: its output is meaningless."""
+    if pretrained:
+        return None
+    return Finding(Level.WARN, f"{component} weights are untrained")
+
+
+def worker_finding(name: str, alive: bool) -> Finding | None:
+    """ERROR when a worker thread that must run while the node runs has died."""
+    if alive:
+        return None
+    return Finding(Level.ERROR, f"{name} thread is dead")
+
+
+def pose_finding(source: str | None) -> Finding | None:
+    """WARN when the latest event's pose did not come from tf.
+
+    Args:
+        source: ``pose_source`` of the latest event (``tf``, ``odometry``, or the reason
+            there was none); None before the first event.
+
+    Returns:
+        None for tf (or no event yet); WARN "pose from odometry" or "no pose" otherwise.
+
+    """
+    if source is None or source == "tf":
+        return None
+    if source == "odometry":
+        return Finding(Level.WARN, "event poses from odometry (tf unavailable)")
+    return Finding(Level.WARN, f"events without pose: {source}")
+
+
+class InputWatch:
+    """An input topic: whether anyone publishes it, and when it last delivered.
+
+    Args:
+        topic: The topic as the node names it (for the message).
+        missing: What its absence means, first in the message ("no encoder").
+        silent_after_s: WARN when nothing arrived for this long (since the last message,
+            or since the watch started); None for sparse topics (events) where silence is
+            normal and only a missing publisher counts.
+        start_ns: When the watch started (steady clock, nanoseconds).
+
+    """
+
+    def __init__(
+        self, topic: str, missing: str, silent_after_s: float | None, start_ns: int
+    ) -> None:
+        self.topic = topic
+        self.missing = missing
+        self.silent_after_s = silent_after_s
+        self._last_ns = start_ns
+        self._received = False
+
+    def seen(self, now_ns: int) -> None:
+        """Note a message that arrived at ``now_ns`` (steady clock)."""
+        self._last_ns = now_ns
+        self._received = True
+
+    def restart(self, now_ns: int) -> None:
+        """Start counting silence afresh (the node was paused and resumed)."""
+        self._last_ns = now_ns
+
+    def check(self, publishers: int, now_ns: int) -> Finding | None:
+        """WARN when the topic has no publisher, or has been silent too long.
+
+        Args:
+            publishers: Publishers of the topic now (``Node.count_publishers``).
+            now_ns: Now, on the clock given to :meth:`seen`.
+
+        Returns:
+            ``"<missing>: no publisher on '<topic>'"``, ``"<missing>: nothing on '<topic>'
+            for <s> s"``, or None.
+
+        """
+        if publishers == 0:
+            return Finding(Level.WARN, f"{self.missing}: no publisher on '{self.topic}'")
+        if self.silent_after_s is None:
+            return None
+        age_s = (now_ns - self._last_ns) / NS_PER_SECOND
+        if age_s <= self.silent_after_s:
+            return None
+        since = "" if self._received else " since start"
+        return Finding(
+            Level.WARN, f"{self.missing}: nothing on '{self.topic}' for {age_s:.0f} s{since}"
+        )

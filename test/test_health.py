@@ -1,0 +1,96 @@
+"""The diagnostics levels (surprise_memory.health): OK / WARN / ERROR and their reasons."""
+
+from __future__ import annotations
+
+from surprise_memory.health import (
+    Finding,
+    InputWatch,
+    Level,
+    PeriodCounts,
+    counted_finding,
+    pose_finding,
+    summarize,
+    untrained_finding,
+    worker_finding,
+)
+
+S = 10**9
+
+
+def test_no_finding_is_ok_running() -> None:
+    assert summarize([]) == (Level.OK, "running")
+    assert summarize([None, None]) == (Level.OK, "running")
+
+
+def test_worst_level_wins_and_every_reason_is_listed_worst_first() -> None:
+    level, message = summarize(
+        [Finding(Level.WARN, "a"), None, Finding(Level.ERROR, "b"), Finding(Level.WARN, "c")]
+    )
+    assert level == Level.ERROR
+    assert message == "b; a; c"
+
+
+def test_levels_have_the_diagnostic_status_numbers() -> None:
+    assert (Level.OK, Level.WARN, Level.ERROR) == (0, 1, 2)
+
+
+def test_period_counts_say_what_happened_in_the_last_period_only() -> None:
+    period = PeriodCounts()
+    assert period.advance({"windows_dropped": 3}) == {"windows_dropped": 3}
+    delta = period.advance({"windows_dropped": 3, "rejected_store": 1})
+    assert delta == {"windows_dropped": 0, "rejected_store": 1}
+    assert counted_finding(delta, "windows_dropped", Level.WARN, "windows dropped") is None
+    found = counted_finding(delta, "rejected_store", Level.ERROR, "store write(s) failed")
+    assert found == Finding(Level.ERROR, "1 store write(s) failed in the last period")
+    assert counted_finding({}, "missing", Level.WARN, "x") is None
+
+
+def test_untrained_weights_warn() -> None:
+    assert untrained_finding("encoder", True) is None
+    assert untrained_finding("encoder", False) == Finding(
+        Level.WARN, "encoder weights are untrained"
+    )
+
+
+def test_a_dead_worker_is_an_error() -> None:
+    assert worker_finding("episode writer", True) is None
+    found = worker_finding("episode writer", False)
+    assert found is not None and found.level == Level.ERROR
+    assert "episode writer" in found.reason
+
+
+def test_pose_fallen_back_warns() -> None:
+    assert pose_finding(None) is None
+    assert pose_finding("tf") is None
+    odom = pose_finding("odometry")
+    assert odom is not None and odom.level == Level.WARN and "odometry" in odom.reason
+    none = pose_finding("no pose (tf: LookupException; no odometry topic)")
+    assert none is not None and none.level == Level.WARN and "LookupException" in none.reason
+
+
+def test_an_input_without_publisher_says_what_is_missing() -> None:
+    watch = InputWatch("embedding", "no encoder", 5.0, start_ns=0)
+    found = watch.check(publishers=0, now_ns=1 * S)
+    assert found == Finding(Level.WARN, "no encoder: no publisher on 'embedding'")
+    assert watch.check(publishers=1, now_ns=1 * S) is None
+
+
+def test_a_silent_stream_warns_after_its_limit() -> None:
+    watch = InputWatch("image", "no camera", 5.0, start_ns=0)
+    assert watch.check(1, now_ns=5 * S) is None
+    found = watch.check(1, now_ns=7 * S)
+    assert found is not None and found.level == Level.WARN
+    assert found.reason == "no camera: nothing on 'image' for 7 s since start"
+    watch.seen(10 * S)
+    assert watch.check(1, now_ns=14 * S) is None
+    found = watch.check(1, now_ns=16 * S)
+    assert found is not None and found.reason == "no camera: nothing on 'image' for 6 s"
+    watch.restart(20 * S)  # paused and resumed: silence counts from the resume
+    assert watch.check(1, now_ns=24 * S) is None
+
+
+def test_a_sparse_input_is_judged_by_its_publishers_only() -> None:
+    watch = InputWatch("events", "no scorer", None, start_ns=0)
+    assert watch.check(1, now_ns=3600 * S) is None
+    found = watch.check(0, now_ns=3600 * S)
+    assert found is not None and found.reason == "no scorer: no publisher on 'events'"
