@@ -49,7 +49,12 @@ def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     q.add_argument("--image", metavar="PATH", help="image file as the query")
     q.add_argument("--start", help="earliest trigger time (see above)")
     q.add_argument("--end", help="latest trigger time (see above)")
-    q.add_argument("--near", metavar="X,Y[,Z]", help="place in metres, in the poses' frame")
+    q.add_argument("--near", metavar="X,Y[,Z]", help="place in metres, in --near-frame")
+    q.add_argument(
+        "--near-frame",
+        metavar="FRAME",
+        help="frame of --near (e.g. map); default: the poses' frame when they all share one",
+    )
     q.add_argument("--radius", type=float, metavar="M", help="keep episodes within M metres")
     q.add_argument("-k", "--max-results", type=int, default=5, help="episodes returned")
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -139,6 +144,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
             start_ns=start if start is None else max(start, 1),
             end_ns=end if end is None else max(end, 1),
             near=near,
+            near_frame=args.near_frame,
             radius_m=args.radius,
             max_results=args.max_results,
             robot_id=args.robot_id,

@@ -25,6 +25,7 @@ def test_interfaces_come_from_the_install() -> None:
 def test_contract_fields() -> None:
     assert Episode.get_fields_and_field_types() == {
         "id": "string",
+        "robot_id": "string",
         "header": "std_msgs/Header",
         "start": "builtin_interfaces/Time",
         "end": "builtin_interfaces/Time",
@@ -48,7 +49,9 @@ def test_contract_fields() -> None:
         "end": "builtin_interfaces/Time",
         "use_location": "boolean",
         "location": "geometry_msgs/Point",
+        "location_frame": "string",
         "radius": "float",
+        "robot_id": "string",
         "max_results": "uint32",
         "include_images": "boolean",
     }
@@ -60,7 +63,7 @@ def test_contract_fields() -> None:
         "interface_version": "uint32",
         "origin": "builtin_interfaces/Time",
     }
-    assert RetrieveEpisodes.Request.INTERFACE_VERSION == 2
+    assert RetrieveEpisodes.Request.INTERFACE_VERSION == 3
     assert FrameEmbedding.get_fields_and_field_types()["embedding"] == "sequence<float>"
     assert {"score", "kl", "threshold", "header"} <= set(SurpriseScore.get_fields_and_field_types())
     assert {"pose", "pose_valid", "decided"} <= set(SurpriseEvent.get_fields_and_field_types())

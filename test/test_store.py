@@ -425,6 +425,32 @@ def test_budget_and_queries_are_per_robot(store_location: str) -> None:
         StoreConfig(robot_id="../x")
 
 
+def test_place_queries_compare_poses_in_one_frame(store_location: str) -> None:
+    """tf poses are in map, odometry fallbacks in odom: their numbers do not compare (issue 12).
+
+    A place query names its frame and matches only episodes posed in it; without a frame it
+    is answered when every pose shares one, and refused, naming them, when they do not.
+    """
+    rng = np.random.default_rng(9)
+    at_origin = {
+        "map": Pose(0.2, 0.0, 0.0, 0, 0, 0, 1, "map"),
+        "odom": Pose(0.1, 0, 0, 0, 0, 0, 1, "odom"),
+    }
+    with open_store(store_location) as store:
+        in_map = _add(store, rng, 0, pose=at_origin["map"]).id
+        assert [h.episode.id for h in store.search(near=(0, 0, 0), radius_m=1.0)] == [in_map]
+        in_odom = _add(store, rng, 1, pose=at_origin["odom"]).id
+        hits = store.search(near=(0, 0, 0), radius_m=1.0, near_frame="map")
+        assert [h.episode.id for h in hits] == [in_map]
+        hits = store.search(near=(0, 0, 0), near_frame="odom")
+        assert [h.episode.id for h in hits] == [in_odom]
+        assert store.search(near=(0, 0, 0), near_frame="utm") == []
+        with pytest.raises(InputError, match="several frames \\(map, odom\\)"):
+            store.search(near=(0, 0, 0), radius_m=1.0)
+    with pytest.raises(InputError, match="near_frame="):
+        RetrievalQuery(near_frame="map")
+
+
 def test_store_config_rules() -> None:
     with pytest.raises(ConfigError, match="default_max_results=20: must be <= max_results_cap=10"):
         StoreConfig(default_max_results=20, max_results_cap=10)

@@ -76,12 +76,14 @@ class RetrievedEpisode:
     frame_uris: tuple[str, ...]
     score: float
     jpegs: tuple[bytes, ...] = ()
+    robot_id: str = ""
 
     @classmethod
     def from_msg(cls, msg: Episode, score: float) -> RetrievedEpisode:
-        """Convert a surprise_memory/Episode message (interface version 2)."""
+        """Convert a surprise_memory/Episode message (interface version 3)."""
         return cls(
             id=msg.id,
+            robot_id=msg.robot_id,
             stamp_ns=time_to_ns(msg.header.stamp),
             start_ns=time_to_ns(msg.start),
             end_ns=time_to_ns(msg.end),
@@ -162,6 +164,8 @@ class EpisodicMemoryClient:
         k: int = 10,
         include_images: bool = False,
         timeout: float | None = None,
+        near_frame: str | None = None,
+        robot_id: str | None = None,
     ) -> list[RetrievedEpisode]:
         """Ask the memory node for episodes; best first.
 
@@ -173,11 +177,13 @@ class EpisodicMemoryClient:
             embedding_pretrained: Whether that model had trained weights (None = not checked).
             start: Earliest trigger stamp, int ns (None = open).
             end: Latest trigger stamp, int ns (None = open).
-            near: (x, y, z) in metres in the map frame; with ``radius``, a place filter.
+            near: (x, y, z) in metres in ``near_frame``; with ``radius``, a place filter.
             radius: Metres around ``near`` (None: sort by distance only).
             k: Most episodes to return.
             include_images: Also return the stored frames (JPEG bytes).
             timeout: Seconds to wait (default: the client's).
+            near_frame: The frame of ``near``; None = the poses' frame when they have one.
+            robot_id: Only this robot's episodes (a fleet store); None = every robot's.
 
         Raises:
             TypeError: An argument has the wrong type (nothing was sent).
@@ -201,6 +207,14 @@ class EpisodicMemoryClient:
         if radius is not None:
             _check_type("radius", radius, (int, float), "metres (a number) or None")
             request.radius = float(radius)
+        if near_frame is not None:
+            _check_type("near_frame", near_frame, str, "a frame name or None")
+            if near is None:
+                raise InputError("near_frame needs near")
+            request.location_frame = near_frame
+        if robot_id is not None:
+            _check_type("robot_id", robot_id, str, "a robot id or None")
+            request.robot_id = robot_id
         _check_type("k", k, int, "an int >= 1")
         if k < 1:
             raise InputError(f"k={k}: must be >= 1")
@@ -355,12 +369,6 @@ class RosEpisodeRetriever:
     ) -> list[RetrievalHit]:
         if not isinstance(query, RetrievalQuery):
             raise InputError(f"query is a {type(query).__name__}: expected RetrievalQuery")
-        if query.robot_id is not None:
-            # RetrieveEpisodes has no robot field: refuse rather than answer for every robot
-            raise InputError(
-                f"robot_id={query.robot_id!r}: the memory node's service cannot filter by "
-                "robot; open the fleet store itself (open_store) to search one robot"
-            )
         found = self._client.retrieve(
             text,
             embedding=query.embedding,
@@ -373,6 +381,8 @@ class RosEpisodeRetriever:
             k=query.max_results or 10,
             include_images=include_images,
             timeout=self._timeout,
+            near_frame=query.near_frame,
+            robot_id=query.robot_id,
         )
         ranked = query.embedding is not None or bool(text)
         return [self._hit(ep, query, ranked) for ep in found]
@@ -398,6 +408,7 @@ class RosEpisodeRetriever:
             embedder_model=query.embedder_model or "",
             embedder_pretrained=bool(query.embedder_pretrained),
             created_wall_ns=0,
+            robot_id=ep.robot_id,
         )
         return RetrievalHit(
             episode=record,

@@ -25,7 +25,7 @@ from surprise_memory.config import ROBOT_ID_PATTERN
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.stamps import NS_PER_SECOND
 
-__all__ = ["EmbedderMismatchError", "RetrievalQuery", "check_robot_id"]
+__all__ = ["EmbedderMismatchError", "RetrievalQuery", "check_robot_id", "one_pose_frame"]
 
 _ROBOT_ID_RE = re.compile(ROBOT_ID_PATTERN)
 
@@ -90,8 +90,13 @@ class RetrievalQuery:
             checked. When given it must equal the store's.
         start_ns: Earliest trigger stamp (inclusive), int ns; 0 or None = open.
         end_ns: Latest trigger stamp (inclusive), int ns; 0 or None = open.
-        near: (x, y, z) in metres in the pose frame; episodes without a valid pose are left
-            out of a query that has a place.
+        near: (x, y, z) in metres, in the frame ``near_frame``; episodes without a valid
+            pose are left out of a query that has a place.
+        near_frame: The frame of ``near`` (e.g. ``map``); only episodes whose pose is in
+            this frame match. None = the frame of the matching episodes' poses when they are
+            all in one frame; when they span several (tf poses in ``map``, odometry
+            fallbacks in ``odom``), the store refuses the query and names the frames, since
+            coordinates of different frames cannot be compared. Needs ``near``.
         radius_m: Keep episodes within this distance of ``near`` (metres, > 0); None = no
             limit (ordering by distance only). Needs ``near``.
         max_results: Number of episodes wanted (>= 1); None = the store's default. The
@@ -113,6 +118,7 @@ class RetrievalQuery:
     radius_m: float | None = None
     max_results: int | None = None
     robot_id: str | None = None
+    near_frame: str | None = None
 
     def __post_init__(self) -> None:
         if self.embedding is not None:
@@ -158,6 +164,11 @@ class RetrievalQuery:
             if len(near) != 3 or not all(math.isfinite(v) for v in near):
                 raise InputError(f"near={self.near!r}: must be three finite numbers (x, y, z)")
             object.__setattr__(self, "near", near)
+        if self.near_frame is not None:
+            if self.near is None:
+                raise InputError(f"near_frame={self.near_frame!r} given without a location")
+            if not isinstance(self.near_frame, str) or not self.near_frame:
+                raise InputError(f"near_frame={self.near_frame!r}: must be a frame name or None")
         if self.radius_m is not None:
             if self.near is None:
                 raise InputError(f"radius_m={self.radius_m!r} given without a location (near)")
@@ -186,3 +197,25 @@ class RetrievalQuery:
     def query_vector(self) -> npt.NDArray[np.float32] | None:
         """The unit-norm float32 query vector, or None."""
         return self.embedding
+
+
+def one_pose_frame(query: RetrievalQuery, frames: set[str]) -> str | None:
+    """The pose frame a place query compares in, given the frames of the candidate poses.
+
+    Args:
+        query: The query (with ``near``).
+        frames: The distinct frames of the valid poses the filters leave.
+
+    Returns:
+        ``query.near_frame`` when given, else the one frame of ``frames`` (None when empty).
+
+    Raises:
+        InputError: No frame given while the poses span several.
+
+    """
+    if query.near_frame is not None or len(frames) <= 1:
+        return query.near_frame if query.near_frame is not None else next(iter(frames), None)
+    raise InputError(
+        f"the episodes' poses are in several frames ({', '.join(sorted(frames))}): give the "
+        "frame of the place (near_frame), since coordinates of different frames do not compare"
+    )

@@ -71,6 +71,7 @@ def episode_to_msg(record: EpisodeRecord, jpegs: Sequence[bytes] = ()) -> Episod
     """
     msg = Episode(
         id=record.id,
+        robot_id=record.robot_id,
         start=ns_to_time(record.start_ns),
         end=ns_to_time(record.end_ns),
         pose=pose_to_msg(record.pose),
@@ -431,8 +432,10 @@ def query_from_request(
         start_ns=time_to_ns(request.start) or None,
         end_ns=time_to_ns(request.end) or None,
         near=(loc.x, loc.y, loc.z) if request.use_location else None,
+        near_frame=request.location_frame or None if request.use_location else None,
         radius_m=request.radius if request.use_location and request.radius != 0 else None,
         max_results=request.max_results or None,
+        robot_id=request.robot_id or None,
     )
 
 

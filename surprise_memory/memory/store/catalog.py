@@ -124,6 +124,7 @@ class Catalog:
         surprise: float,
         unit_embeddings: npt.NDArray[np.float32],
         robot_id: str = "",
+        pose_frame: str = "",
     ) -> None:
         """Add one episode (see :meth:`EmbeddingIndex.add` for the index fields).
 
@@ -139,6 +140,7 @@ class Catalog:
             surprise=surprise,
             unit_embeddings=unit_embeddings,
             robot_id=robot_id,
+            pose_frame=pose_frame,
         )
         self._key_of[episode_id] = key
         self._bytes_of[key] = nbytes

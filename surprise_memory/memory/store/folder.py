@@ -148,6 +148,7 @@ class StoreFolder:
                 surprise=row.surprise,
                 unit_embeddings=EmbeddingIndex.normalise(np.stack(row.embeddings)),
                 robot_id=row.robot_id,
+                pose_frame=row.pose_frame,
             )
 
     def close(self) -> None:
@@ -248,6 +249,7 @@ class StoreFolder:
             surprise=record.surprise,
             unit_embeddings=unit,
             robot_id=record.robot_id,
+            pose_frame=record.pose.frame_id,
         )
         return seq
 

@@ -279,6 +279,7 @@ class IndexRow(NamedTuple):
     embeddings: list[npt.NDArray[np.floating]]
     """Its frame embeddings as stored (dtype and dimension of the blobs), in frame order."""
     robot_id: str
+    pose_frame: str
 
 
 def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
@@ -304,19 +305,21 @@ def index_rows(conn: sqlite3.Connection) -> Iterator[IndexRow]:
     """
     rows = conn.execute(
         "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
-        "robot_id FROM episodes ORDER BY seq"
+        "robot_id, pose_frame_id FROM episodes ORDER BY seq"
     )
     emb_rows = conn.execute(
         "SELECT episode_seq, dim, dtype, data FROM embeddings ORDER BY episode_seq, idx"
     )
     pending = next(emb_rows, None)
-    for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes, robot in rows:
+    for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes, robot, frame in rows:
         vecs = []
         while pending is not None and pending[0] == seq:
             _, d, dtype, blob = pending
             vecs.append(np.frombuffer(blob, dtype=dtype, count=d))
             pending = next(emb_rows, None)
-        yield IndexRow(seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs, robot)
+        yield IndexRow(
+            seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs, robot, frame
+        )
 
 
 # ----------------------------------------------------------------- writing rows

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import InputError
-from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery
+from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery, one_pose_frame
 
 __all__ = ["EmbeddingIndex", "SearchResult"]
 
@@ -135,6 +135,8 @@ class EmbeddingIndex:
         self._alive = _Rows((), np.bool_)
         self._robots = _Rows((), np.int32)
         self._robot_codes: dict[str, int] = {}
+        self._pose_frames = _Rows((), np.int32)  # code of each episode's pose frame
+        self._frame_codes: dict[str, int] = {}
         self._dead_rows = 0
 
     @property
@@ -168,6 +170,7 @@ class EmbeddingIndex:
             self._row_count,
             self._alive,
             self._robots,
+            self._pose_frames,
         )
 
     def reserve(self, episodes: int, frames: int) -> None:
@@ -212,6 +215,7 @@ class EmbeddingIndex:
         surprise: float,
         unit_embeddings: npt.NDArray[np.float32],
         robot_id: str = "",
+        pose_frame: str = "",
     ) -> None:
         """Append one episode; its embeddings must already be unit rows (see :meth:`normalise`).
 
@@ -237,6 +241,7 @@ class EmbeddingIndex:
         self._surprise.append([surprise])
         self._alive.append([True])
         self._robots.append([self._robot_codes.setdefault(robot_id, len(self._robot_codes))])
+        self._pose_frames.append([self._frame_codes.setdefault(pose_frame, len(self._frame_codes))])
 
     def remove(self, keys: Sequence[int]) -> None:
         """Mark episodes removed; compact once removed rows pass an eighth of all rows."""
@@ -308,6 +313,10 @@ class EmbeddingIndex:
         dist: npt.NDArray[np.float64] | None = None
         if query.near is not None:
             mask &= self._pose_valid.view()
+            codes = self._pose_frames.view()
+            names = {c: f for f, c in self._frame_codes.items()}
+            frame = one_pose_frame(query, {names[int(c)] for c in np.unique(codes[mask])})
+            mask &= codes == self._frame_codes.get(frame if frame is not None else "", -1)
             dist = np.linalg.norm(self._positions.view() - np.asarray(query.near), axis=1)
             if query.radius_m is not None:
                 mask &= dist <= query.radius_m

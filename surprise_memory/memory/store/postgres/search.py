@@ -24,6 +24,7 @@ from constant fragments (one per filter the query has; the values are bound para
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import psycopg
@@ -31,7 +32,7 @@ from pgvector import HalfVector
 from psycopg import sql
 
 from surprise_memory.config import StoreConfig
-from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.retrieval import RetrievalQuery, one_pose_frame
 from surprise_memory.memory.store.postgres.rows import store_counts
 
 __all__ = ["SqlSearch", "candidate_frames", "find", "run_search"]
@@ -41,6 +42,7 @@ _EPISODE_FILTERS = {
     "start": "e.stamp_ns >= %(start)s",
     "end": "e.stamp_ns <= %(end)s",
     "pose": "e.pose_valid",
+    "frame": "e.pose_frame_id = %(frame)s",
     "radius": "(" + "{dist}" + ") <= %(radius)s",
 }
 _FRAME_FILTERS = {
@@ -109,8 +111,9 @@ class SqlSearch(NamedTuple):
         dist = "NULL::double precision"
         if query.near is not None:
             params.update(zip(("x", "y", "z"), query.near, strict=True))
+            params["frame"] = query.near_frame or ""
             dist = _DIST
-            ep_where.append(_EPISODE_FILTERS["pose"])
+            ep_where += [_EPISODE_FILTERS["pose"], _EPISODE_FILTERS["frame"]]
             if query.radius_m is not None:
                 params["radius"] = query.radius_m
                 ep_where.append(_EPISODE_FILTERS["radius"].format(dist=_DIST))
@@ -187,9 +190,20 @@ def find(
         config: ``ann_min_frames`` and ``ann_ef_search``.
 
     Raises:
+        InputError: A place without its frame while the poses span several frames.
         psycopg.Error: A statement failed.
 
     """
+    if query.near is not None and query.near_frame is None:
+        where = "pose_valid" + (" AND robot_id = %s" if query.robot_id is not None else "")
+        rows = conn.execute(
+            "SELECT DISTINCT pose_frame_id FROM surprise_memory.episodes WHERE " + where,
+            () if query.robot_id is None else (query.robot_id,),
+        ).fetchall()
+        frame = one_pose_frame(query, {r[0] for r in rows})
+        if frame is None:  # no valid pose at all: no episode has a place
+            return []
+        query = dataclasses.replace(query, near_frame=frame)
     ann: int | None = None
     if query.query_vector is not None and dim is not None:
         episodes, frames, _ = store_counts(conn)
