@@ -57,6 +57,8 @@ NEW_VALUES: dict[str, dict[str, Any]] = {
         "jpeg_quality": 50,
         "default_max_results": 3,
         "max_results_cap": 7,
+        "ann_min_frames": 4000,  # PostgreSQL only; the folder store keeps and reports them
+        "ann_ef_search": 100,
     },
 }
 
