@@ -93,6 +93,11 @@ def _params(store: Path) -> dict[str, Any]:
         "/**/scorer_node": {"ros__parameters": {"window": 64, "gamma": 3.0}},
         "/**/memory_node": {
             "ros__parameters": {
+                # a history bounded by count, not by the (varying, best-effort) receive rate:
+                # its size, the largest thing the node holds, stays put and the trend shows
+                "frame_history_max": 64,
+                "episode_before_seconds": 0.5,
+                "episode_after_seconds": 0.5,
                 "embedder_model": TINY_EMBEDDER_MODEL,
                 "embedder_weights": "random",
                 "embedder_device": "cpu",

@@ -24,7 +24,6 @@ from constant fragments (one per filter the query has; the values are bound para
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, NamedTuple
 
 import psycopg
@@ -83,6 +82,7 @@ class SqlSearch(NamedTuple):
         *,
         dim: int | None,
         ann_frames: int | None,
+        frame: str | None = None,
     ) -> SqlSearch:
         """The statement for ``query``.
 
@@ -91,6 +91,7 @@ class SqlSearch(NamedTuple):
             k: Results wanted.
             dim: The store's embedding dimension (None before the first episode).
             ann_frames: Ask the HNSW index for this many nearest frames; None = exact.
+            frame: The pose frame a place is compared in (resolved by :func:`find`).
 
         """
         params: dict[str, Any] = {"k": k}
@@ -111,7 +112,7 @@ class SqlSearch(NamedTuple):
         dist = "NULL::double precision"
         if query.near is not None:
             params.update(zip(("x", "y", "z"), query.near, strict=True))
-            params["frame"] = query.near_frame or ""
+            params["frame"] = frame if frame is not None else (query.near_frame or "")
             dist = _DIST
             ep_where += [_EPISODE_FILTERS["pose"], _EPISODE_FILTERS["frame"]]
             if query.radius_m is not None:
@@ -203,7 +204,8 @@ def find(
         frame = one_pose_frame(query, {r[0] for r in rows})
         if frame is None:  # no valid pose at all: no episode has a place
             return []
-        query = dataclasses.replace(query, near_frame=frame)
+    else:
+        frame = query.near_frame
     ann: int | None = None
     if query.query_vector is not None and dim is not None:
         episodes, frames, _ = store_counts(conn)
@@ -212,8 +214,8 @@ def find(
             ef = min(max(config.ann_ef_search, ann), 1000)  # pgvector's largest ef_search
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
             conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-    found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_frames=ann))
+    found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_frames=ann, frame=frame))
     if ann is not None and len(found) < k:
         # the place filter left too few of the candidates: answer exactly
-        found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_frames=None))
+        found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_frames=None, frame=frame))
     return found
