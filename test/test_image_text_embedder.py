@@ -88,6 +88,16 @@ def test_embed_text(embedder: ImageTextEmbedder) -> None:
     assert not np.allclose(z[0], z[1])
 
 
+def test_warm_up_leaves_the_embeddings_as_they_were() -> None:
+    imgs, texts = images(3), ["a door opens"]
+    cold = ImageTextEmbedder(TINY_EMBEDDER_MODEL, "random", device="cpu", batch_size=2)
+    expected = cold.embed_images(imgs), cold.embed_text(texts)
+    warm = ImageTextEmbedder(TINY_EMBEDDER_MODEL, "random", device="cpu", batch_size=2)
+    warm.warm_up(8)  # more than a batch: one batch of blanks
+    np.testing.assert_allclose(warm.embed_images(imgs), expected[0], atol=1e-6)
+    np.testing.assert_allclose(warm.embed_text(texts), expected[1], atol=1e-6)
+
+
 @pytest.mark.parametrize(
     ("call", "arg", "match"),
     [

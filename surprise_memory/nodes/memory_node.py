@@ -122,6 +122,7 @@ class MemoryNode(ManagedNode):
         self._embedder = ImageTextEmbedder.from_config(EmbedderConfig.from_mapping(values))
         self._embed_lock = threading.Lock()  # one model, two threads (episodes, queries)
         self._assembler = EpisodeAssembler(EpisodeConfig.from_mapping(values))
+        self._embedder.warm_up(self._assembler.config.episode_frames)
         self._camera_clock = CameraClock()
         self._compressed = self._camera.image_transport == "compressed"
         self._events: dict[int, SurpriseEvent] = {}  # trigger stamp -> event, until stored
