@@ -94,6 +94,20 @@ def test_sqlite_to_postgres_and_back_keeps_everything(
         migrate_store(src, str(tmp_path / "robot" / "."))
 
 
+def test_an_empty_store_keeps_its_time_origin(tmp_path: Path, pg_url: str) -> None:
+    src = str(tmp_path / "robot")
+    with open_store(src) as store:
+        store.note_origin(42 * S)  # the writer saw frames; no episode was kept
+    report = migrate_store(src, pg_url)
+    assert (report.episodes, report.copied) == (0, 0)
+    with open_store(pg_url, read_only=True) as b:
+        assert len(b) == 0 and b.origin_ns == 42 * S
+    back = str(tmp_path / "back")
+    migrate_store(pg_url, back)
+    with open_store(back, read_only=True) as c:
+        assert c.origin_ns == 42 * S
+
+
 _KILLED = textwrap.dedent(
     """
     import os, signal, sys

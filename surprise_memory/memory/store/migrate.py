@@ -151,8 +151,11 @@ def migrate_store(
                 copied += 1
             if progress is not None:
                 progress(n, len(ids))
+        if origin is not None:  # a store whose writer saw frames but kept no episode has one
+            dst.note_origin(origin)
         want, robots = store_digest(src)
         have, dst_robots = store_digest(dst)
+        dst_origin = dst.origin_ns
     for ep_id in sorted(set(want) | set(have)):
         if ep_id not in have:
             raise StoreError(f"episode {ep_id} is in {src_name} but not in {dst_name}")
@@ -162,6 +165,8 @@ def migrate_store(
             raise StoreError(f"episode {ep_id} differs between {src_name} and {dst_name}")
     if robots != dst_robots:
         raise StoreError(f"after copying, episodes per robot differ: {robots} vs {dst_robots}")
+    if origin is not None and (dst_origin is None or dst_origin > origin):
+        raise StoreError(f"after copying, {dst_name}'s time origin is not {src_name}'s")
     return MigrationReport(
         source=src_name,
         destination=dst_name,
