@@ -31,6 +31,7 @@ from sensor_msgs.msg import Image
 from test_node_lifecycle import NS as LIFECYCLE_NS
 from test_node_lifecycle import _Manager
 from test_pipeline_nodes import CAMERA, NS, RELIABLE, Received, _subscribe, publish_stream
+from test_scorer_pose import HAVE_TF2, _transform
 
 from surprise_memory.memory.store import EpisodeRecord, open_store
 from surprise_memory.msg import SurpriseScore
@@ -234,3 +235,38 @@ def test_the_pipeline_node_over_its_lifecycle_services(tmp_path: Path) -> None:
     stamps = [time_to_ns(s.header.stamp) for s in scores]
     assert stamps == sorted(stamps) and np.isfinite([s.score for s in scores]).all()
     assert (tmp_path / "store").is_dir()
+
+
+@pytest.mark.skipif(not HAVE_TF2, reason="tf2_ros is not installed (it comes with an apt ROS 2)")
+def test_the_pipeline_node_takes_event_poses_from_tf(tmp_path: Path) -> None:
+    """The pose source works as in scorer_node: tf at the peak stamp wins over odometry."""
+    from tf2_ros import TransformBroadcaster
+
+    params = _params(tmp_path, "tf", tmp_path / "store")
+    rclpy.init()
+    node = Node("pipeline_tf_test")
+    got = Received()
+    _subscribe(node, got)
+    camera = node.create_publisher(Image, CAMERA, RELIABLE)
+    odom = node.create_publisher(Odometry, "/odom", RELIABLE)
+    tf = TransformBroadcaster(node)
+    try:
+        with peer_process(_args("pipeline_node", params), tmp_path, "pipeline_node") as proc:
+            wait_for_subscribers(node, camera, 1, timeout=90)
+            wait_for_subscribers(node, tf.pub_tf)
+            # each transform just before its frame, as a robot's tf leads its camera
+            publish_stream(node, camera, odom, lambda i, t: tf.sendTransform(_transform(t, i)))
+            assert spin_until(node, lambda: bool(got.episodes), 60.0), "no episode"
+            assert proc.poll() is None
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+    for e in got.events:
+        i = sf.stamps().index(time_to_ns(e.header.stamp))
+        assert e.pose_valid and e.pose_source == "tf", e.pose_source
+        assert e.header.frame_id == "map" and e.pose.position.y == pytest.approx(0.05 * i)
+    episode = got.episodes[0]
+    assert episode.pose_valid and episode.header.frame_id == "map"
+    assert episode.pose.position.y == pytest.approx(
+        0.05 * sf.stamps().index(time_to_ns(episode.header.stamp))
+    )

@@ -144,9 +144,14 @@ def _check_against_core(got: Received, ref: dict[str, Any]) -> None:
     assert any(abs(s - change) <= 4 * 10**9 // sf.FPS for s, _ in have), have
 
 
-def publish_stream(node: Node, camera: Any, odom: Any) -> None:
-    """Publish the test stream at camera rate, each frame with an odometry pose (x = 5 cm/frame)."""
+def publish_stream(node: Node, camera: Any, odom: Any, each: Any = None) -> None:
+    """Publish the test stream at camera rate, each frame with an odometry pose (x = 5 cm/frame).
+
+    ``each(i, stamp)``, if given, runs before frame ``i`` is published (e.g. a tf broadcast).
+    """
     for i, (t, msg) in enumerate(sf.scene_change_frames()):
+        if each is not None:
+            each(i, t)
         o = Odometry()
         o.header.stamp, o.header.frame_id = ns_to_time(t), "odom"
         o.pose.pose.position.x, o.pose.pose.orientation.w = 0.05 * i, 1.0
