@@ -24,13 +24,12 @@ import rclpy
 import synthetic_frames as sf
 import yaml
 from lifecycle_msgs.msg import Transition
-from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
 from sensor_msgs.msg import Image
 from test_node_lifecycle import NS as LIFECYCLE_NS
 from test_node_lifecycle import _Manager
-from test_pipeline_nodes import CAMERA, NS, RELIABLE, Received, _subscribe, publish_stream
+from test_pipeline_nodes import CAMERA, NS, RELIABLE, Received, driver, publish_stream
 from test_scorer_pose import HAVE_TF2, _transform
 
 from surprise_memory.memory.store import EpisodeRecord, open_store
@@ -70,12 +69,7 @@ def _run(tmp_path: Path, shape: str) -> Run:
     store = tmp_path / shape / "store"
     params = _params(tmp_path, shape, store)
     encoder = SHAPES[shape][0]
-    rclpy.init()
-    node = Node(f"{shape}_test")
-    got = Received()
-    _subscribe(node, got)
-    camera = node.create_publisher(Image, CAMERA, RELIABLE)
-    odom = node.create_publisher(Odometry, "/odom", RELIABLE)
+    node, got, camera, odom = driver(f"{shape}_test")
     try:
         with ExitStack() as stack:
             procs = [
@@ -243,12 +237,7 @@ def test_the_pipeline_node_takes_event_poses_from_tf(tmp_path: Path) -> None:
     from tf2_ros import TransformBroadcaster
 
     params = _params(tmp_path, "tf", tmp_path / "store")
-    rclpy.init()
-    node = Node("pipeline_tf_test")
-    got = Received()
-    _subscribe(node, got)
-    camera = node.create_publisher(Image, CAMERA, RELIABLE)
-    odom = node.create_publisher(Odometry, "/odom", RELIABLE)
+    node, got, camera, odom = driver("pipeline_tf_test")
     tf = TransformBroadcaster(node)
     try:
         with peer_process(_args("pipeline_node", params), tmp_path, "pipeline_node") as proc:

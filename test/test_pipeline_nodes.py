@@ -176,14 +176,20 @@ def _wait_and_check(node: Node, got: Received, ref: dict[str, Any]) -> None:
     _check_against_core(got, ref)
 
 
-def test_live_pipeline_over_dds(tmp_path: Path, core_reference: dict[str, Any]) -> None:
-    store = tmp_path / "store"
+def driver(name: str) -> tuple[Node, Received, Any, Any]:
+    """rclpy initialised and a test node: what it receives, its camera and odometry publishers."""
     rclpy.init()
-    node = Node("pipeline_test")
+    node = Node(name)
     got = Received()
     _subscribe(node, got)
     camera = node.create_publisher(Image, CAMERA, RELIABLE)
     odom = node.create_publisher(Odometry, "/odom", RELIABLE)
+    return node, got, camera, odom
+
+
+def test_live_pipeline_over_dds(tmp_path: Path, core_reference: dict[str, Any]) -> None:
+    store = tmp_path / "store"
+    node, got, camera, odom = driver("pipeline_test")
     client = EpisodicMemoryClient(node, f"{NS}/retrieve_episodes", timeout=20.0)
     commands = _start_nodes(tmp_path, store, {})
     try:
