@@ -1,11 +1,15 @@
-"""Launch the surprise_memory pipeline: encoder_node, scorer_node and memory_node.
+"""Launch surprise_memory: encoder_node, scorer_node and memory_node, or pipeline_node.
 
     ros2 launch surprise_memory surprise_memory.launch.py image_topic:=/camera/image_raw \
-        use_sim_time:=false params_file:=<yaml> device:=cpu store_path:=/data/episodes
+        use_sim_time:=false params_file:=<yaml> device:=cpu store_path:=/data/episodes \
+        pipeline:=split
 
-All three nodes run in the /surprise_memory namespace; their topics (embedding, surprise,
-events, episodes) and the retrieve_episodes service are relative to it. The camera topic is
-remapped onto the encoder's and the memory node's `image` input.
+``pipeline:=split`` (the default) starts the three nodes, which may run on different
+machines; ``pipeline:=one_process`` starts ``pipeline_node``, the same work in one process
+with one camera subscription (the params file's ``pipeline_node`` section). The nodes run
+in the /surprise_memory namespace; their topics (embedding, surprise, events, episodes) and
+the retrieve_episodes service are relative to it. The camera topic is remapped onto the
+`image` input of the nodes that take it.
 
 The params file is the one place of every setting. The launch arguments in
 :data:`ARGUMENT_PARAMETERS` (``device``, ``store_path``) are shortcuts onto parameters of the
@@ -36,22 +40,35 @@ from lifecycle_msgs.msg import Transition
 
 from launch import LaunchDescription
 
-NODES = ("encoder_node", "scorer_node", "memory_node")
-"""The nodes of the pipeline, by executable (= node name)."""
-
-ARGUMENT_PARAMETERS: dict[str, dict[str, str]] = {
-    "device": {"encoder_node": "encoder_device", "memory_node": "embedder_device"},
-    "store_path": {"memory_node": "store_path"},
+SHAPES = {
+    "split": ("encoder_node", "scorer_node", "memory_node"),
+    "one_process": ("pipeline_node",),
 }
-"""Launch argument -> {node: the parameter it sets}; an empty argument sets nothing."""
+"""The ``pipeline`` launch argument -> the nodes it starts, by executable (= node name)."""
 
-CAMERA_NODES = ("encoder_node", "memory_node")
+ARGUMENT_PARAMETERS: dict[str, dict[str, tuple[str, ...]]] = {
+    "device": {
+        "encoder_node": ("encoder_device",),
+        "memory_node": ("embedder_device",),
+        "pipeline_node": ("encoder_device", "embedder_device"),
+    },
+    "store_path": {"memory_node": ("store_path",), "pipeline_node": ("store_path",)},
+}
+"""Launch argument -> {node: the parameters it sets}; an empty argument sets nothing."""
+
+CAMERA_NODES = ("encoder_node", "memory_node", "pipeline_node")
 """The nodes whose ``image`` input is remapped onto ``image_topic``."""
 
-SIGTERM_TIMEOUT_S = {"encoder_node": "10", "scorer_node": "10", "memory_node": "60"}
-"""Seconds between launch's SIGINT and its SIGTERM. The memory node embeds and stores the
-episodes still pending at shutdown (at most 32, bounded by its queue), which takes longer
-than launch's default of 5 s with the full-size embedder on a CPU."""
+SIGTERM_TIMEOUT_S = {
+    "encoder_node": "10",
+    "scorer_node": "10",
+    "memory_node": "60",
+    "pipeline_node": "60",
+}
+"""Seconds between launch's SIGINT and its SIGTERM. The memory node (and pipeline_node)
+embeds and stores the episodes still pending at shutdown (at most 32, bounded by its
+queue), which takes longer than launch's default of 5 s with the full-size embedder on a
+CPU."""
 
 
 def _transition(node: LifecycleNode, transition_id: int) -> EmitEvent:
@@ -61,16 +78,17 @@ def _transition(node: LifecycleNode, transition_id: int) -> EmitEvent:
 
 
 def _nodes(context: LaunchContext) -> list[object]:
-    """The three nodes, with the launch arguments that were given applied (and autostart)."""
+    """The nodes of the chosen shape, with the launch arguments given applied (and autostart)."""
     sim_time = ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
     given = {arg: LaunchConfiguration(arg).perform(context).strip() for arg in ARGUMENT_PARAMETERS}
     autostart = LaunchConfiguration("autostart").perform(context).strip().lower() == "true"
+    shape = LaunchConfiguration("pipeline").perform(context).strip()
     nodes: list[object] = []
-    for name in NODES:
+    for name in SHAPES[shape]:  # the argument's choices are the keys
         overrides: dict[str, object] = {"use_sim_time": sim_time, "autostart": False}
         for arg, targets in ARGUMENT_PARAMETERS.items():
-            if given[arg] and name in targets:
-                overrides[targets[name]] = given[arg]
+            for parameter in targets.get(name, ()) if given[arg] else ():
+                overrides[parameter] = given[arg]
         image = [("image", LaunchConfiguration("image_topic"))] if name in CAMERA_NODES else []
         node = LifecycleNode(
             package="surprise_memory",
@@ -101,7 +119,7 @@ def _nodes(context: LaunchContext) -> list[object]:
 
 
 def generate_launch_description() -> LaunchDescription:
-    """The launch arguments and the three nodes."""
+    """The launch arguments and the nodes (three, or one with ``pipeline:=one_process``)."""
     share = get_package_share_directory("surprise_memory")
     args = [
         DeclareLaunchArgument(
@@ -115,7 +133,15 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument(
             "params_file",
             default_value=os.path.join(share, "config", "surprise_memory.yaml"),
-            description="Parameters of the three nodes",
+            description="Parameters of the nodes (a section per node)",
+        ),
+        DeclareLaunchArgument(
+            "pipeline",
+            default_value="split",
+            choices=list(SHAPES),
+            description="split: encoder_node, scorer_node, memory_node (distributed setups); "
+            "one_process: pipeline_node, the same work in one process with one camera "
+            "subscription (one GPU)",
         ),
         DeclareLaunchArgument(
             "device",
@@ -129,7 +155,7 @@ def generate_launch_description() -> LaunchDescription:
             description="Folder of the episode store; empty = the params file's store_path",
         ),
         DeclareLaunchArgument(
-            "log_level", default_value="info", description="Log level of the three nodes"
+            "log_level", default_value="info", description="Log level of the nodes"
         ),
         DeclareLaunchArgument(
             "autostart",

@@ -796,7 +796,7 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
 )
 """Every component config; their field names form one flat namespace."""
 
-NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
+_SPLIT_NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
     "encoder_node": (NodeConfig, CameraConfig, EncoderConfig),
     "scorer_node": (
         NodeConfig,
@@ -807,6 +807,13 @@ NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
         PoseConfig,
     ),
     "memory_node": (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig),
+}
+"""The configs of the three nodes of the split pipeline."""
+
+NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
+    **_SPLIT_NODE_CONFIGS,
+    # the one-process pipeline: the union, each config once
+    "pipeline_node": tuple(dict.fromkeys(c for cs in _SPLIT_NODE_CONFIGS.values() for c in cs)),
 }
 """The component configs whose settings each ROS node declares as parameters."""
 

@@ -67,12 +67,14 @@ def summarize(findings: Iterable[Finding | None]) -> tuple[Level, str]:
             skipped.
 
     Returns:
-        The worst level (OK when there is no finding) and the message: the reasons, worst
-        level first, in the order given within a level, joined by ``"; "``; ``running``
-        when OK.
+        The worst level (OK when there is no finding) and the message: the reasons, each
+        once, worst level first, in the order given within a level, joined by ``"; "``;
+        ``running`` when OK.
 
     """
-    found = sorted((f for f in findings if f is not None), key=lambda f: -f.level)
+    # each reason once: in pipeline_node two parts may find the same (untrained encoder)
+    unique = dict.fromkeys(f for f in findings if f is not None)
+    found = sorted(unique, key=lambda f: -f.level)
     if not found:
         return Level.OK, "running"
     return found[0].level, "; ".join(f.reason for f in found)

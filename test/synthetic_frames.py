@@ -34,7 +34,11 @@ EMBEDDER = {
 
 
 def node_params(store_path: str, camera: str | None = None, **overrides: Any) -> dict[str, Any]:
-    """A params-file dict for the three nodes with the tiny presets.
+    """A params-file dict for the three nodes with the tiny presets, and for pipeline_node.
+
+    The ``pipeline_node`` section holds the union of the three (the same values), so the
+    one-process pipeline and the split run the same settings; run one shape at a time, as
+    both would write to ``store_path``.
 
     With ``camera`` (the resolved camera topic), the image subscriptions are made reliable
     with a deep queue through the nodes' QoS overrides, so that a loaded test machine
@@ -52,6 +56,17 @@ def node_params(store_path: str, camera: str | None = None, **overrides: Any) ->
         "/**/scorer_node": {"ros__parameters": {**SCORER, **overrides}},
         "/**/memory_node": {
             "ros__parameters": {
+                **EPISODE,
+                **EMBEDDER,
+                **qos(),
+                "store_path": store_path,
+                **overrides,
+            }
+        },
+        "/**/pipeline_node": {
+            "ros__parameters": {
+                **ENCODER,
+                **SCORER,
                 **EPISODE,
                 **EMBEDDER,
                 **qos(),

@@ -30,6 +30,14 @@ def test_worst_level_wins_and_every_reason_is_listed_worst_first() -> None:
     assert message == "b; a; c"
 
 
+def test_a_reason_found_twice_is_listed_once() -> None:
+    # pipeline_node: the encoder's part and the scorer's part both see untrained weights
+    twice = untrained_finding("encoder", False)
+    level, message = summarize([twice, Finding(Level.WARN, "windows dropped"), twice])
+    assert level == Level.WARN
+    assert message == "encoder weights are untrained; windows dropped"
+
+
 def test_levels_have_the_diagnostic_status_numbers() -> None:
     assert (Level.OK, Level.WARN, Level.ERROR) == (0, 1, 2)
 

@@ -3,7 +3,8 @@
 rclpy ignores a parameter that a node does not declare, so a misspelt or renamed parameter in
 the launch file silently does nothing (``device`` never reached the encoder, which declares
 ``encoder_device``). These tests parse ``launch/surprise_memory.launch.py`` with :mod:`ast`
-and check every parameter name it passes against the settings each node declares.
+and check every parameter name it passes against the settings each node declares, for both
+shapes (``pipeline:=split`` and ``pipeline:=one_process``).
 """
 
 from __future__ import annotations
@@ -87,10 +88,47 @@ def test_every_parameter_in_a_node_action_is_declared_by_that_node() -> None:
 def test_every_launch_argument_shortcut_names_a_declared_parameter() -> None:
     mapping = _module_constant("ARGUMENT_PARAMETERS")
     assert isinstance(mapping, dict)
-    assert mapping["device"] == {"encoder_node": "encoder_device", "memory_node": "embedder_device"}
+    assert mapping["device"] == {
+        "encoder_node": ("encoder_device",),
+        "memory_node": ("embedder_device",),
+        "pipeline_node": ("encoder_device", "embedder_device"),
+    }
     for arg, targets in mapping.items():
-        for node, parameter in targets.items():
-            assert parameter in _declared(node), f"{arg} -> {node}.{parameter} is not declared"
+        for node, parameters in targets.items():
+            for parameter in parameters:
+                assert parameter in _declared(node), f"{arg} -> {node}.{parameter} is not declared"
+
+
+def test_the_one_process_shape_gets_what_the_split_gets() -> None:
+    """pipeline:=one_process starts pipeline_node; every shortcut and the camera reach it."""
+    shapes = _module_constant("SHAPES")
+    assert shapes == {
+        "split": ("encoder_node", "scorer_node", "memory_node"),
+        "one_process": ("pipeline_node",),
+    }
+    assert set(NODE_CONFIGS) == {node for nodes in shapes.values() for node in nodes}  # type: ignore[union-attr]
+    mapping = _module_constant("ARGUMENT_PARAMETERS")
+    assert isinstance(mapping, dict)
+    for arg, targets in mapping.items():
+        split = {p for node in shapes["split"] for p in targets.get(node, ())}  # type: ignore[index]
+        assert set(targets["pipeline_node"]) == split, arg
+    assert "pipeline_node" in _module_constant("CAMERA_NODES")  # type: ignore[operator]
+    timeouts = _module_constant("SIGTERM_TIMEOUT_S")
+    assert isinstance(timeouts, dict)
+    assert timeouts["pipeline_node"] == timeouts["memory_node"]  # it stores pending episodes
+    # the argument's choices are the shapes, and split stays the default
+    (call,) = [
+        c for c in _calls("DeclareLaunchArgument") if ast.literal_eval(c.args[0]) == "pipeline"
+    ]
+    default = _keyword(call, "default_value")
+    assert default is not None and ast.literal_eval(default) == "split"
+    choices = _keyword(call, "choices")
+    assert choices is not None and ast.unparse(choices) == "list(SHAPES)"
+
+
+def test_the_pipeline_node_declares_the_union_of_the_three() -> None:
+    union = set().union(*(_declared(n) for n in ("encoder_node", "scorer_node", "memory_node")))
+    assert _declared("pipeline_node") == union
 
 
 def test_shortcut_arguments_default_to_the_params_file() -> None:

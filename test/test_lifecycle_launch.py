@@ -1,9 +1,10 @@
 """launch_testing: ``autostart:=false`` leaves the managed nodes to a lifecycle manager.
 
-The launch file starts the three nodes unconfigured (no model loaded, no subscription);
-the test, as the robot's manager, finds each one ``unconfigured`` through
-``<node>/get_state``, then configures and activates the scorer through
-``<node>/change_state``. ``autostart:=true`` (the default) is covered by
+The launch file starts the nodes unconfigured (no model loaded, no subscription); the
+test, as the robot's manager, finds each one ``unconfigured`` through
+``<node>/get_state``, then configures and activates one through ``<node>/change_state``:
+the scorer of the three-node split, or ``pipeline_node`` (``pipeline:=one_process``), which
+then takes the camera. ``autostart:=true`` (the default) is covered by
 test_pipeline_launch.py, where frames go in and events come out. Runs where
 launch_testing is installed; elsewhere it skips with that reason.
 """
@@ -41,9 +42,17 @@ WORK = Path(tempfile.mkdtemp(prefix="surprise_memory_lifecycle_launch_"))
 NS = "/surprise_memory"
 
 
+SHAPES = {
+    "split": ("encoder_node", "scorer_node", "memory_node"),
+    "one_process": ("pipeline_node",),
+}
+
+
 @pytest.mark.launch_test
-def generate_test_description() -> LaunchDescription:
-    params = WORK / "params.yaml"
+@launch_testing.parametrize("shape", list(SHAPES))
+def generate_test_description(shape: str) -> tuple[LaunchDescription, dict[str, Any]]:
+    (WORK / shape).mkdir()
+    params = WORK / shape / "params.yaml"
     params.write_text(yaml.safe_dump(TEST_PARAMS))
     launch_file = os.path.join(
         get_package_share_directory("surprise_memory"), "launch", "surprise_memory.launch.py"
@@ -53,12 +62,17 @@ def generate_test_description() -> LaunchDescription:
         launch_arguments={
             "image_topic": "/lifecycle_camera/image_raw",
             "params_file": str(params),
-            "store_path": str(WORK / "store"),
+            "store_path": str(WORK / shape / "store"),
             "device": "cpu",
             "autostart": "false",
+            "pipeline": shape,
         }.items(),
     )
-    return LaunchDescription([pipeline, launch_testing.actions.ReadyToTest()])
+    nodes = SHAPES[shape]
+    return LaunchDescription([pipeline, launch_testing.actions.ReadyToTest()]), {
+        "nodes": nodes,
+        "managed": nodes[-1] if shape == "one_process" else "scorer_node",
+    }
 
 
 def _call(node: Any, client: Any, request: Any) -> Any:
@@ -72,11 +86,13 @@ def _call(node: Any, client: Any, request: Any) -> Any:
 
 
 class TestManagedByAManager(unittest.TestCase):
-    def test_nodes_wait_unconfigured_then_obey_the_manager(self) -> None:
+    def test_nodes_wait_unconfigured_then_obey_the_manager(
+        self, nodes: tuple[str, ...], managed: str
+    ) -> None:
         rclpy.init()
         node = rclpy.create_node("lifecycle_launch_manager")
         try:
-            for name in ("encoder_node", "scorer_node", "memory_node"):
+            for name in nodes:
                 get = node.create_client(GetState, f"{NS}/{name}/get_state")
                 state = _call(node, get, GetState.Request()).current_state.label
                 self.assertEqual(state, "unconfigured", name)
@@ -84,13 +100,19 @@ class TestManagedByAManager(unittest.TestCase):
             for _ in range(10):
                 rclpy.spin_once(node, timeout_sec=0.1)
             self.assertEqual(camera.get_subscription_count(), 0)  # nobody takes frames
-            change = node.create_client(ChangeState, f"{NS}/scorer_node/change_state")
+            change = node.create_client(ChangeState, f"{NS}/{managed}/change_state")
             for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
                 request = ChangeState.Request()
                 request.transition.id = transition
                 self.assertTrue(_call(node, change, request).success, transition)
-            get = node.create_client(GetState, f"{NS}/scorer_node/get_state")
+            get = node.create_client(GetState, f"{NS}/{managed}/get_state")
             self.assertEqual(_call(node, get, GetState.Request()).current_state.label, "active")
+            if managed == "pipeline_node":  # active: it takes the camera, once
+                for _ in range(50):
+                    rclpy.spin_once(node, timeout_sec=0.1)
+                    if camera.get_subscription_count():
+                        break
+                self.assertEqual(camera.get_subscription_count(), 1)
         finally:
             node.destroy_node()
             rclpy.shutdown()

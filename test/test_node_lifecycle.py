@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,27 @@ class _Manager:
         request.transition.id = transition_id
         return bool(self._call(self.change, request).success)
 
+    def configure_then_activate(self, output: str, inputs: Callable[[], int]) -> None:
+        """Unconfigured; configure: ``output`` published, no input taken; activate."""
+        assert self.state() == "unconfigured"
+        assert self.node.count_publishers(output) == 0
+        assert self.transition(Transition.TRANSITION_CONFIGURE)
+        assert self.state() == "inactive"
+        assert spin_until(self.node, lambda: self.node.count_publishers(output) == 1, 10.0)
+        assert inputs() == 0  # configured, not yet taking input
+        assert self.transition(Transition.TRANSITION_ACTIVATE)
+        assert self.state() == "active"
+
+    def cleanup_configure_shutdown(self, output: str) -> None:
+        """From inactive: cleanup (``output`` gone), configure again, shutdown."""
+        assert self.transition(Transition.TRANSITION_CLEANUP)
+        assert self.state() == "unconfigured"
+        assert spin_until(self.node, lambda: self.node.count_publishers(output) == 0, 10.0)
+        assert self.transition(Transition.TRANSITION_CONFIGURE)  # again after cleanup
+        assert self.state() == "inactive"
+        assert self.transition(Transition.TRANSITION_INACTIVE_SHUTDOWN)
+        assert self.state() == "finalized"
+
 
 def test_scorer_transitions_over_the_lifecycle_services(tmp_path: Path) -> None:
     params = tmp_path / "params.yaml"
@@ -90,14 +112,7 @@ def test_scorer_transitions_over_the_lifecycle_services(tmp_path: Path) -> None:
         with peer_process(args, tmp_path, "scorer_node") as proc:
             manager = _Manager(node, "scorer_node")
             manager.wait()
-            assert manager.state() == "unconfigured"
-            assert node.count_publishers(f"{NS}/surprise") == 0
-            assert manager.transition(Transition.TRANSITION_CONFIGURE)
-            assert manager.state() == "inactive"
-            assert spin_until(node, lambda: node.count_publishers(f"{NS}/surprise") == 1, 10.0)
-            assert subscribers() == 0  # configured, not yet taking input
-            assert manager.transition(Transition.TRANSITION_ACTIVATE)
-            assert manager.state() == "active"
+            manager.configure_then_activate(f"{NS}/surprise", subscribers)
             wait_for_subscribers(node, embeddings)
             send(30)  # window 8: scores from the 9th embedding on
             assert spin_until(node, lambda: len(scores) == 30 - PARAMS["window"], 30.0)
@@ -113,13 +128,7 @@ def test_scorer_transitions_over_the_lifecycle_services(tmp_path: Path) -> None:
             send(5)
             assert spin_until(node, lambda: len(scores) == before + 5, 30.0)
             assert manager.transition(Transition.TRANSITION_DEACTIVATE)
-            assert manager.transition(Transition.TRANSITION_CLEANUP)
-            assert manager.state() == "unconfigured"
-            assert spin_until(node, lambda: node.count_publishers(f"{NS}/surprise") == 0, 10.0)
-            assert manager.transition(Transition.TRANSITION_CONFIGURE)  # again after cleanup
-            assert manager.state() == "inactive"
-            assert manager.transition(Transition.TRANSITION_INACTIVE_SHUTDOWN)
-            assert manager.state() == "finalized"
+            manager.cleanup_configure_shutdown(f"{NS}/surprise")
             assert proc.poll() is None
     finally:
         node.destroy_node()

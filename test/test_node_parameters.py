@@ -61,6 +61,9 @@ NEW_VALUES: dict[str, dict[str, Any]] = {
         "ann_ef_search": 100,
     },
 }
+# the one-process pipeline declares the three nodes' settings and applies each the same way
+NEW_VALUES["pipeline_node"] = {k: v for values in NEW_VALUES.values() for k, v in values.items()}
+NAMESPACES = {"pipeline_node": "/param_test_one"}  # apart: it serves retrieve_episodes too
 
 
 def test_the_table_names_every_writable_setting() -> None:
@@ -75,7 +78,8 @@ class _Peer:
     def __init__(self, node: Node, name: str) -> None:
         self.node = node
         self.name = name
-        self.client = node.create_client(SetParameters, f"{NS}/{name}/set_parameters")
+        ns = NAMESPACES.get(name, NS)
+        self.client = node.create_client(SetParameters, f"{ns}/{name}/set_parameters")
         self.values: dict[str, str] = {}
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 100)
 
@@ -106,16 +110,20 @@ def _start(tmp_path: Path) -> list[list[str]]:
     memory = _params(tmp_path / "store", compressed=False)["/**/memory_node"]
     memory["ros__parameters"].update(FAST)
     params["/**/memory_node"] = memory
+    params["/**/pipeline_node"]["ros__parameters"]["store_path"] = str(tmp_path / "store_one")
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))
-    common = ["--ros-args", "--params-file", str(path), "-r", f"__ns:={NS}"]
-    return [[node_executable(name), *common] for name in NEW_VALUES]
+    common = ["--ros-args", "--params-file", str(path)]
+    return [
+        [node_executable(name), *common, "-r", f"__ns:={NAMESPACES.get(name, NS)}"]
+        for name in NEW_VALUES
+    ]
 
 
 @pytest.fixture(scope="module")
 def peers(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp_path = tmp_path_factory.mktemp("params")
-    encoder, scorer, memory = _start(tmp_path)
+    encoder, scorer, memory, pipeline = _start(tmp_path)
     rclpy.init()
     node = Node("parameters_test")
     try:
@@ -123,6 +131,7 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Any:
             peer_process(encoder, tmp_path, "encoder_node"),
             peer_process(scorer, tmp_path, "scorer_node"),
             peer_process(memory, tmp_path, "memory_node"),
+            peer_process(pipeline, tmp_path, "pipeline_node"),
         ):
             peers = {name: _Peer(node, name) for name in NEW_VALUES}
             for peer in peers.values():

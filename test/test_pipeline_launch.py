@@ -1,8 +1,11 @@
 """launch_testing: the launch file starts the pipeline; frames in, scores and an event out.
 
-Runs where launch_testing is installed (an apt ROS 2: `colcon test` or `pytest` in a sourced
-workspace, pytest < 8.4); elsewhere it skips with that reason. test_pipeline.py covers the
-same ground everywhere by starting the node executables directly.
+Both shapes: ``pipeline:=split`` (three nodes, two camera subscriptions) and
+``pipeline:=one_process`` (``pipeline_node``, one camera subscription). Runs where
+launch_testing is installed (an apt ROS 2: `colcon test` or `pytest` in a sourced
+workspace, pytest < 8.4); elsewhere it skips with that reason. test_pipeline_nodes.py and
+test_pipeline_node.py cover the same ground everywhere by starting the node executables
+directly.
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ WORK = Path(tempfile.mkdtemp(prefix="surprise_memory_launch_"))
 
 
 @pytest.mark.launch_test
-def generate_test_description() -> LaunchDescription:
-    params = WORK / "params.yaml"
+@launch_testing.parametrize("shape", ["split", "one_process"])
+def generate_test_description(shape: str) -> tuple[LaunchDescription, dict[str, int]]:
+    (WORK / shape).mkdir()
+    params = WORK / shape / "params.yaml"
     params.write_text(yaml.safe_dump(TEST_PARAMS))
     launch_file = os.path.join(
         get_package_share_directory("surprise_memory"), "launch", "surprise_memory.launch.py"
@@ -49,15 +54,17 @@ def generate_test_description() -> LaunchDescription:
         launch_arguments={
             "image_topic": "/test_camera/image_raw",
             "params_file": str(params),
-            "store_path": str(WORK / "store"),
+            "store_path": str(WORK / shape / "store"),
             "device": "cpu",
+            "pipeline": shape,
         }.items(),
     )
-    return LaunchDescription([pipeline, launch_testing.actions.ReadyToTest()])
+    cameras = 2 if shape == "split" else 1  # camera subscriptions: encoder + memory, or one
+    return LaunchDescription([pipeline, launch_testing.actions.ReadyToTest()]), {"cameras": cameras}
 
 
 class TestPipeline(unittest.TestCase):
-    def test_scores_and_an_event(self) -> None:
+    def test_scores_and_an_event(self, cameras: int) -> None:
         rclpy.init()
         node = rclpy.create_node("launch_test_driver")
         try:
@@ -69,8 +76,9 @@ class TestPipeline(unittest.TestCase):
             node.create_subscription(SurpriseEvent, f"{ns}/events", events.append, reliable)
             pub = node.create_publisher(Image, "/test_camera/image_raw", reliable)
             deadline = time.monotonic() + 60
-            while pub.get_subscription_count() < 2 and time.monotonic() < deadline:
+            while pub.get_subscription_count() < cameras and time.monotonic() < deadline:
                 rclpy.spin_once(node, timeout_sec=0.1)
+            self.assertEqual(pub.get_subscription_count(), cameras)
             for stamp_ns, msg in scene_change_frames():
                 msg.header.stamp = ns_to_time(stamp_ns)
                 pub.publish(msg)

@@ -144,6 +144,22 @@ def _check_against_core(got: Received, ref: dict[str, Any]) -> None:
     assert any(abs(s - change) <= 4 * 10**9 // sf.FPS for s, _ in have), have
 
 
+def publish_stream(node: Node, camera: Any, odom: Any, each: Any = None) -> None:
+    """Publish the test stream at camera rate, each frame with an odometry pose (x = 5 cm/frame).
+
+    ``each(i, stamp)``, if given, runs before frame ``i`` is published (e.g. a tf broadcast).
+    """
+    for i, (t, msg) in enumerate(sf.scene_change_frames()):
+        if each is not None:
+            each(i, t)
+        o = Odometry()
+        o.header.stamp, o.header.frame_id = ns_to_time(t), "odom"
+        o.pose.pose.position.x, o.pose.pose.orientation.w = 0.05 * i, 1.0
+        odom.publish(o)
+        camera.publish(msg)
+        spin_until(node, lambda: False, 1.0 / sf.FPS)
+
+
 def _wait_and_check(node: Node, got: Received, ref: dict[str, Any]) -> None:
     """Wait until every window is published or counted as dropped and an episode is stored,
     then compare with the core."""
@@ -154,17 +170,26 @@ def _wait_and_check(node: Node, got: Received, ref: dict[str, Any]) -> None:
 
     assert spin_until(node, all_windows, 30.0), got.diagnostics
     assert spin_until(node, lambda: len(got.episodes) >= 1, 30.0), "no episode"
+    # the scorer's last scores come after the last embedding: wait for them too
+    scored = len(got.embeddings) - sf.SCORER["window"]
+    spin_until(node, lambda: len(got.scores) >= scored, 10.0)
     _check_against_core(got, ref)
 
 
-def test_live_pipeline_over_dds(tmp_path: Path, core_reference: dict[str, Any]) -> None:
-    store = tmp_path / "store"
+def driver(name: str) -> tuple[Node, Received, Any, Any]:
+    """rclpy initialised and a test node: what it receives, its camera and odometry publishers."""
     rclpy.init()
-    node = Node("pipeline_test")
+    node = Node(name)
     got = Received()
     _subscribe(node, got)
     camera = node.create_publisher(Image, CAMERA, RELIABLE)
     odom = node.create_publisher(Odometry, "/odom", RELIABLE)
+    return node, got, camera, odom
+
+
+def test_live_pipeline_over_dds(tmp_path: Path, core_reference: dict[str, Any]) -> None:
+    store = tmp_path / "store"
+    node, got, camera, odom = driver("pipeline_test")
     client = EpisodicMemoryClient(node, f"{NS}/retrieve_episodes", timeout=20.0)
     commands = _start_nodes(tmp_path, store, {})
     try:
@@ -176,13 +201,7 @@ def test_live_pipeline_over_dds(tmp_path: Path, core_reference: dict[str, Any]) 
             wait_for_subscribers(node, camera, 2, timeout=60)
             wait_for_subscribers(node, odom, 1, timeout=60)
             spin_until(node, lambda: len(got.diagnostics) >= 3, 10.0)
-            for i, (t, msg) in enumerate(sf.scene_change_frames()):
-                o = Odometry()
-                o.header.stamp, o.header.frame_id = ns_to_time(t), "odom"
-                o.pose.pose.position.x, o.pose.pose.orientation.w = 0.05 * i, 1.0
-                odom.publish(o)
-                camera.publish(msg)
-                spin_until(node, lambda: False, 1.0 / sf.FPS)
+            publish_stream(node, camera, odom)
             _wait_and_check(node, got, core_reference)
 
             # each event has the odometry pose at its stamp

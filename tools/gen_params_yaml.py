@@ -22,7 +22,8 @@ HEADER = """\
 # 8 frames per episode). Generated from surprise_memory/config.py by tools/gen_params_yaml.py:
 # each setting has one name, one default and one description there, shown here as a comment
 # and by `ros2 param describe /surprise_memory/<node> <name>`. Copy this file, change what
-# you need, and pass it with `params_file:=`.
+# you need, and pass it with `params_file:=`. The last section, pipeline_node, is read only
+# with `pipeline:=one_process` (the three nodes' work in one process): change it there too.
 """
 
 

@@ -26,7 +26,8 @@ from typing import Any
 
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from surprise_memory.config import ComponentConfig, settings_of
+from surprise_memory.config import ComponentConfig, NodeConfig, settings_of
+from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.parameters import Applier, LiveSettings, declare_settings
 
 __all__ = ["ManagedNode"]
@@ -84,6 +85,27 @@ class ManagedNode(LifecycleNode):
     ) -> None:
         """From ``setup``: apply parameter changes live until cleanup (:class:`LiveSettings`)."""
         self._settings = LiveSettings(self, values, self._configs, appliers)
+
+    def apply_parts(
+        self,
+        values: dict[str, Any],
+        stats: NodeStats,
+        appliers: dict[type[ComponentConfig], Applier],
+    ) -> None:
+        """From ``setup``: :meth:`apply_live` with the node's own diagnostics settings added.
+
+        Args:
+            values: The parameter values of this configure.
+            stats: The node's counters (``input_silent_seconds`` applies to them, and is
+                reported as ``applied.input_silent_seconds``).
+            appliers: The parts' appliers, config class -> applier.
+
+        """
+        stats.add_values(lambda: {"applied.input_silent_seconds": stats.input_silent_seconds})
+        own: dict[type[ComponentConfig], Applier] = {
+            NodeConfig: lambda c: stats.set_input_silent_seconds(c.input_silent_seconds)
+        }
+        self.apply_live(values, {**own, **appliers})
 
     # --- transitions
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:

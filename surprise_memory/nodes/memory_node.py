@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import math
-import threading
-import time
-from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.clock import Clock
-from rclpy.clock_type import ClockType
 from sensor_msgs.msg import CompressedImage, Image
 
-from surprise_memory.agents.tool import canonical_model_name
 from surprise_memory.config import (
     CameraConfig,
     EmbedderConfig,
@@ -22,76 +13,12 @@ from surprise_memory.config import (
     NodeConfig,
     StoreConfig,
 )
-from surprise_memory.errors import InputError, SurpriseMemoryError
-from surprise_memory.health import (
-    Finding,
-    Level,
-    counted_finding,
-    untrained_finding,
-    worker_finding,
-)
-from surprise_memory.memory.episodes import CameraClock, EpisodeAssembler, EpisodeFrames
-from surprise_memory.memory.pose import Pose
-from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store import (
-    EpisodeRecord,
-    RetrievalHit,
-    describe_location,
-    open_store,
-)
-from surprise_memory.memory.writer import EpisodeWriter
-from surprise_memory.msg import Episode, SurpriseEvent
+from surprise_memory.msg import SurpriseEvent
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.lifecycle import ManagedNode
-from surprise_memory.nodes.messages import (
-    ns_to_time,
-    pose_from_msg,
-    pose_to_msg,
-    time_to_ns,
-)
-from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable, subscribe_camera
-from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
-from surprise_memory.perception.encoders import ImageTextEmbedder
-from surprise_memory.perception.frames import compressed_frame_from_msg, rgb_from_image_msg
-from surprise_memory.srv import RetrieveEpisodes
-from surprise_memory.surprise.gate import SurpriseTrigger
-
-_PENDING_EPISODES = 32  # episodes waiting for the embedder; more means it cannot keep up
-_CLOSE_TIMEOUT_S = 45.0  # shutdown's wait for pending episodes (launch: sigterm_timeout 60 s)
-
-
-def episode_to_msg(record: EpisodeRecord, jpegs: Sequence[bytes] = ()) -> Episode:
-    """A stored episode as a surprise_memory/Episode message.
-
-    Args:
-        record: The episode.
-        jpegs: Its stored JPEG bytes, one per frame, sent as they are (``CompressedImage``,
-            format ``jpeg``, each with its frame's stamp); empty = no images.
-
-    """
-    msg = Episode(
-        id=record.id,
-        robot_id=record.robot_id,
-        start=ns_to_time(record.start_ns),
-        end=ns_to_time(record.end_ns),
-        pose=pose_to_msg(record.pose),
-        pose_valid=record.pose_valid,
-        surprise=record.surprise,
-        threshold=record.threshold,
-        frame_stamps=[ns_to_time(t) for t in record.frame_stamps_ns],
-        frame_uris=list(record.frame_paths),
-    )
-    msg.header.stamp = ns_to_time(record.stamp_ns)
-    msg.header.frame_id = record.pose.frame_id
-    frames = []
-    for data, stamp in zip(jpegs, record.frame_stamps_ns, strict=False):
-        image = CompressedImage(format="jpeg", data=data)
-        image.header.stamp = ns_to_time(stamp)
-        image.header.frame_id = record.pose.frame_id
-        frames.append(image)
-    msg.frames = frames
-    return msg
-
+from surprise_memory.nodes.memory_part import MemoryPart
+from surprise_memory.nodes.qos import LATCHED, overridable, subscribe_camera
+from surprise_memory.nodes.runtime import StampOrder, run_node
 
 CONFIGS = (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig)
 
@@ -99,64 +26,26 @@ CONFIGS = (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig)
 class MemoryNode(ManagedNode):
     """Keeps the recent camera frames, stores an episode per event, answers retrievals.
 
-    On each SurpriseEvent it waits for the frames after the trigger
-    (``EpisodeAssembler``), embeds the episode's frames with PE-Core in its own thread,
-    writes them to the store and publishes ``episodes``. ``retrieve_episodes`` answers
-    text, image, time and place queries; invalid requests get ``success=false`` and a
-    reason, and the node keeps serving.
+    Subscribes the camera and ``events``; publishes ``episodes`` and serves
+    ``retrieve_episodes``. The work is :class:`~surprise_memory.nodes.memory_part.MemoryPart`
+    (shared with ``pipeline_node``).
     """
 
     executor_threads = 2  # camera/events/timer in one group, retrievals in another
 
     def __init__(self) -> None:
         super().__init__("memory_node", CONFIGS)
-        self._closed = True  # nothing to store until configured
 
     def setup(self, values: dict[str, Any]) -> None:
         """Configure: open the store, load the embedder (slow; either can fail), writer."""
         self._camera = CameraConfig.from_mapping(values)
-        store_cfg = StoreConfig.from_mapping(values)
-        path = describe_location(store_cfg.store_path)  # a folder, or a URL without password
-        self._store = open_store(store_cfg.store_path, store_cfg)  # first: it fails fast
-        self._closed = False
-        self._embedder = ImageTextEmbedder.from_config(EmbedderConfig.from_mapping(values))
-        self._embed_lock = threading.Lock()  # one model, two threads (episodes, queries)
-        self._assembler = EpisodeAssembler(EpisodeConfig.from_mapping(values))
-        self._embedder.warm_up(self._assembler.config.episode_frames)
-        self._camera_clock = CameraClock()
-        self._compressed = self._camera.image_transport == "compressed"
-        self._events: dict[int, SurpriseEvent] = {}  # trigger stamp -> event, until stored
         self._stats = NodeStats(self, NodeConfig.from_mapping(values))
         self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
         self._events_watch = self._stats.watch_input("events", "no scorer", streaming=False)
-        self._closing = False
-        self._stats.set(
-            store=path, embedder=self._embedder.model_name, episodes_in_store=str(len(self._store))
-        )
-        self._order = StampOrder(self, self._stats, self._reset)
-        self._episode_pub = self.create_publisher(
-            Episode, "episodes", LATCHED, qos_overriding_options=overridable()
-        )
-        # fires on wall time; compares with the node's clock (sim time during a bag replay)
-        self.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._writer: EpisodeWriter[EpisodeFrames, EpisodeRecord] = EpisodeWriter(
-            self._store_episode,
-            on_done=self._on_stored,
-            on_error=self._on_store_failed,
-            capacity=_PENDING_EPISODES,
-        )
-        self._stats.add_check(self._health)
-        self.apply_live(
-            values,
-            {
-                NodeConfig: lambda c: self._stats.set_input_silent_seconds(c.input_silent_seconds),
-                EpisodeConfig: self._assembler.reconfigure,  # frame history: read-only
-                EmbedderConfig: lambda c: setattr(self._embedder, "batch_size", c.embedder_batch),
-                StoreConfig: self._store.reconfigure,  # path and vector dtype: read-only
-            },
-        )
-        self._stats.add_values(self._applied)
-        self.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
+        self._part = MemoryPart(self, self._stats)
+        self._part.setup(values)
+        self._order = StampOrder(self, self._stats, self._part.reset)
+        self.apply_parts(values, self._stats, self._part.appliers())
 
     def subscribe(self) -> None:
         """Activate: camera and events in, retrievals served."""
@@ -170,287 +59,28 @@ class MemoryNode(ManagedNode):
             LATCHED,
             qos_overriding_options=overridable(),
         )
-        # queries (which may run the text/image tower) in their own group and thread, so a
-        # retrieval never holds up the camera callback; the store and the embedder lock
-        # make the two safe together
-        self.create_service(
-            RetrieveEpisodes,
-            "retrieve_episodes",
-            self._on_retrieve,
-            callback_group=MutuallyExclusiveCallbackGroup(),
-        )
+        self._part.subscribe()
 
     def teardown(self) -> None:
         """Cleanup: store what is pending, close the store, drop the embedder."""
-        self.flush()
-        self.__dict__.pop("_embedder", None)
+        if "_part" in self.__dict__:
+            self._part.teardown()
 
-    def _applied(self) -> dict[str, object]:
-        """The writable settings as the live objects use them (``applied.<name>``)."""
-        values: dict[str, object] = {
-            "input_silent_seconds": self._stats.input_silent_seconds,
-            "embedder_batch": self._embedder.batch_size,
-            **self._assembler.config.as_dict(),
-            **self._store.config.as_dict(),
-        }
-        return {f"applied.{k}": v for k, v in values.items()}
+    def flush(self) -> None:
+        """Store the episodes still pending (end of a bag), then close the store."""
+        self._part.flush()
 
-    def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
-        return [
-            worker_finding("episode writer", self._writer.alive or self._closing),
-            counted_finding(delta, "rejected_store", Level.ERROR, "store write(s) failed"),
-            counted_finding(
-                delta, "rejected_episode", Level.WARN, "episode(s) dropped (embedder behind)"
-            ),
-            counted_finding(
-                delta, "rejected_episode_frames_gone", Level.WARN, "event(s) without frames"
-            ),
-            untrained_finding("embedder", self._embedder.pretrained),
-        ]
-
-    # --- camera and events (executor thread) ---
     def _on_image(self, msg: Image | CompressedImage) -> None:
         self._stats.seen(self._camera_watch)
-        if self._compressed:  # held as bytes; only the frames an episode keeps are decoded
-            self._stats.count("frames_in")
-            try:
-                frame = compressed_frame_from_msg(msg)
-            except SurpriseMemoryError as exc:
-                self._stats.reject("image", str(exc))
-                return
-        else:
-            frame = frame_from_msg(msg, self._stats)
+        frame = self._part.frame_from_msg(msg)
         if frame is None or not self._order.check(frame.stamp_ns):
             return
         self._order.commit(frame.stamp_ns)
-        if not self._camera_clock.started:  # the first frame since the start or a reset
-            self._note_origin(frame.stamp_ns)
-        self._camera_clock.observe(frame.stamp_ns, time.monotonic_ns())
-        self._enqueue(self._assembler.add_frame(frame))
-
-    def _note_origin(self, stamp_ns: int) -> None:
-        """The store's time origin is the first frame it ever saw (persisted, moves earlier)."""
-        try:
-            self._store.note_origin(stamp_ns)
-        except SurpriseMemoryError as exc:
-            self._stats.reject("store", f"cannot record the time origin: {exc}")
-
-    def _reset(self) -> None:
-        self._assembler.reset()
-        self._camera_clock.clear()
-        self._enqueue([])  # counts the triggers the reset dropped
+        self._part.add_frame(frame)
 
     def _on_event(self, msg: SurpriseEvent) -> None:
         self._stats.seen(self._events_watch)
-        stamp = time_to_ns(msg.header.stamp)
-        if not math.isfinite(msg.score):
-            self._stats.reject("event", f"event at {stamp} ns has score {msg.score}")
-            return
-        if self._already_stored(stamp):
-            # a restarted node gets the recent events again (transient local): one episode
-            # per trigger, as before the restart
-            self._stats.count("events_already_stored")
-            return
-        self._events[stamp] = msg
-        while len(self._events) > 2 * LATCHED_DEPTH:  # triggers that got no frames
-            self._events.pop(next(iter(self._events)))
-        trigger = SurpriseTrigger(
-            stamp_ns=stamp,
-            score=msg.score,
-            threshold=msg.threshold,
-            decided_ns=time_to_ns(msg.decided),
-            kl=msg.kl,
-        )
-        self._stats.count("events_in")
-        self._enqueue(self._assembler.add_trigger(trigger))
-
-    def _already_stored(self, stamp_ns: int) -> bool:
-        if stamp_ns in self._events:
-            return True
-        query = RetrievalQuery(start_ns=stamp_ns, end_ns=stamp_ns, max_results=1)
-        return bool(self._store.retrieve(query))
-
-    def _on_timer(self) -> None:
-        # a camera that stopped: build episodes whose window ended long enough ago, judged
-        # in the camera's time base (its stamps may come from another clock than ours)
-        now = self._camera_clock.now(time.monotonic_ns())
-        self._enqueue(self._assembler.take_ready(now_ns=now))
-        self._stats.set(frame_history_mb=f"{self._assembler.history.nbytes / 2**20:.1f}")
-
-    def _enqueue(self, episodes: list[EpisodeFrames]) -> None:
-        for trigger in self._assembler.take_lost():
-            self._events.pop(trigger.stamp_ns, None)
-            self._stats.reject(
-                "episode_frames_gone",
-                f"event at {trigger.stamp_ns} ns: its frames are no longer held (a slow "
-                "encoder, a late start, or time went backwards); no episode",
-            )
-        for episode in episodes:
-            if not self._writer.put(episode):
-                self._events.pop(episode.trigger.stamp_ns, None)
-                self._stats.reject("episode", "the embedder cannot keep up; episode dropped")
-
-    # --- storing (writer thread) ---
-    def _on_stored(self, episode: EpisodeFrames, record: EpisodeRecord) -> None:
-        self._episode_pub.publish(episode_to_msg(record))
-        self._stats.count("episodes_stored")
-        self._stats.set(episodes_in_store=str(len(self._store)))
-        self.get_logger().info(
-            f"stored episode {record.id}: {len(record.frame_paths)} frames, "
-            f"surprise {record.surprise:.3f}"
-        )
-
-    def _on_store_failed(self, episode: EpisodeFrames, exc: BaseException) -> None:
-        self._stats.reject("store", f"{type(exc).__name__}: {exc}")
-
-    def _store_episode(self, episode: EpisodeFrames) -> EpisodeRecord:
-        event = self._events.pop(episode.trigger.stamp_ns, None)
-        with self._embed_lock:
-            embeddings = self._embedder.embed_images([f.rgb for f in episode.frames])
-        pose: Pose | None = None
-        encoder_model, encoder_pretrained = "", True
-        if event is not None:
-            encoder_model, encoder_pretrained = event.encoder_model, event.encoder_pretrained
-            if event.pose_valid:
-                pose = pose_from_msg(event.pose, event.header.frame_id)
-        trig = episode.trigger
-        return self._store.add(
-            list(episode.frames),
-            embeddings,
-            stamp_ns=trig.stamp_ns,
-            surprise=trig.score,
-            threshold=trig.threshold,
-            pose=pose,
-            embedder_model=self._embedder.model_name,
-            embedder_pretrained=self._embedder.pretrained,
-            encoder_model=encoder_model,
-            encoder_pretrained=encoder_pretrained,
-        )
-
-    # --- retrieval (executor thread) ---
-    def _on_retrieve(
-        self, request: RetrieveEpisodes.Request, response: RetrieveEpisodes.Response
-    ) -> RetrieveEpisodes.Response:
-        response.interface_version = RetrieveEpisodes.Request.INTERFACE_VERSION
-        try:
-            hits = self._store.retrieve(
-                query_from_request(request, self._embedder, self._embed_lock),
-                include_images=request.include_images,
-            )
-            for hit in hits:  # the stored JPEGs as they are: no decoding, no raw rgb8
-                response.episodes.append(episode_to_msg(hit.episode, hit.jpegs))
-                response.scores.append(_hit_score(hit))
-        except Exception as exc:  # a bad query or a torch error never ends the node
-            response.success = False
-            response.episodes, response.scores = [], []
-            response.message = str(exc)
-            if isinstance(exc, SurpriseMemoryError):
-                self._stats.count("retrievals_refused")
-            else:
-                response.message = f"{type(exc).__name__}: {exc}"
-                self._stats.reject("retrieval", response.message)
-            return response
-        origin = self._store.origin_ns
-        if origin is not None:
-            response.origin = ns_to_time(origin)
-        response.success = True
-        response.message = f"{len(hits)} episode(s)"
-        if (request.text or request.image.width) and not self._embedder.pretrained:
-            response.message += " (untrained embedder: similarity scores are not meaningful)"
-        self._stats.count("retrievals")
-        return response
-
-    def flush(self) -> None:
-        """Store the episodes still pending (end of a bag), then close the store.
-
-        Bounded: at most ``_PENDING_EPISODES`` episodes are queued, and after
-        ``_CLOSE_TIMEOUT_S`` (the launch file gives the node longer before SIGTERM) the
-        worker stops after the episode it is storing; the episodes left are reported, not
-        silently dropped. The worker is always joined before the store closes: a thread
-        still inside the model at the interpreter's exit aborts the process.
-        """
-        if self._closed:
-            return
-        self._closed = True
-        if "_writer" not in self.__dict__:  # configure failed after opening the store
-            self._store.close()
-            return
-        self._closing = True
-        self._enqueue(self._assembler.flush())
-        left = self._writer.waiting
-        if left:
-            self.get_logger().info(f"storing {left} pending episode(s) before exiting")
-        not_stored = self._writer.close(timeout=_CLOSE_TIMEOUT_S)
-        if not_stored:
-            self.get_logger().error(
-                f"{not_stored} episode(s) not stored within {_CLOSE_TIMEOUT_S:.0f} s of shutdown"
-            )
-        self._store.close()
-
-
-def query_from_request(
-    request: RetrieveEpisodes.Request, embedder: ImageTextEmbedder, embed_lock: threading.Lock
-) -> RetrievalQuery:
-    """A validated core query from a service request (zero fields = not given).
-
-    A query embedding from the caller ranks as it is (its model must be the store's);
-    else ``text`` or ``image`` is embedded here with the node's embedder (under
-    ``embed_lock``: the episode writer uses the same model).
-
-    Raises:
-        InputError: The request mixes query kinds or names an unknown pretrained flag.
-
-    """
-    has_image = bool(request.image.width or request.image.height or request.image.data)
-    if len(request.embedding) and has_image:
-        raise InputError("give a query embedding or an image query, not both")
-    if request.text and has_image:
-        raise InputError("give a text or an image query, not both")
-    embedding = None
-    model: str | None = embedder.model_name
-    pretrained: bool | None = embedder.pretrained
-    if len(request.embedding):
-        embedding = np.asarray(request.embedding, dtype=np.float32)
-        model = canonical_model_name(request.embedding_model)
-        pretrained = _PRETRAINED.get(request.embedding_pretrained)
-        if request.embedding_pretrained not in _PRETRAINED:
-            raise InputError(
-                f"embedding_pretrained={request.embedding_pretrained}: expected one of "
-                f"{sorted(_PRETRAINED)} (UNKNOWN, TRUE, FALSE)"
-            )
-    elif request.text:
-        with embed_lock:
-            embedding = embedder.embed_text([request.text])[0]
-    elif has_image:
-        rgb = rgb_from_image_msg(request.image)
-        with embed_lock:
-            embedding = embedder.embed_images([rgb])[0]
-    loc = request.location
-    return RetrievalQuery(
-        embedding=embedding,
-        embedder_model=model if embedding is not None else None,
-        embedder_pretrained=pretrained if embedding is not None else None,
-        start_ns=time_to_ns(request.start) or None,
-        end_ns=time_to_ns(request.end) or None,
-        near=(loc.x, loc.y, loc.z) if request.use_location else None,
-        near_frame=request.location_frame or None if request.use_location else None,
-        radius_m=request.radius if request.use_location and request.radius != 0 else None,
-        max_results=request.max_results or None,
-        robot_id=request.robot_id or None,
-    )
-
-
-_PRETRAINED = {
-    RetrieveEpisodes.Request.PRETRAINED_UNKNOWN: None,
-    RetrieveEpisodes.Request.PRETRAINED_TRUE: True,
-    RetrieveEpisodes.Request.PRETRAINED_FALSE: False,
-}
-
-
-def _hit_score(hit: RetrievalHit) -> float:
-    if hit.score is not None:
-        return hit.score
-    return hit.distance_m if hit.distance_m is not None else 0.0
+        self._part.on_event(msg)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -1,0 +1,192 @@
+"""The encoder's work inside a node: frames in, one FrameEmbedding per V-JEPA-2 window out.
+
+:class:`EncoderPart` is hosted by ``encoder_node`` (which publishes each embedding on
+``embedding``) and by ``pipeline_node`` (which hands it to the scorer in memory); the host
+converts camera messages to frames and watches their stamp order.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from surprise_memory.config import ComponentConfig, EncoderConfig
+from surprise_memory.errors import InputError
+from surprise_memory.health import (
+    Finding,
+    Level,
+    counted_finding,
+    untrained_finding,
+    worker_finding,
+)
+from surprise_memory.msg import FrameEmbedding
+from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.messages import ns_to_time
+from surprise_memory.nodes.parameters import Applier
+from surprise_memory.perception.catchup import CatchUpBatcher, FrameBatch
+from surprise_memory.perception.encoders import LiveWindowEncoder, VideoEncoder
+from surprise_memory.perception.frames import Frame
+
+__all__ = ["EncoderPart"]
+
+
+class EncoderPart:
+    """Buffers camera frames and encodes each window of the M newest with V-JEPA-2.
+
+    :meth:`push` (the camera callback) only samples and buffers frames and queues the
+    window (:class:`~surprise_memory.perception.catchup.CatchUpBatcher`); the model runs
+    in its own thread. When it falls behind, it encodes every pending window (up to
+    ``encoder_batch``) in one forward and emits them in stamp order; only an overflow of
+    the bounded queue (``encoder_queue``) drops windows, oldest first, counted
+    (``/diagnostics``: windows_encoded, windows_dropped, batches, batch_max, latency). Each
+    embedding carries the stamp of its newest frame.
+
+    Args:
+        node: The host node (its logger).
+        stats: The host's counters.
+        emit: Called from the model thread with each embedding, oldest first.
+
+    """
+
+    def __init__(self, node: Any, stats: NodeStats, emit: Callable[[FrameEmbedding], None]) -> None:
+        self._node = node
+        self._stats = stats
+        self._emit = emit
+
+    def setup(self, values: Mapping[str, Any]) -> None:
+        """Configure: load the model (slow, can fail) and start its thread."""
+        config = EncoderConfig.from_mapping(values)
+        self._encoder = VideoEncoder.from_config(config)
+        self._encoder.make_sampler(config)  # checks clip_frames against the tubelet size
+        self._live = LiveWindowEncoder(self._encoder)
+        if config.encoder_warmup:
+            self._live.warm_up(config.clip_frames)
+        crop = self._encoder.crop_size
+        self._batcher = CatchUpBatcher(
+            config, (crop, crop), self._encoder.prepare_frame, self._live.host_buffer
+        )
+        self._window_frames = config.clip_frames
+        if not self._encoder.pretrained:
+            self._node.get_logger().warning(
+                f"encoder weights {self._encoder.model_name}: UNTRAINED, surprise is meaningless"
+            )
+        self._stats.add_check(self._health)
+        self._stats.add_values(
+            lambda: {"applied.encoder_batch_interval_s": self._batcher.batch_interval_s}
+        )
+        self._stats.set(
+            model=self._encoder.model_name,
+            pretrained=str(self._encoder.pretrained),
+            latency_mean_ms="",
+            latency_p95_ms="",
+            batch_max="0",
+        )
+        self._latencies: deque[float] = deque(maxlen=500)
+        self._batch_max = 0
+        self._stop = threading.Event()
+        self._worker = threading.Thread(target=self._encode_loop, name="encoder", daemon=True)
+        self._worker.start()
+        self._node.get_logger().info(
+            f"encoding windows of {config.clip_frames} frames with {self._encoder.model_name} "
+            f"on {self._encoder.device} ({self._encoder.dtype})"
+        )
+
+    def appliers(self) -> dict[type[ComponentConfig], Applier]:
+        """Live changes: the batch interval (model, window sampling, sizes are read-only)."""
+        return {
+            EncoderConfig: lambda c: setattr(
+                self._batcher, "batch_interval_s", c.encoder_batch_interval_s
+            )
+        }
+
+    @property
+    def model(self) -> tuple[str, bool]:
+        """The model's name and whether its weights are trained."""
+        return self._encoder.model_name, self._encoder.pretrained
+
+    def push(self, frame: Frame) -> bool:
+        """Offer a camera frame (stamps increasing); False when it was rejected (counted)."""
+        try:
+            # queues only indices of the ring buffer: no pixels are copied here
+            dropped = self._batcher.push(frame, frame.frame_id)
+        except InputError as exc:
+            self._stats.reject("image", str(exc))
+            return False
+        if dropped:
+            self._stats.count("windows_dropped", dropped)
+        return True
+
+    def reset(self) -> None:
+        """Start a new sequence (time went backwards); queued windows are still encoded."""
+        self._batcher.reset()
+
+    def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
+        return [
+            worker_finding("encoder", self._worker.is_alive() or self._stop.is_set()),
+            counted_finding(delta, "windows_dropped", Level.WARN, "windows dropped"),
+            untrained_finding("encoder", self._encoder.pretrained),
+        ]
+
+    def _encode_loop(self) -> None:
+        while not self._stop.is_set():
+            batch = self._batcher.next_batch(timeout=0.1)
+            if batch is not None:
+                self._encode_batch(batch)
+
+    def _encode_batch(self, batch: FrameBatch) -> None:
+        if batch.stale:  # overwritten before the worker could copy them (it stalled)
+            self._stats.count("windows_dropped", batch.stale)
+        if not batch.windows:
+            return
+        start = time.perf_counter()
+        try:
+            z = self._live.encode(batch.frames, batch.index)
+        except Exception as exc:  # keep serving: a failed batch is counted, not fatal
+            self._stats.reject("encode", f"{type(exc).__name__}: {exc}")
+            self._stats.count("windows_dropped", len(batch.windows))  # every window counted
+            return
+        # latency: the batch's upload + forward, what its windows waited once taken
+        self._latencies.append(time.perf_counter() - start)
+        for window, embedding, valid in zip(batch.windows, z, batch.valid, strict=True):
+            if not valid:  # frames overwritten while queued (the worker stalled)
+                self._stats.count("windows_dropped")
+                continue
+            msg = FrameEmbedding(
+                model=self._encoder.model_name,
+                pretrained=self._encoder.pretrained,
+                window_frames=self._window_frames,
+                padded_frames=window.padded,
+            )
+            msg.header.stamp = ns_to_time(window.stamp_ns)
+            msg.header.frame_id = window.frame_id
+            msg.embedding = array("f", embedding.astype(np.float32).tobytes())
+            self._emit(msg)  # oldest first: stamp order
+            self._stats.count("windows_encoded")
+        self._stats.count("batches")
+        self._batch_max = max(self._batch_max, len(batch.windows))
+        lat = np.asarray(self._latencies) * 1e3
+        self._stats.set(
+            latency_mean_ms=f"{lat.mean():.1f}",
+            latency_p95_ms=f"{np.percentile(lat, 95):.1f}",
+            batch_max=str(self._batch_max),
+        )
+
+    def flush(self) -> None:
+        """Stop the model thread (the windows still queued are not encoded)."""
+        if "_worker" not in self.__dict__:  # configure failed before the thread started
+            return
+        self._stop.set()
+        self._batcher.close()
+        self._worker.join(timeout=5.0)
+
+    def teardown(self) -> None:
+        """Cleanup: stop the model thread and drop the model (its GPU memory goes back)."""
+        self.flush()
+        for name in ("_live", "_encoder", "_batcher", "_worker"):
+            self.__dict__.pop(name, None)
