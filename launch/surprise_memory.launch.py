@@ -6,7 +6,9 @@
 
 ``pipeline:=split`` (the default) starts the three nodes, which may run on different
 machines; ``pipeline:=one_process`` starts ``pipeline_node``, the same work in one process
-with one camera subscription (the params file's ``pipeline_node`` section). The nodes run
+with one camera subscription. One params file serves both: ``pipeline_node`` gets the
+sections the three nodes would read, merged (``surprise_memory.nodes.params_file``), then a
+``pipeline_node`` section if the file has one. The nodes run
 in the /surprise_memory namespace; their topics (embedding, surprise, events, episodes) and
 the retrieve_episodes service are relative to it. The camera topic is remapped onto the
 `image` input of the nodes that take it.
@@ -37,6 +39,8 @@ from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
 from launch_ros.parameter_descriptions import ParameterValue
 from lifecycle_msgs.msg import Transition
+
+from surprise_memory.nodes.params_file import one_process_parameters
 
 from launch import LaunchDescription
 
@@ -83,6 +87,7 @@ def _nodes(context: LaunchContext) -> list[object]:
     given = {arg: LaunchConfiguration(arg).perform(context).strip() for arg in ARGUMENT_PARAMETERS}
     autostart = LaunchConfiguration("autostart").perform(context).strip().lower() == "true"
     shape = LaunchConfiguration("pipeline").perform(context).strip()
+    params_file = LaunchConfiguration("params_file").perform(context)
     nodes: list[object] = []
     for name in SHAPES[shape]:  # the argument's choices are the keys
         overrides: dict[str, object] = {"use_sim_time": sim_time, "autostart": False}
@@ -95,7 +100,11 @@ def _nodes(context: LaunchContext) -> list[object]:
             executable=name,
             name=name,
             namespace="surprise_memory",
-            parameters=[LaunchConfiguration("params_file"), overrides],
+            # rcl gives a node only its own sections: pipeline_node gets the three nodes'
+            parameters=[
+                one_process_parameters(params_file) if name == "pipeline_node" else params_file,
+                overrides,
+            ],
             remappings=image,
             arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
             output="screen",

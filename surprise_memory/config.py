@@ -796,7 +796,7 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
 )
 """Every component config; their field names form one flat namespace."""
 
-_SPLIT_NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
+SPLIT_NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
     "encoder_node": (NodeConfig, CameraConfig, EncoderConfig),
     "scorer_node": (
         NodeConfig,
@@ -811,9 +811,9 @@ _SPLIT_NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
 """The configs of the three nodes of the split pipeline."""
 
 NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
-    **_SPLIT_NODE_CONFIGS,
+    **SPLIT_NODE_CONFIGS,
     # the one-process pipeline: the union, each config once
-    "pipeline_node": tuple(dict.fromkeys(c for cs in _SPLIT_NODE_CONFIGS.values() for c in cs)),
+    "pipeline_node": tuple(dict.fromkeys(c for cs in SPLIT_NODE_CONFIGS.values() for c in cs)),
 }
 """The component configs whose settings each ROS node declares as parameters."""
 

@@ -11,12 +11,14 @@ import yaml
 from surprise_memory.config import (
     ALL_CONFIGS,
     NODE_CONFIGS,
+    SPLIT_NODE_CONFIGS,
     ConfigError,
     GateConfig,
     ScorerConfig,
     iter_settings,
     settings_of,
 )
+from surprise_memory.nodes.params_file import one_process_parameters
 
 YAML = Path(__file__).resolve().parents[1] / "config" / "surprise_memory.yaml"
 
@@ -35,10 +37,56 @@ def test_every_setting_has_a_description_and_its_default_is_valid() -> None:
 
 def test_yaml_lists_every_node_setting_with_the_same_default() -> None:
     params = yaml.safe_load(YAML.read_text())
+    assert set(params) == {f"/**/{node}" for node in SPLIT_NODE_CONFIGS}
     for node, classes in NODE_CONFIGS.items():
-        section = params[f"/**/{node}"]["ros__parameters"]
+        if node in SPLIT_NODE_CONFIGS:
+            section = params[f"/**/{node}"]["ros__parameters"]
+        else:  # pipeline_node: what the launch file gives it from the three sections
+            section = one_process_parameters(YAML)
         expected = {s.name: s.default for cls in classes for s in settings_of(cls)}
         assert section == expected, node
+
+
+def test_pipeline_node_takes_the_split_sections_of_a_params_file(tmp_path: Path) -> None:
+    params = yaml.safe_load(YAML.read_text())
+    params["/**/encoder_node"]["ros__parameters"]["clip_frames"] = 8
+    params["/**/encoder_node"]["ros__parameters"]["input_silent_seconds"] = 3.0
+    params["/**/scorer_node"]["ros__parameters"]["gamma"] = 2.5
+    params["/**/memory_node"]["ros__parameters"]["input_silent_seconds"] = 7.0
+    params["/**/memory_node"]["ros__parameters"]["qos_overrides"] = {
+        "/surprise_memory/image": {"subscription": {"depth": 2}}
+    }
+    params["/**/scorer_node"]["ros__parameters"]["qos_overrides"] = {
+        "/odom": {"subscription": {"reliability": "reliable"}}
+    }
+    params["/**"] = {"ros__parameters": {"use_sim_time": True, "gamma": 9.0}}
+    params["/surprise_memory/pipeline_node"] = {"ros__parameters": {"jpeg_quality": 70}}
+    params["/**/other_node"] = {"ros__parameters": {"gamma": 4.0}}
+    path = tmp_path / "robot.yaml"
+    path.write_text(yaml.safe_dump(params))
+    merged = one_process_parameters(path)
+    assert merged["clip_frames"] == 8 and merged["gamma"] == 2.5  # the scorer's, not /**'s
+    assert merged["input_silent_seconds"] == 7.0  # the later section: memory_node
+    assert merged["use_sim_time"] is True and merged["jpeg_quality"] == 70
+    assert merged["qos_overrides./surprise_memory/image.subscription.depth"] == 2
+    assert merged["qos_overrides./odom.subscription.reliability"] == "reliable"
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("- a list", r"expected sections by node name"),
+        ("/**/memory_node: {gamma: 2.0}", r"section '/\*\*/memory_node' has no ros__parameters"),
+        ("a: [unclosed", r"params file"),
+    ],
+)
+def test_a_bad_params_file_is_named(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        one_process_parameters(path)
+    with pytest.raises(ConfigError, match="No such file"):
+        one_process_parameters(tmp_path / "missing.yaml")
 
 
 @pytest.mark.parametrize(

@@ -15,15 +15,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from surprise_memory.config import NODE_CONFIGS, settings_of  # noqa: E402
+from surprise_memory.config import SPLIT_NODE_CONFIGS, settings_of  # noqa: E402
 
 HEADER = """\
 # Parameters of the surprise_memory nodes, with the paper's defaults (M=64, W=64, gamma=1.0,
 # 8 frames per episode). Generated from surprise_memory/config.py by tools/gen_params_yaml.py:
 # each setting has one name, one default and one description there, shown here as a comment
 # and by `ros2 param describe /surprise_memory/<node> <name>`. Copy this file, change what
-# you need, and pass it with `params_file:=`. The last section, pipeline_node, is read only
-# with `pipeline:=one_process` (the three nodes' work in one process): change it there too.
+# you need, and pass it with `params_file:=`. With `pipeline:=one_process` the launch file
+# gives pipeline_node these three sections merged; a /**/pipeline_node section (optional)
+# overrides them, and is what `ros2 run surprise_memory pipeline_node` reads.
 """
 
 
@@ -44,7 +45,7 @@ def _value(v: object) -> str:
 def render() -> str:
     """The YAML text."""
     lines = [HEADER]
-    for node, classes in NODE_CONFIGS.items():
+    for node, classes in SPLIT_NODE_CONFIGS.items():
         lines.append(f"/**/{node}:")
         lines.append("  ros__parameters:")
         for cls in classes:
