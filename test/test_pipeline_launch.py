@@ -45,7 +45,10 @@ WORK = Path(tempfile.mkdtemp(prefix="surprise_memory_launch_"))
 def generate_test_description(shape: str) -> tuple[LaunchDescription, dict[str, int]]:
     (WORK / shape).mkdir()
     params = WORK / shape / "params.yaml"
-    params.write_text(yaml.safe_dump(TEST_PARAMS))
+    # a params file written for the split, no pipeline_node section: one_process must get
+    # the three nodes' settings (tiny presets; the defaults would ask the hub) from launch
+    split_only = {k: v for k, v in TEST_PARAMS.items() if not k.endswith("/pipeline_node")}
+    params.write_text(yaml.safe_dump(split_only))
     launch_file = os.path.join(
         get_package_share_directory("surprise_memory"), "launch", "surprise_memory.launch.py"
     )
