@@ -134,7 +134,15 @@ class SqlSearch(NamedTuple):
             return cls(sql.Composed([sql.SQL(text)]), params)
         params["q"] = HalfVector(q)
         pick: sql.Composable
+        join = "JOIN surprise_memory.episodes e ON e.seq = s.episode_seq"
         if ann_episodes is not None and dim is not None:
+            # the candidates' episodes by key (n lookups): a plain join was planned as a
+            # hash join over a sequential scan of every episode, a cost linear in the
+            # store (OFFSET 0 keeps the planner from flattening the lateral subquery)
+            join = (
+                "CROSS JOIN LATERAL (SELECT * FROM surprise_memory.episodes e "
+                "WHERE e.seq = s.episode_seq OFFSET 0) e"
+            )
             params["n"] = ann_episodes
             vec_filter = " AND ".join(f.format(a="v") for f in fr_where) or "TRUE"
             pick = sql.SQL(
@@ -154,7 +162,8 @@ class SqlSearch(NamedTuple):
                 pick,
                 sql.SQL(
                     " GROUP BY m.episode_seq) s "
-                    "JOIN surprise_memory.episodes e ON e.seq = s.episode_seq WHERE "
+                    + join
+                    + " WHERE "
                     + where
                     + " ORDER BY s.score DESC, e.stamp_ns DESC, e.seq DESC LIMIT %(k)s"
                 ),
