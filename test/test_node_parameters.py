@@ -58,6 +58,7 @@ NEW_VALUES: dict[str, dict[str, Any]] = {
         "default_max_results": 3,
         "max_results_cap": 7,
         "ann_min_frames": 4000,  # PostgreSQL only; the folder store keeps and reports them
+        "ann_candidates": 100,
         "ann_ef_search": 100,
     },
 }

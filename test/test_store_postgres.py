@@ -27,7 +27,7 @@ from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
 from surprise_memory.memory.store.postgres import PostgresEpisodeStore
-from surprise_memory.memory.store.postgres.search import SqlSearch, candidate_frames
+from surprise_memory.memory.store.postgres.search import SqlSearch, ann_candidates
 from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000
@@ -72,7 +72,7 @@ def test_schema_lives_in_its_namespace_with_a_version_and_an_hnsw_index(pg_url: 
             pg_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'surprise_memory'"
         )
     }
-    assert tables == {"meta", "robots", "episodes", "frames", "embeddings"}
+    assert tables == {"meta", "robots", "episodes", "frames", "embeddings", "episode_vectors"}
     assert _sql(pg_url, "SELECT value FROM surprise_memory.meta WHERE key = 'schema_version'") == [
         (str(pg_schema.SCHEMA_VERSION),)
     ]
@@ -82,7 +82,9 @@ def test_schema_lives_in_its_namespace_with_a_version_and_an_hnsw_index(pg_url: 
         "WHERE attrelid = 'surprise_memory.embeddings'::regclass AND attname = 'embedding'",
     )
     assert kind == ("halfvec",)
-    (index,) = _sql(pg_url, "SELECT indexdef FROM pg_indexes WHERE indexname = 'embeddings_hnsw'")
+    (index,) = _sql(
+        pg_url, "SELECT indexdef FROM pg_indexes WHERE indexname = 'episode_vectors_hnsw'"
+    )
     assert "hnsw" in str(index[0]) and "halfvec(16)" in str(index[0])
     assert _sql(pg_url, "SELECT count(*), sum(length(jpeg)) > 0 FROM surprise_memory.frames") == [
         (8, True)
@@ -169,7 +171,7 @@ def test_a_dropped_connection_is_opened_again(pg_url: str) -> None:
 
 
 def test_hnsw_answers_equal_the_exact_scan(pg_url: str) -> None:
-    """Above ann_min_frames the index answers; with exact re-ranking it equals the scan."""
+    """Above ann_min_frames the index names 40 of 120 episodes; re-ranked, it equals the scan."""
     rng = np.random.default_rng(5)
     topics = rng.standard_normal((6, DIM))
     with open_store(pg_url) as store:
@@ -185,7 +187,7 @@ def test_hnsw_answers_equal_the_exact_scan(pg_url: str) -> None:
                 robot_id=f"r{i % 3}",
             )
     exact = open_store(pg_url, StoreConfig(ann_min_frames=10**9), read_only=True)
-    approx = open_store(pg_url, StoreConfig(ann_min_frames=0), read_only=True)
+    approx = open_store(pg_url, StoreConfig(ann_min_frames=0, ann_candidates=40), read_only=True)
     queries = [
         {},
         {"robot_id": "r1"},
@@ -212,12 +214,12 @@ def test_hnsw_answers_equal_the_exact_scan(pg_url: str) -> None:
             approx.retrieve(RetrievalQuery(max_results=10_000))
     # the approximate statement does go through the HNSW index
     query = RetrievalQuery(embedding=topics[0], embedder_model=MODEL, robot_id="r1")
-    built = SqlSearch.build(query, 10, dim=DIM, ann_frames=candidate_frames(10, 8))
+    built = SqlSearch.build(query, 10, dim=DIM, ann_episodes=ann_candidates(10, StoreConfig()))
     with psycopg.connect(pg_url, autocommit=True) as conn:
         register_vector(conn)
-        conn.execute("SET enable_seqscan = off")  # a 960-row table: make the plan the big one
+        conn.execute("SET enable_seqscan = off")  # a 120-row table: make the plan the big one
         plan = conn.execute(psycopg.sql.SQL("EXPLAIN ") + built.statement, built.params)
-        assert "embeddings_hnsw" in "\n".join(r[0] for r in plan.fetchall())
+        assert "episode_vectors_hnsw" in "\n".join(r[0] for r in plan.fetchall())
 
 
 _WRITER = textwrap.dedent(

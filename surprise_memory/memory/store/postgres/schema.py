@@ -13,12 +13,18 @@ the connection string names, so the store can share a database with other applic
   on every row);
 * ``frames (episode_seq, idx, stamp_ns, jpeg)``: the frames' JPEG bytes (``bytea``);
 * ``embeddings (episode_seq, idx, robot_id, stamp_ns, embedding)``: one unit-norm
-  ``halfvec`` per frame; robot and stamp are copied from the episode so the approximate
-  index scan can filter on them without a join.
+  ``halfvec`` per frame; robot and stamp are copied from the episode so the exact scan
+  can filter on them without a join;
+* ``episode_vectors (episode_seq, robot_id, stamp_ns, pooled)`` (schema 2): one
+  ``halfvec`` per episode, the unit-normalised mean of its frame embeddings
+  (:func:`~surprise_memory.memory.store.postgres.rows.pooled_vector`), which the
+  approximate index ranks; robot and stamp copied for the index scan's filters.
 
-The approximate index, an HNSW index over ``embedding::halfvec(D)`` with
-``halfvec_cosine_ops``, needs the dimension D, known only with the first episode: it is
-created by :func:`ensure_ann_index` then (the dimension of a store never changes).
+The approximate index, an HNSW index over ``pooled::halfvec(D)`` with
+``halfvec_cosine_ops`` (one vector per episode: 8x fewer than one per frame, so the graph
+of 100,000 episodes is about 250 MB instead of 2 GB), needs the dimension D, known only
+with the first episode: it is created by :func:`ensure_ann_index` then (the dimension of
+a store never changes).
 
 ``meta.schema_version`` holds :data:`SCHEMA_VERSION`. :func:`ensure_schema` creates the
 schema at version 1 in an empty database and runs one step of ``MIGRATIONS`` per version
@@ -55,7 +61,7 @@ __all__ = [
 SCHEMA = "surprise_memory"
 """The PostgreSQL schema (namespace) holding the store's tables."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Version of the PostgreSQL schema written by this code (``meta.schema_version``)."""
 
 # pg_advisory_lock key of schema creation and migration: "SMEM" in ASCII
@@ -117,8 +123,38 @@ _V1: tuple[LiteralString, ...] = (
     "ALTER TABLE surprise_memory.embeddings ALTER COLUMN embedding SET STORAGE PLAIN",
 )
 
+# schema 2: the per-episode pooled vectors, filled from the stored frames (the same rule
+# as rows.pooled_vector: the normalised mean, or the first frame when the mean is about
+# zero); the HNSW index over frames gives way to one over these (ensure_ann_index)
+_V1_TO_V2: tuple[LiteralString, ...] = (
+    """CREATE TABLE surprise_memory.episode_vectors (
+        episode_seq bigint PRIMARY KEY
+            REFERENCES surprise_memory.episodes (seq) ON DELETE CASCADE,
+        robot_id text NOT NULL,
+        stamp_ns bigint NOT NULL,
+        pooled halfvec NOT NULL
+    )""",
+    "ALTER TABLE surprise_memory.episode_vectors ALTER COLUMN pooled SET STORAGE PLAIN",
+    """INSERT INTO surprise_memory.episode_vectors (episode_seq, robot_id, stamp_ns, pooled)
+    SELECT m.episode_seq, e.robot_id, e.stamp_ns, avg(m.embedding)
+    FROM surprise_memory.embeddings m JOIN surprise_memory.episodes e ON e.seq = m.episode_seq
+    GROUP BY m.episode_seq, e.robot_id, e.stamp_ns""",
+    """UPDATE surprise_memory.episode_vectors v SET pooled = CASE
+        WHEN l2_norm(v.pooled) < 1e-3 THEN (SELECT m.embedding FROM surprise_memory.embeddings m
+            WHERE m.episode_seq = v.episode_seq ORDER BY m.idx LIMIT 1)
+        ELSE l2_normalize(v.pooled) END""",
+    "DROP INDEX IF EXISTS surprise_memory.embeddings_hnsw",
+)
+
+
+def _v1_to_v2(conn: psycopg.Connection[Any]) -> None:
+    """Schema 1 -> 2: add ``episode_vectors`` (one pooled vector per episode), filled."""
+    for stmt in _V1_TO_V2:
+        conn.execute(stmt)
+
+
 Migration = Callable[[psycopg.Connection[Any]], None]
-MIGRATIONS: dict[int, Migration] = {}
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 """Schema steps: ``MIGRATIONS[v]`` turns a version-v store into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own
@@ -260,7 +296,7 @@ def ensure_schema(conn: psycopg.Connection[Any], where: str, *, read_only: bool)
 
 
 def ensure_ann_index(conn: psycopg.Connection[Any], dim: int) -> None:
-    """Create the HNSW index over the frame embeddings of dimension ``dim`` if missing.
+    """Create the HNSW index over the pooled episode vectors of dimension ``dim`` if missing.
 
     It is built once, with the first episode, and then grows with each insert (a few
     milliseconds per frame), so no query ever waits for a build. Run outside a
@@ -272,7 +308,7 @@ def ensure_ann_index(conn: psycopg.Connection[Any], dim: int) -> None:
 
     """
     exists = conn.execute(
-        "SELECT to_regclass('surprise_memory.embeddings_hnsw') IS NOT NULL"
+        "SELECT to_regclass('surprise_memory.episode_vectors_hnsw') IS NOT NULL"
     ).fetchone()
     if exists is not None and exists[0]:
         return
@@ -280,8 +316,9 @@ def ensure_ann_index(conn: psycopg.Connection[Any], dim: int) -> None:
     try:
         conn.execute(
             sql.SQL(
-                "CREATE INDEX IF NOT EXISTS embeddings_hnsw ON surprise_memory.embeddings "
-                "USING hnsw ((embedding::halfvec({dim})) halfvec_cosine_ops)"
+                "CREATE INDEX IF NOT EXISTS episode_vectors_hnsw "
+                "ON surprise_memory.episode_vectors "
+                "USING hnsw ((pooled::halfvec({dim})) halfvec_cosine_ops)"
             ).format(dim=sql.Literal(int(dim)))
         )
     finally:

@@ -12,12 +12,15 @@ from constant fragments (one per filter the query has; the values are bound para
   newer trigger stamp, then the later insertion, like the SQLite store;
 * **exact** below ``ann_min_frames`` stored frames: every frame of the filtered episodes is
   scored;
-* **approximate** above it: the HNSW index over ``embedding::halfvec(D)`` names the
-  ``candidate_frames`` nearest frames (filtered on robot and time in the index scan,
-  ``hnsw.iterative_scan = relaxed_order``, ``hnsw.ef_search = ann_ef_search``); their
-  episodes are then re-ranked exactly by max-over-frames over all their frames. An
-  episode whose best frame is among the candidates gets its exact score, so what the
-  index can miss is only an episode none of whose frames it found. When the candidates
+* **approximate** above it: the HNSW index over the episodes' pooled vectors (one per
+  episode, the normalised mean of its frames, see
+  :func:`~surprise_memory.memory.store.postgres.rows.pooled_vector`) names the
+  ``ann_candidates`` episodes nearest to the query (filtered on robot and time in the
+  index scan, ``hnsw.iterative_scan = relaxed_order``, ``hnsw.ef_search =
+  max(ann_ef_search, candidates)``); their frames, fetched by primary key, are then
+  scored exactly and each episode ranked by max-over-frames. Every returned score is
+  exact; what the index can miss is an episode whose mean is far from the query while
+  one of its frames is close (the benchmark measures how often). When the candidates
   leave fewer than ``k`` episodes after the place filter, the exact statement answers;
 * **without an embedding**: by distance to ``near`` when given, else newest first.
 """
@@ -34,7 +37,7 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.memory.retrieval import RetrievalQuery, one_pose_frame
 from surprise_memory.memory.store.postgres.rows import store_counts
 
-__all__ = ["SqlSearch", "candidate_frames", "find", "run_search"]
+__all__ = ["SqlSearch", "ann_candidates", "find", "run_search"]
 
 _EPISODE_FILTERS = {
     "robot": "e.robot_id = %(robot)s",
@@ -44,22 +47,22 @@ _EPISODE_FILTERS = {
     "frame": "e.pose_frame_id = %(frame)s",
     "radius": "(" + "{dist}" + ") <= %(radius)s",
 }
+# on the frame embeddings (alias m) and, alike, the pooled vectors (alias v)
 _FRAME_FILTERS = {
-    "robot": "m.robot_id = %(robot)s",
-    "start": "m.stamp_ns >= %(start)s",
-    "end": "m.stamp_ns <= %(end)s",
+    "robot": "{a}.robot_id = %(robot)s",
+    "start": "{a}.stamp_ns >= %(start)s",
+    "end": "{a}.stamp_ns <= %(end)s",
 }
 _DIST = "sqrt((e.pos_x - %(x)s)^2 + (e.pos_y - %(y)s)^2 + (e.pos_z - %(z)s)^2)"
 
 
-def candidate_frames(k: int, frames_per_episode: int) -> int:
-    """How many nearest frames the index is asked for, to find ``k`` episodes.
+def ann_candidates(k: int, config: StoreConfig) -> int:
+    """How many episodes the index is asked for, to be re-ranked exactly for ``k`` results.
 
-    Twice the frames of ``k`` episodes: the frames of one episode are alike (8 frames
-    within a few seconds), so the nearest frames come in runs of the same episode; the
-    benchmark (benchmarks/bench_fleet_store.py) measured recall@10 with this choice.
+    ``config.ann_candidates``, and at least ``k``; the benchmark
+    (benchmarks/bench_fleet_store.py) measured recall@10 with the default.
     """
-    return max(40, 2 * k * max(1, frames_per_episode))
+    return max(k, config.ann_candidates)
 
 
 class SqlSearch(NamedTuple):
@@ -81,7 +84,7 @@ class SqlSearch(NamedTuple):
         k: int,
         *,
         dim: int | None,
-        ann_frames: int | None,
+        ann_episodes: int | None,
         frame: str | None = None,
     ) -> SqlSearch:
         """The statement for ``query``.
@@ -90,7 +93,8 @@ class SqlSearch(NamedTuple):
             query: The validated query.
             k: Results wanted.
             dim: The store's embedding dimension (None before the first episode).
-            ann_frames: Ask the HNSW index for this many nearest frames; None = exact.
+            ann_episodes: Ask the HNSW index for this many nearest episodes (by their
+                pooled vectors) and re-rank them exactly; None = exact scan.
             frame: The pose frame a place is compared in (resolved by :func:`find`).
 
         """
@@ -129,17 +133,25 @@ class SqlSearch(NamedTuple):
             )
             return cls(sql.Composed([sql.SQL(text)]), params)
         params["q"] = HalfVector(q)
-        fr_filter = " AND ".join(fr_where) or "TRUE"
         pick: sql.Composable
-        if ann_frames is not None and dim is not None:
-            params["n"] = ann_frames
+        join = "JOIN surprise_memory.episodes e ON e.seq = s.episode_seq"
+        if ann_episodes is not None and dim is not None:
+            # the candidates' episodes by key (n lookups): a plain join was planned as a
+            # hash join over a sequential scan of every episode, a cost linear in the
+            # store (OFFSET 0 keeps the planner from flattening the lateral subquery)
+            join = (
+                "CROSS JOIN LATERAL (SELECT * FROM surprise_memory.episodes e "
+                "WHERE e.seq = s.episode_seq OFFSET 0) e"
+            )
+            params["n"] = ann_episodes
+            vec_filter = " AND ".join(f.format(a="v") for f in fr_where) or "TRUE"
             pick = sql.SQL(
-                "m.episode_seq IN (SELECT m.episode_seq FROM surprise_memory.embeddings m "
-                "WHERE " + fr_filter + " ORDER BY m.embedding::halfvec({dim}) <=> "
+                "m.episode_seq IN (SELECT v.episode_seq FROM surprise_memory.episode_vectors v "
+                "WHERE " + vec_filter + " ORDER BY v.pooled::halfvec({dim}) <=> "
                 "%(q)s::halfvec({dim}) LIMIT %(n)s)"
             ).format(dim=sql.Literal(int(dim)))
         else:
-            pick = sql.SQL(fr_filter)
+            pick = sql.SQL(" AND ".join(f.format(a="m") for f in fr_where) or "TRUE")
         statement = sql.Composed(
             [
                 sql.SQL(
@@ -150,7 +162,8 @@ class SqlSearch(NamedTuple):
                 pick,
                 sql.SQL(
                     " GROUP BY m.episode_seq) s "
-                    "JOIN surprise_memory.episodes e ON e.seq = s.episode_seq WHERE "
+                    + join
+                    + " WHERE "
                     + where
                     + " ORDER BY s.score DESC, e.stamp_ns DESC, e.seq DESC LIMIT %(k)s"
                 ),
@@ -180,15 +193,16 @@ def find(
 ) -> list[tuple[int, float | None, float | None]]:
     """Answer ``query`` inside the caller's transaction: rows ``(seq, score, distance)``.
 
-    Exact below ``config.ann_min_frames`` stored frames; above, the HNSW index with exact
-    re-ranking, and the exact statement when the candidates leave fewer than ``k``.
+    Exact below ``config.ann_min_frames`` stored frames; above, the HNSW index over the
+    pooled episode vectors names ``ann_candidates`` episodes, re-ranked exactly by
+    max-over-frames; the exact statement when the candidates leave fewer than ``k``.
 
     Args:
         conn: The connection, inside a transaction (the index settings are local to it).
         query: The validated query.
         k: Results wanted.
         dim: The store's embedding dimension (None before the first episode).
-        config: ``ann_min_frames`` and ``ann_ef_search``.
+        config: ``ann_min_frames``, ``ann_candidates`` and ``ann_ef_search``.
 
     Raises:
         InputError: A place without its frame while the poses span several frames.
@@ -210,12 +224,15 @@ def find(
     if query.query_vector is not None and dim is not None:
         episodes, frames, _ = store_counts(conn)
         if frames >= config.ann_min_frames and episodes > 0:
-            ann = candidate_frames(k, round(frames / episodes))
+            ann = ann_candidates(k, config)
             ef = min(max(config.ann_ef_search, ann), 1000)  # pgvector's largest ef_search
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
-            conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-    found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_frames=ann, frame=frame))
+            conn.execute(  # one round trip: it is on every query's path
+                "SELECT set_config('hnsw.ef_search', %s, true), "
+                "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                (str(ef),),
+            )
+    found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_episodes=ann, frame=frame))
     if ann is not None and len(found) < k:
         # the place filter left too few of the candidates: answer exactly
-        found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_frames=None, frame=frame))
+        found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_episodes=None, frame=frame))
     return found
