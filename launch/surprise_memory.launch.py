@@ -40,9 +40,8 @@ from launch_ros.events.lifecycle import ChangeState
 from launch_ros.parameter_descriptions import ParameterValue
 from lifecycle_msgs.msg import Transition
 
-from surprise_memory.nodes.params_file import one_process_parameters
-
 from launch import LaunchDescription
+from surprise_memory.nodes.params_file import one_process_parameters
 
 SHAPES = {
     "split": ("encoder_node", "scorer_node", "memory_node"),
