@@ -43,6 +43,7 @@ __all__ = [
     "checked_import",
     "checked_origin",
     "decode_jpeg",
+    "episode_values",
     "host_robot_id",
     "is_episode_id",
     "new_episode",
@@ -193,6 +194,37 @@ class RetrievalHit:
     score: float | None
     distance_m: float | None
     jpegs: tuple[bytes, ...] = ()
+
+
+def episode_values(rec: EpisodeRecord) -> tuple[object, ...]:
+    """An episode's row values, ``stamp_ns`` to ``created_wall_ns``, as both backends store them.
+
+    The column order of both stores' ``episodes`` table: stamps, position, orientation,
+    pose frame and validity, surprise, threshold (NaN, "no threshold", as NULL), the two
+    models and whether they were trained, and the wall time of the write.
+    """
+    p = rec.pose
+    return (
+        rec.stamp_ns,
+        rec.start_ns,
+        rec.end_ns,
+        float(p.x),
+        float(p.y),
+        float(p.z),
+        float(p.qx),
+        float(p.qy),
+        float(p.qz),
+        float(p.qw),
+        p.frame_id,
+        rec.pose_valid,
+        rec.surprise,
+        None if math.isnan(rec.threshold) else rec.threshold,
+        rec.encoder_model,
+        rec.encoder_pretrained,
+        rec.embedder_model,
+        rec.embedder_pretrained,
+        rec.created_wall_ns,
+    )
 
 
 def decode_jpeg(data: bytes, label: str = "") -> npt.NDArray[np.uint8]:

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose import Pose
-from surprise_memory.memory.store.records import EpisodeRecord, host_robot_id
+from surprise_memory.memory.store.records import EpisodeRecord, episode_values, host_robot_id
 
 __all__ = [
     "DB_NAME",
@@ -349,34 +349,7 @@ def insert_episode(
         sqlite3.Error: An insert failed (e.g. the id exists).
 
     """
-    p = rec.pose
-    cur = conn.execute(
-        _INSERT_EPISODE,
-        (
-            rec.id,
-            rec.stamp_ns,
-            rec.start_ns,
-            rec.end_ns,
-            float(p.x),
-            float(p.y),
-            float(p.z),
-            float(p.qx),
-            float(p.qy),
-            float(p.qz),
-            float(p.qw),
-            p.frame_id,
-            int(rec.pose_valid),
-            rec.surprise,
-            None if math.isnan(rec.threshold) else rec.threshold,
-            rec.encoder_model,
-            int(rec.encoder_pretrained),
-            rec.embedder_model,
-            int(rec.embedder_pretrained),
-            rec.created_wall_ns,
-            nbytes,
-            rec.robot_id,
-        ),
-    )
+    cur = conn.execute(_INSERT_EPISODE, (rec.id, *episode_values(rec), nbytes, rec.robot_id))
     seq = cur.lastrowid
     assert seq is not None
     conn.executemany(

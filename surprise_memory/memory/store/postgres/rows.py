@@ -19,7 +19,7 @@ from pgvector import HalfVector
 
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store.frame_files import FrameFiles
-from surprise_memory.memory.store.records import EpisodeRecord, JpegSource
+from surprise_memory.memory.store.records import EpisodeRecord, JpegSource, episode_values
 
 __all__ = [
     "add_robot_counts",
@@ -187,33 +187,8 @@ def insert_episode(
         psycopg.errors.UniqueViolation: The id exists.
 
     """
-    p = rec.pose
     row = conn.execute(
-        _INSERT_EPISODE,
-        (
-            rec.id,
-            rec.robot_id,
-            rec.stamp_ns,
-            rec.start_ns,
-            rec.end_ns,
-            float(p.x),
-            float(p.y),
-            float(p.z),
-            float(p.qx),
-            float(p.qy),
-            float(p.qz),
-            float(p.qw),
-            p.frame_id,
-            rec.pose_valid,
-            rec.surprise,
-            None if math.isnan(rec.threshold) else rec.threshold,
-            rec.encoder_model,
-            rec.encoder_pretrained,
-            rec.embedder_model,
-            rec.embedder_pretrained,
-            rec.created_wall_ns,
-            nbytes,
-        ),
+        _INSERT_EPISODE, (rec.id, rec.robot_id, *episode_values(rec), nbytes)
     ).fetchone()
     assert row is not None
     seq = int(row[0])
