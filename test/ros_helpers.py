@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -77,3 +78,33 @@ def wait_for_subscribers(
     """Spin until ``publisher`` is matched by ``count`` subscriptions, or fail."""
     ok = spin_until(node, lambda: publisher.get_subscription_count() >= count, timeout)  # type: ignore[attr-defined]
     assert ok, f"no subscriber matched {publisher.topic_name} within {timeout} s"  # type: ignore[attr-defined]
+
+
+def include_launch_file(
+    work: Path, params: dict[str, Any], **arguments: str
+) -> Any:  # launch.actions.IncludeLaunchDescription
+    """The installed ``surprise_memory.launch.py``, as the launch_testing tests start it.
+
+    ``params`` is written to ``work/params.yaml`` and passed as ``params_file``, the store
+    goes to ``work/store``, the models to the CPU; ``arguments`` adds or overrides launch
+    arguments. The launch packages are imported here, so this module stays importable
+    where they are not installed.
+    """
+    import yaml
+    from ament_index_python.packages import get_package_share_directory
+    from launch.actions import IncludeLaunchDescription
+    from launch.launch_description_sources import PythonLaunchDescriptionSource
+
+    work.mkdir(parents=True)
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    share = get_package_share_directory("surprise_memory")
+    given = {
+        "params_file": str(work / "params.yaml"),
+        "store_path": str(work / "store"),
+        "device": "cpu",
+        **arguments,
+    }
+    return IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(os.path.join(share, "launch", "surprise_memory.launch.py")),
+        launch_arguments=given.items(),
+    )

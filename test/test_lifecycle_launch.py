@@ -11,7 +11,6 @@ launch_testing is installed; elsewhere it skips with that reason.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 import unittest
@@ -27,12 +26,9 @@ pytest.importorskip(
 import launch_testing.actions
 import launch_testing.asserts
 import rclpy
-import yaml
-from ament_index_python.packages import get_package_share_directory
-from launch.actions import IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
+from ros_helpers import include_launch_file
 from sensor_msgs.msg import Image
 from synthetic_frames import TEST_PARAMS
 
@@ -51,22 +47,12 @@ SHAPES = {
 @pytest.mark.launch_test
 @launch_testing.parametrize("shape", list(SHAPES))
 def generate_test_description(shape: str) -> tuple[LaunchDescription, dict[str, Any]]:
-    (WORK / shape).mkdir()
-    params = WORK / shape / "params.yaml"
-    params.write_text(yaml.safe_dump(TEST_PARAMS))
-    launch_file = os.path.join(
-        get_package_share_directory("surprise_memory"), "launch", "surprise_memory.launch.py"
-    )
-    pipeline = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(launch_file),
-        launch_arguments={
-            "image_topic": "/lifecycle_camera/image_raw",
-            "params_file": str(params),
-            "store_path": str(WORK / shape / "store"),
-            "device": "cpu",
-            "autostart": "false",
-            "pipeline": shape,
-        }.items(),
+    pipeline = include_launch_file(
+        WORK / shape,
+        TEST_PARAMS,
+        image_topic="/lifecycle_camera/image_raw",
+        autostart="false",
+        pipeline=shape,
     )
     nodes = SHAPES[shape]
     return LaunchDescription([pipeline, launch_testing.actions.ReadyToTest()]), {

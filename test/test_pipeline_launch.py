@@ -10,7 +10,6 @@ directly.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 import unittest
@@ -25,11 +24,8 @@ pytest.importorskip(
 import launch_testing.actions
 import launch_testing.asserts
 import rclpy
-import yaml
-from ament_index_python.packages import get_package_share_directory
-from launch.actions import IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_helpers import include_launch_file
 from sensor_msgs.msg import Image
 from synthetic_frames import TEST_PARAMS, scene_change_frames
 
@@ -43,24 +39,11 @@ WORK = Path(tempfile.mkdtemp(prefix="surprise_memory_launch_"))
 @pytest.mark.launch_test
 @launch_testing.parametrize("shape", ["split", "one_process"])
 def generate_test_description(shape: str) -> tuple[LaunchDescription, dict[str, int]]:
-    (WORK / shape).mkdir()
-    params = WORK / shape / "params.yaml"
     # a params file written for the split, no pipeline_node section: one_process must get
     # the three nodes' settings (tiny presets; the defaults would ask the hub) from launch
     split_only = {k: v for k, v in TEST_PARAMS.items() if not k.endswith("/pipeline_node")}
-    params.write_text(yaml.safe_dump(split_only))
-    launch_file = os.path.join(
-        get_package_share_directory("surprise_memory"), "launch", "surprise_memory.launch.py"
-    )
-    pipeline = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(launch_file),
-        launch_arguments={
-            "image_topic": "/test_camera/image_raw",
-            "params_file": str(params),
-            "store_path": str(WORK / shape / "store"),
-            "device": "cpu",
-            "pipeline": shape,
-        }.items(),
+    pipeline = include_launch_file(
+        WORK / shape, split_only, image_topic="/test_camera/image_raw", pipeline=shape
     )
     cameras = 2 if shape == "split" else 1  # camera subscriptions: encoder + memory, or one
     return LaunchDescription([pipeline, launch_testing.actions.ReadyToTest()]), {"cameras": cameras}
