@@ -551,7 +551,7 @@ def section_soak(s: Suite) -> None:
     for name, fig in res["nodes"].items():
         s.add(
             "soak",
-            f"{name} RSS growth after the first episode, {minutes:g} min at 30 Hz 640x480",
+            f"{name} RSS growth (no first-episode step), {minutes:g} min at 30 Hz 640x480",
             f"floor {fig['floor_slope_mb_per_min']:+.2f} MB/min "
             f"(fit {fig['slope_mb_per_min']:+.2f}), max {fig['max_rss_mb']:.0f} MiB",
             goal="< 5 MB/min",

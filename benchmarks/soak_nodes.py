@@ -11,10 +11,11 @@ processes (the tiny V-JEPA-2 and PE-Core presets, random weights, on the CPU) on
 scene that changes every 20 s, so the gate fires and episodes are stored, and samples each
 node's resident memory (``VmRSS`` of ``/proc/PID/status``) every ``--sample-s`` seconds.
 The fit starts after ``--warmup-s`` (models loaded, the frame history and the gate's
-history filled) and after the first episode is stored (received on ``episodes``): the
+history filled) and never spans the first stored episode (received on ``episodes``): the
 first write allocates once what every later one reuses (the writer thread's heap arena,
 the JPEG encoder, SQLite's page cache, the first ``Episode`` message), a step that is not
-growth. Two growth figures per node from there, in MB per minute: the least-squares line
+growth; the longer side of it is fitted (:func:`fit_window`). Two growth figures per node
+from there, in MB per minute: the least-squares line
 through the samples, and the line through the *floor* of each ``--floor-s`` window (its
 smallest sample). Frames
 held, episodes being embedded and JPEGs being written come and go by tens of MB between
@@ -78,6 +79,34 @@ def floor_slope_mb_per_min(times_s: list[float], values_mb: list[float], window_
             floors[k] = (t, v)
     points = [floors[k] for k in sorted(floors)]
     return slope_mb_per_min([t for t, _ in points], [v for _, v in points])
+
+
+def fit_window(
+    warmup_s: float, end_s: float, first_episode_s: list[float], sample_s: float
+) -> tuple[float, float]:
+    """The span whose growth is fitted: after the warm-up, never across the first episode.
+
+    The first stored episode allocates once what every later one reuses (a step, not
+    growth), and when it comes depends on the gate. The fit takes the longer of the two
+    spans it leaves: from the warm-up to it, or from one sample after it to the end; with
+    no episode, the warm-up to the end.
+
+    Args:
+        warmup_s: End of the warm-up, seconds from the start.
+        end_s: End of the run.
+        first_episode_s: When the first episode was stored ([] = none).
+        sample_s: Seconds between samples (the step lands in the sample after it).
+
+    Returns:
+        (from, to) in seconds; samples at ``from <= t < to`` are fitted.
+
+    """
+    if not first_episode_s:
+        return warmup_s, end_s
+    first = first_episode_s[0]
+    before = (warmup_s, min(first, end_s))
+    after = (max(warmup_s, first + sample_s), end_s)
+    return max(before, after, key=lambda span: span[1] - span[0])
 
 
 def _params(store: Path) -> dict[str, Any]:
@@ -217,9 +246,8 @@ def run(
         node.destroy_node()
         rclpy.shutdown(context=context)
 
-    # one sample after the first stored episode: its allocations are in that sample
-    fit_from = max(warmup_s, stored_s[0] + sample_s) if stored_s else float("inf")
-    fit = [i for i, t in enumerate(times) if t >= fit_from]
+    fit_from, fit_to = fit_window(warmup_s, minutes * 60.0, stored_s[:1], sample_s)
+    fit = [i for i, t in enumerate(times) if fit_from <= t < fit_to]
     result: dict[str, Any] = {
         "settings": {
             "minutes": minutes,
@@ -232,6 +260,7 @@ def run(
         "frames_published": published,
         "episodes_stored_s": stored_s,
         "fit_from_s": fit_from,
+        "fit_to_s": fit_to,
         "times_s": times,
         "rss_mb": samples,
         "nodes": {},
@@ -262,8 +291,8 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     for name in NODES:
         slope = result["nodes"][name]["slope_mb_per_min"]
         ax.plot(t, result["rss_mb"][name], marker=".", label=f"{name} ({slope:+.2f} MB/min)")
-    if np.isfinite(result["fit_from_s"]):  # the fit starts here
-        ax.axvline(result["fit_from_s"] / 60.0, color="grey", linestyle=":")
+    for edge in (result["fit_from_s"], result["fit_to_s"]):  # the fitted span
+        ax.axvline(edge / 60.0, color="grey", linestyle=":")
     s = result["settings"]
     ax.set_title(f"RSS of the live nodes, {s['fps']:g} Hz {s['size'][0]}x{s['size'][1]} rgb8")
     ax.set_xlabel("minutes")
@@ -300,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"soak: {args.minutes:g} min at {args.fps:g} Hz {width}x{height}, out {out}")
     print(
         f"  {len(res['episodes_stored_s'])} episodes stored; "
-        f"fit from t = {res['fit_from_s']:.0f} s (warm-up, then the first episode)"
+        f"fit from t = {res['fit_from_s']:.0f} s to {res['fit_to_s']:.0f} s "
+        "(after the warm-up, on the longer side of the first episode's one-time step)"
     )
     for name, fig in res["nodes"].items():
         print(

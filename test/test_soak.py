@@ -2,8 +2,9 @@
 
 Runs ``benchmarks/soak_nodes.py`` (the 60-minute version is in ``make bench``) and checks
 that each node's resident memory has a floor slope (the growth of each 30 s window's
-minimum) under a few MB per minute, fitted after the warm-up and the first stored episode
-(whose one-time allocations are a step, not growth): the frame history, the gate's history,
+minimum) under a few MB per minute, fitted after the warm-up and on one side of the first
+stored episode (whose one-time allocations are a step, not growth; when the random-weight
+gate fires is chance): the frame history, the gate's history,
 the queues and the in-memory index are all bounded. With glibc's default (adaptive) mmap
 threshold the memory node's floor rose by 34 MB/min here; see benchmarks/RESULTS.md.
 """
@@ -18,6 +19,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FLOOR_SLOPE_MB_PER_MIN = 5.0
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from soak_nodes import fit_window  # noqa: E402
+
+
+def test_the_fit_never_spans_the_first_episode() -> None:
+    assert fit_window(60.0, 180.0, [], 5.0) == (60.0, 180.0)
+    assert fit_window(60.0, 180.0, [31.0], 5.0) == (60.0, 180.0)  # in the warm-up
+    assert fit_window(60.0, 180.0, [95.0], 5.0) == (100.0, 180.0)  # early: after it
+    assert fit_window(60.0, 180.0, [171.0], 5.0) == (60.0, 171.0)  # late: before it
+    assert fit_window(60.0, 3600.0, [95.0], 5.0) == (100.0, 3600.0)
 
 
 def test_three_minutes_at_camera_rate_hold_memory_flat(tmp_path: Path) -> None:
@@ -38,9 +50,8 @@ def test_three_minutes_at_camera_rate_hold_memory_flat(tmp_path: Path) -> None:
     result = json.loads((out / "soak.json").read_text())
     assert (out / "soak.png").stat().st_size > 0
     assert result["frames_published"] > 0.9 * 3 * 60 * 30
-    # an episode was stored and the fit has at least two floor windows after it
-    assert result["episodes_stored_s"], "no episode stored: the gate never fired"
-    assert result["fit_from_s"] <= 3 * 60 - 60
+    # the fitted span (never across the first episode's one-time step) holds two floor windows
+    assert result["fit_to_s"] - result["fit_from_s"] >= 55.0, result["episodes_stored_s"]
     for name, figures in result["nodes"].items():
         assert figures["floor_slope_mb_per_min"] < MAX_FLOOR_SLOPE_MB_PER_MIN, (name, figures)
     # the memory node did the real work: it took in frames all along (best effort: some are
