@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,24 @@ def wait_for_subscribers(
     """Spin until ``publisher`` is matched by ``count`` subscriptions, or fail."""
     ok = spin_until(node, lambda: publisher.get_subscription_count() >= count, timeout)  # type: ignore[attr-defined]
     assert ok, f"no subscriber matched {publisher.topic_name} within {timeout} s"  # type: ignore[attr-defined]
+
+
+def wait_for_publishers(
+    node: Node, subscriptions: Iterable[object], count: int = 1, timeout: float = 30.0
+) -> None:
+    """Spin until each subscription is matched by ``count`` publishers, or fail.
+
+    A message published before its subscription matched is not delivered (volatile
+    durability): wait for this before the input that makes the nodes publish.
+    """
+    subs = list(subscriptions)
+    ok = spin_until(
+        node,
+        lambda: all(s.get_publisher_count() >= count for s in subs),  # type: ignore[attr-defined]
+        timeout,
+    )
+    unmatched = [s.topic_name for s in subs if s.get_publisher_count() < count]  # type: ignore[attr-defined]
+    assert ok, f"no publisher matched {unmatched} within {timeout} s"
 
 
 def include_launch_file(

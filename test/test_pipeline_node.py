@@ -25,7 +25,13 @@ import synthetic_frames as sf
 import yaml
 from lifecycle_msgs.msg import Transition
 from rclpy.node import Node
-from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
+from ros_helpers import (
+    node_executable,
+    peer_process,
+    spin_until,
+    wait_for_publishers,
+    wait_for_subscribers,
+)
 from sensor_msgs.msg import Image
 from test_node_lifecycle import NS as LIFECYCLE_NS
 from test_node_lifecycle import _Manager
@@ -78,6 +84,7 @@ def _run(tmp_path: Path, shape: str) -> Run:
             ]
             wait_for_subscribers(node, camera, CAMERA_NODES[shape], timeout=90)
             wait_for_subscribers(node, odom, 1, timeout=60)
+            wait_for_publishers(node, got.subscriptions, 1, timeout=60)
             nodes = set(SHAPES[shape])
             assert spin_until(node, lambda: nodes <= set(got.diagnostics), 20.0)
             publish_stream(node, camera, odom)
@@ -243,6 +250,7 @@ def test_the_pipeline_node_takes_event_poses_from_tf(tmp_path: Path) -> None:
         with peer_process(_args("pipeline_node", params), tmp_path, "pipeline_node") as proc:
             wait_for_subscribers(node, camera, 1, timeout=90)
             wait_for_subscribers(node, tf.pub_tf)
+            wait_for_publishers(node, got.subscriptions, 1, timeout=60)
             # each transform just before its frame, as a robot's tf leads its camera
             publish_stream(node, camera, odom, lambda i, t: tf.sendTransform(_transform(t, i)))
             assert spin_until(node, lambda: bool(got.episodes), 60.0), "no episode"

@@ -22,7 +22,14 @@ from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from ros_helpers import FIXTURES, node_executable, peer_process, spin_until, wait_for_subscribers
+from ros_helpers import (
+    FIXTURES,
+    node_executable,
+    peer_process,
+    spin_until,
+    wait_for_publishers,
+    wait_for_subscribers,
+)
 from rosbags.rosbag2 import Writer
 from rosbags.typesys import Stores, get_typestore
 from sensor_msgs.msg import Image
@@ -50,6 +57,8 @@ class Received:
     events: list[SurpriseEvent] = field(default_factory=list)
     episodes: list[Episode] = field(default_factory=list)
     diagnostics: dict[str, dict[str, str]] = field(default_factory=dict)
+    subscriptions: list[Any] = field(default_factory=list)
+    """The subscriptions to the pipeline's outputs (embedding, surprise, events, episodes)."""
 
     def on_diag(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
@@ -100,10 +109,15 @@ def _start_nodes(tmp_path: Path, store: Path, extra: dict[str, Any]) -> list[lis
 
 
 def _subscribe(node: Node, got: Received) -> None:
-    node.create_subscription(FrameEmbedding, f"{NS}/embedding", got.embeddings.append, RELIABLE)
-    node.create_subscription(SurpriseScore, f"{NS}/surprise", got.scores.append, RELIABLE)
-    node.create_subscription(SurpriseEvent, f"{NS}/events", got.events.append, RELIABLE)
-    node.create_subscription(Episode, f"{NS}/episodes", got.episodes.append, RELIABLE)
+    got.subscriptions = [
+        node.create_subscription(msg_type, f"{NS}/{topic}", on_msg, RELIABLE)
+        for msg_type, topic, on_msg in (
+            (FrameEmbedding, "embedding", got.embeddings.append),
+            (SurpriseScore, "surprise", got.scores.append),
+            (SurpriseEvent, "events", got.events.append),
+            (Episode, "episodes", got.episodes.append),
+        )
+    ]
     node.create_subscription(DiagnosticArray, "/diagnostics", got.on_diag, 50)
 
 
@@ -168,7 +182,15 @@ def _wait_and_check(node: Node, got: Received, ref: dict[str, Any]) -> None:
     def all_windows() -> bool:
         return len(got.embeddings) + got.count("encoder_node", "windows_dropped") >= n_windows
 
-    assert spin_until(node, all_windows, 30.0), got.diagnostics
+    if not spin_until(node, all_windows, 60.0):
+        have = {time_to_ns(m.header.stamp) for m in got.embeddings}
+        missing = sorted(set(ref["embeddings"]) - have)
+        raise AssertionError(
+            f"{len(got.embeddings)} embeddings + "
+            f"{got.count('encoder_node', 'windows_dropped')} dropped < {n_windows} windows; "
+            f"missing stamps {missing[:10]}{'...' if len(missing) > 10 else ''} of "
+            f"{sorted(ref['embeddings'])[:1]}..; encoder {got.diagnostics.get('encoder_node')}"
+        )
     assert spin_until(node, lambda: len(got.episodes) >= 1, 30.0), "no episode"
     # the scorer's last scores come after the last embedding: wait for them too
     scored = len(got.embeddings) - sf.SCORER["window"]
@@ -200,6 +222,7 @@ def test_live_pipeline_over_dds(tmp_path: Path, core_reference: dict[str, Any]) 
         ):
             wait_for_subscribers(node, camera, 2, timeout=60)
             wait_for_subscribers(node, odom, 1, timeout=60)
+            wait_for_publishers(node, got.subscriptions, 1, timeout=60)
             spin_until(node, lambda: len(got.diagnostics) >= 3, 10.0)
             publish_stream(node, camera, odom)
             _wait_and_check(node, got, core_reference)
@@ -298,6 +321,8 @@ def test_bag_replay_with_sim_time_gives_the_live_results(
             peer_process(commands[1], tmp_path, "scorer_node"),
             peer_process(commands[2], tmp_path, "memory_node"),
         ):
+            # the outputs' publishers matched first: an embedding sent before is lost to us
+            wait_for_publishers(node, got.subscriptions, 1, timeout=60)
             spin_until(node, lambda: len(got.diagnostics) >= 3, 20.0)
             with peer_process(player, tmp_path, "bag_player") as play:
                 assert spin_until(node, lambda: play.poll() is not None, 60.0)
