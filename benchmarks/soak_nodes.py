@@ -82,7 +82,7 @@ def floor_slope_mb_per_min(times_s: list[float], values_mb: list[float], window_
 
 
 def fit_window(
-    warmup_s: float, end_s: float, first_episode_s: list[float], sample_s: float
+    warmup_s: float, end_s: float, first_episode_s: float | None, sample_s: float
 ) -> tuple[float, float]:
     """The span whose growth is fitted: after the warm-up, never across the first episode.
 
@@ -94,18 +94,17 @@ def fit_window(
     Args:
         warmup_s: End of the warm-up, seconds from the start.
         end_s: End of the run.
-        first_episode_s: When the first episode was stored ([] = none).
+        first_episode_s: When the first episode was stored (None: none was).
         sample_s: Seconds between samples (the step lands in the sample after it).
 
     Returns:
         (from, to) in seconds; samples at ``from <= t < to`` are fitted.
 
     """
-    if not first_episode_s:
+    if first_episode_s is None:
         return warmup_s, end_s
-    first = first_episode_s[0]
-    before = (warmup_s, min(first, end_s))
-    after = (max(warmup_s, first + sample_s), end_s)
+    before = (warmup_s, min(first_episode_s, end_s))
+    after = (max(warmup_s, first_episode_s + sample_s), end_s)
     return max(before, after, key=lambda span: span[1] - span[0])
 
 
@@ -246,7 +245,9 @@ def run(
         node.destroy_node()
         rclpy.shutdown(context=context)
 
-    fit_from, fit_to = fit_window(warmup_s, minutes * 60.0, stored_s[:1], sample_s)
+    fit_from, fit_to = fit_window(
+        warmup_s, minutes * 60.0, stored_s[0] if stored_s else None, sample_s
+    )
     fit = [i for i, t in enumerate(times) if fit_from <= t < fit_to]
     result: dict[str, Any] = {
         "settings": {

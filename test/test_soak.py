@@ -25,11 +25,11 @@ from soak_nodes import fit_window  # noqa: E402
 
 
 def test_the_fit_never_spans_the_first_episode() -> None:
-    assert fit_window(60.0, 180.0, [], 5.0) == (60.0, 180.0)
-    assert fit_window(60.0, 180.0, [31.0], 5.0) == (60.0, 180.0)  # in the warm-up
-    assert fit_window(60.0, 180.0, [95.0], 5.0) == (100.0, 180.0)  # early: after it
-    assert fit_window(60.0, 180.0, [171.0], 5.0) == (60.0, 171.0)  # late: before it
-    assert fit_window(60.0, 3600.0, [95.0], 5.0) == (100.0, 3600.0)
+    assert fit_window(60.0, 180.0, None, 5.0) == (60.0, 180.0)
+    assert fit_window(60.0, 180.0, 31.0, 5.0) == (60.0, 180.0)  # in the warm-up
+    assert fit_window(60.0, 180.0, 95.0, 5.0) == (100.0, 180.0)  # early: after it
+    assert fit_window(60.0, 180.0, 171.0, 5.0) == (60.0, 171.0)  # late: before it
+    assert fit_window(60.0, 3600.0, 95.0, 5.0) == (100.0, 3600.0)
 
 
 def test_three_minutes_at_camera_rate_hold_memory_flat(tmp_path: Path) -> None:
