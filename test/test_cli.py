@@ -254,7 +254,8 @@ def test_pip_install_gives_the_command(tmp_path: Path) -> None:
         entry = next(n for n in names if n.endswith("entry_points.txt"))
         assert "surprise-memory = surprise_memory.cli:main" in zf.read(entry).decode()
     for needed in (
-        "surprise_memory/cli.py",
+        "surprise_memory/cli/__init__.py",
+        "surprise_memory/config/schema.py",
         "surprise_memory/__main__.py",
         "surprise_memory/offline/report.py",
         "surprise_memory/memory/store/sqlite.py",

@@ -1,4 +1,4 @@
-"""Write config/surprise_memory.yaml from the settings declared in surprise_memory/config.py.
+"""Write config/surprise_memory.yaml from the settings declared in surprise_memory/config/.
 
 Run after adding or changing a setting: `python tools/gen_params_yaml.py`. The YAML lists
 every node parameter with its default and its description as a comment; a test checks that
@@ -19,7 +19,7 @@ from surprise_memory.config import SPLIT_NODE_CONFIGS, settings_of  # noqa: E402
 
 HEADER = """\
 # Parameters of the surprise_memory nodes, with the paper's defaults (M=64, W=64, gamma=1.0,
-# 8 frames per episode). Generated from surprise_memory/config.py by tools/gen_params_yaml.py:
+# 8 frames per episode). Generated from surprise_memory/config/ by tools/gen_params_yaml.py:
 # each setting has one name, one default and one description there, shown here as a comment
 # and by `ros2 param describe /surprise_memory/<node> <name>`. Copy this file, change what
 # you need, and pass it with `params_file:=`. With `pipeline:=one_process` the launch file

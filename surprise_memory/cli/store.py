@@ -1,10 +1,9 @@
-"""The store subcommands of ``surprise-memory``: ``query`` and ``migrate``.
+"""``surprise-memory query`` and ``migrate``: the commands that read or copy a store.
 
 Both take a store as a folder (the SQLite store) or a ``postgresql://`` URI (the
 PostgreSQL store, password from ``PGPASSWORD`` / ``PGPASSFILE``) and open it with
 :func:`~surprise_memory.memory.store.open_store`, so they work the same on either backend.
-:func:`add_store_commands` adds them to the parser of :mod:`surprise_memory.cli` (which
-imports this module when it builds the parser) and handles their errors like every other
+The main parser (:mod:`surprise_memory.cli`) handles their errors like every other
 subcommand's.
 """
 
@@ -16,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from surprise_memory.cli import _note, _parse_point
+from surprise_memory.cli.options import note, parse_point
 from surprise_memory.errors import InputError
 from surprise_memory.stamps import NS_PER_SECOND, parse_time
 
@@ -99,7 +98,7 @@ def _query_embedder(store: Any, device: str, text: bool) -> Any:
         found = re.search(r"seed (\d+)", weights)
         seed = int(found.group(1)) if found else 0
         weights = "random"
-        _note(f"image query with the untrained embedder {name!r} (random weights)")
+        note(f"image query with the untrained embedder {name!r} (random weights)")
     from surprise_memory.errors import ModelLoadError
     from surprise_memory.perception.encoders import ImageTextEmbedder
 
@@ -128,7 +127,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
         origin = _store_origin(store)
         start = parse_time(args.start, origin) if args.start else None
         end = parse_time(args.end, origin) if args.end else None
-        near = _parse_point(args.near) if args.near else None
+        near = parse_point(args.near) if args.near else None
         embedding = None
         emb_name = None
         if args.text is not None or args.image is not None:
@@ -207,7 +206,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
     def progress(done: int, total: int) -> None:
         if done == total or done % 500 == 0:
-            _note(f"migrate: {done}/{total} episodes")
+            note(f"migrate: {done}/{total} episodes")
 
     r = migrate_store(args.source, args.destination, progress=progress)
     print(

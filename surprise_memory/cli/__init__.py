@@ -1,0 +1,75 @@
+"""The ``surprise-memory`` command: process, query, report, eval-gebd, migrate.
+
+One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, report),
+:mod:`~surprise_memory.cli.store` (query, migrate), :mod:`~surprise_memory.cli.gebd`
+(eval-gebd); :mod:`~surprise_memory.cli.options` holds what they share, among it the
+options generated from the one config schema (:mod:`surprise_memory.config`), so the
+command line, the node parameters and ``config/surprise_memory.yaml`` agree.
+
+Errors raised on purpose (:class:`~surprise_memory.errors.SurpriseMemoryError`) print one
+line, ``surprise-memory: error: ...``, and exit with status 1; usage errors exit with 2.
+
+Heavy modules (torch, the models, matplotlib) are imported only by the subcommand that
+needs them, so ``--help`` and a query by time or place answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from surprise_memory.cli.gebd import add_gebd_command
+from surprise_memory.cli.options import PROG
+from surprise_memory.cli.process import add_process_commands
+from surprise_memory.cli.store import add_store_commands
+from surprise_memory.errors import ConfigError, InputError, StoreError, SurpriseMemoryError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``surprise-memory`` with its five subcommands."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Surprise-gated episodic memory, offline: process a bag or video into an "
+        "episode store, query it, report on it, evaluate on GEBD.",
+        epilog="Setting options: every setting of the config schema is an option named "
+        "--setting-name (the spelling --setting_name is accepted too), with the same name, "
+        "default and range as the ROS node parameter.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    add_process_commands(sub, fmt)
+    add_store_commands(sub, fmt)
+    add_gebd_command(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage, 130 ^C)."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.func(args)
+    except (ConfigError, InputError, StoreError, SurpriseMemoryError) as exc:
+        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 1
+    return status
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,149 @@
+"""``surprise-memory eval-gebd``: the Kinetics-GEBD evaluation of the surprise detector."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from surprise_memory.cli.options import ALIASES, add_setting, given, note
+from surprise_memory.config import EncoderConfig, GateConfig, ScorerConfig, settings_of
+from surprise_memory.errors import InputError
+
+__all__ = ["add_gebd_command"]
+
+
+def add_gebd_command(sub: Any) -> None:
+    """Add ``eval-gebd`` to the subcommands ``sub`` of the main parser."""
+    g = sub.add_parser(
+        "eval-gebd",
+        help="Kinetics-GEBD evaluation (F1 at rel. dist. 0.05..0.50) of the surprise detector",
+        description="Decode each video of the annotation file found in --videos "
+        "(<video_id>.mp4/.mkv/.webm/...), encode it with the video encoder (one window per "
+        "frame), run the scorer and the gate (causal, and offline with tau over the whole "
+        "video), and score both by the official protocol. With --predictions, evaluate "
+        "those instead of running the detector. Detector settings default to the GEBD "
+        "adapter's (GebdDetector), not the robot's.",
+    )
+    g.add_argument("--annotations", required=True, metavar="GT.pkl", help="ground-truth pickle")
+    g.add_argument("--videos", metavar="DIR", help="folder of the videos")
+    g.add_argument(
+        "--predictions", metavar="PRED.pkl", help="evaluate these {video_id: [s, ...]} instead"
+    )
+    g.add_argument("--out", "-o", metavar="JSON", help="write the results as JSON")
+    g.add_argument("--save-predictions", metavar="PREFIX", help="write PREFIX.{causal,offline}.pkl")
+    g.add_argument("--device", help="device of the video encoder (overrides --encoder-device)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    enc = g.add_argument_group("encoder settings", "Settings of the video encoder.")
+    for spec in settings_of(EncoderConfig):
+        add_setting(enc, spec, extra=ALIASES.get(spec.name, ()))
+    det = g.add_argument_group("detector settings", "GebdDetector (scorer + gate, per video).")
+    from surprise_memory.evaluation import GebdDetector
+
+    defaults = {
+        n: p.default
+        for n, p in inspect.signature(GebdDetector.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    for cls in (ScorerConfig, GateConfig):
+        for spec in settings_of(cls):
+            if spec.name in defaults:
+                add_setting(det, spec, default=defaults[spec.name])
+    g.set_defaults(func=_cmd_eval_gebd, detector_defaults=defaults)
+
+
+def _cmd_eval_gebd(args: argparse.Namespace) -> int:
+    from surprise_memory.evaluation import (
+        MIN_CONSISTENCY,
+        GebdDetector,
+        detect_videos,
+        evaluate_gebd,
+        format_comparison_table,
+        load_ground_truth,
+        load_predictions,
+        measured_row,
+        save_predictions,
+    )
+
+    gt = load_ground_truth(args.annotations)
+    det_values = {**args.detector_defaults, **given(args, (ScorerConfig, GateConfig))}
+    det_values = {k: v for k, v in det_values.items() if k in args.detector_defaults}
+    runs: dict[str, Mapping[str, Sequence[float]]] = {}
+    weights = "predictions file"
+    settings: dict[str, Any] = {}
+    missing: list[str] = []
+    if args.predictions:
+        runs["predictions"] = load_predictions(args.predictions)
+    else:
+        if not args.videos:
+            raise InputError("eval-gebd needs --videos DIR (or --predictions PRED.pkl)")
+        folder = Path(args.videos)
+        if not folder.is_dir():
+            raise InputError(f"--videos {str(folder)!r} is not a folder")
+        enc_values = given(args, (EncoderConfig,))
+        if args.device:
+            enc_values["encoder_device"] = args.device
+        enc_cfg = EncoderConfig.from_mapping(enc_values)
+        detector = GebdDetector(**det_values)
+        from surprise_memory.perception.encoders import VideoEncoder
+
+        encoder = VideoEncoder.from_config(enc_cfg)
+        weights = encoder.model_name
+        settings = {**detector.settings, "clip_frames": enc_cfg.clip_frames}
+        todo = [vid for vid, v in gt.items() if v.consistency >= MIN_CONSISTENCY]
+        iterator: Any = todo
+        if not args.no_progress:
+            from tqdm import tqdm  # type: ignore[import-untyped]
+
+            iterator = tqdm(todo, unit="video", desc="eval-gebd", file=sys.stderr)
+        causal, offline, missing = detect_videos(iterator, folder, encoder, enc_cfg, detector)
+        runs = {"causal": causal, "offline": offline}
+        if missing:
+            note(
+                f"{len(missing)} of {len(todo)} videos not found in {folder} (their boundaries "
+                f"count as missed): {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
+            )
+        if args.save_predictions:
+            for mode, preds in runs.items():
+                save_predictions(f"{args.save_predictions}.{mode}.pkl", preds)
+    results: dict[str, Any] = {}
+    rows = []
+    for mode, preds in runs.items():
+        result = evaluate_gebd(gt, preds)
+        print(result.format_table(f"GEBD {mode}"))
+        print()
+        results[mode] = result.as_dict()
+        row_mode: Literal["causal", "offline"] = "offline" if mode == "offline" else "causal"
+        rows.append(
+            measured_row(
+                result,
+                weights=weights,
+                mode=row_mode,
+                dataset=Path(args.annotations).name,
+                settings=settings,
+            )
+        )
+    print(format_comparison_table(rows))
+    if weights.startswith("random"):
+        print(
+            "NOTE: measured with random (untrained) encoder weights: a smoke test, not "
+            "comparable with the published number"
+        )
+    if args.out:
+        out = {
+            "annotations": str(Path(args.annotations).resolve()),
+            "videos": args.videos,
+            "weights": weights,
+            "detector": settings,
+            "missing_videos": missing,
+            "results": results,
+            "table": [dataclasses.asdict(r) for r in rows],
+        }
+        Path(args.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        print(f"results {args.out}")
+    return 0

@@ -1,0 +1,118 @@
+"""The command line's shared pieces: options generated from the config schema, small parsers.
+
+Each setting ``name`` becomes ``--name-with-hyphens`` (the underscore spelling ``--name`` is
+accepted too), with the setting's description, range and default in ``--help``. The
+defaults are not repeated here: an option left out parses as None and the config
+dataclass's default applies, so the command line, the node parameters and
+``config/surprise_memory.yaml`` agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from surprise_memory.config import ComponentConfig, Setting, settings_of
+from surprise_memory.errors import InputError
+
+__all__ = [
+    "ALIASES",
+    "PROG",
+    "add_config_options",
+    "add_setting",
+    "given",
+    "note",
+    "option_strings",
+    "parse_point",
+]
+
+PROG = "surprise-memory"
+
+ALIASES = {
+    "encoder_batch": ("--batch",),
+    "encoder_weights": ("--weights",),
+    "gate_mode": ("--gate",),  # --gate uniform|random: the paper's baselines
+}
+"""Short extra spellings of some settings' options."""
+
+
+def option_strings(name: str) -> list[str]:
+    """The spellings of a setting's option: ``--a-b`` first, then ``--a_b`` when different."""
+    hyphen = "--" + name.replace("_", "-")
+    return [hyphen] if "_" not in name else [hyphen, "--" + name]
+
+
+def _setting_help(spec: Setting, default: Any = None) -> str:
+    parts = [spec.description.replace("%", "%%")]
+    if spec.low is not None or spec.high is not None:
+        low = "" if spec.low is None else f"{spec.low:g}"
+        high = "" if spec.high is None else f"{spec.high:g}"
+        parts.append(f"[{low}..{high}]")
+    value = spec.default if default is None else default
+    parts.append(f"(default: {value!r})")
+    return " ".join(parts)
+
+
+def add_setting(
+    group: argparse._ArgumentGroup,
+    spec: Setting,
+    *,
+    extra: Sequence[str] = (),
+    default: Any = None,
+) -> None:
+    """Add one setting as an option whose parsed default is None (= the config's default)."""
+    flags = [*option_strings(spec.name), *extra]
+    kwargs: dict[str, Any] = {
+        "dest": spec.name,
+        "default": None,
+        "help": _setting_help(spec, default),
+    }
+    if spec.type is bool:
+        kwargs["action"] = argparse.BooleanOptionalAction
+        flags = option_strings(spec.name)[:1]  # --x / --no-x
+    else:
+        kwargs["type"] = spec.type
+        kwargs["metavar"] = spec.name.upper() if spec.choices is None else None
+        if spec.choices is not None:
+            kwargs["choices"] = spec.choices
+    group.add_argument(*flags, **kwargs)
+
+
+def add_config_options(
+    parser: argparse.ArgumentParser,
+    configs: Sequence[type[ComponentConfig]],
+    excluded: Sequence[str] = (),
+) -> None:
+    """Add every setting of ``configs`` (but ``excluded``) as options, a group per config."""
+    for cls in configs:
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        group = parser.add_argument_group(f"{cls.component} settings", doc)
+        for spec in settings_of(cls):
+            if spec.name not in excluded:
+                add_setting(group, spec, extra=ALIASES.get(spec.name, ()))
+
+
+def given(args: argparse.Namespace, configs: Sequence[type[ComponentConfig]]) -> dict[str, Any]:
+    """The settings of ``configs`` that were given on the command line, by name."""
+    names = {s.name for cls in configs for s in settings_of(cls)}
+    return {k: v for k, v in vars(args).items() if k in names and v is not None}
+
+
+def parse_point(text: str) -> tuple[float, float, float]:
+    """Parse ``x,y`` or ``x,y,z`` (metres) into a point; raises :class:`InputError` otherwise."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) not in (2, 3) or not all(math.isfinite(v) for v in values):
+        raise InputError(f"--near {text!r}: expected x,y or x,y,z in metres (e.g. 3.5,-1,0)")
+    x, y, *z = values
+    return (x, y, z[0] if z else 0.0)
+
+
+def note(message: str) -> None:
+    """Print one line about the run on standard error, prefixed with the command's name."""
+    print(f"{PROG}: {message}", file=sys.stderr)

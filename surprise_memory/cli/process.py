@@ -1,0 +1,159 @@
+"""``surprise-memory process`` (a bag or a video into a store) and ``report`` (its HTML page)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from surprise_memory.cli.options import add_config_options, given, note
+from surprise_memory.errors import InputError
+from surprise_memory.offline.pipeline import PIPELINE_CONFIGS
+
+__all__ = ["add_process_commands"]
+
+# Settings the offline command replaces by its own options.
+_PROCESS_EXCLUDED = {
+    "store_path": "the store is --out",
+    "odom_topic": "poses come from --pose-topic",
+}
+
+
+def add_process_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
+    """Add ``process`` and ``report`` to the subcommands ``sub`` of the main parser.
+
+    Args:
+        sub: The main parser's subparsers (``add_subparsers()``).
+        fmt: The help formatter of the subcommands that show their defaults.
+
+    """
+    p = sub.add_parser(
+        "process",
+        help="run the full pipeline over a bag or a video into a new store",
+        description="Decode -> windows -> batched V-JEPA-2 -> surprise -> gate -> episodes -> "
+        "store, streaming in constant memory. Writes STORE/scores.csv (per-frame stamp_ns, "
+        "score, kl, tau, triggered) and STORE/run.json (settings, models, summary).",
+    )
+    p.add_argument("input", metavar="INPUT", help="rosbag2 folder/.db3/.mcap, ROS 1 .bag, video")
+    p.add_argument("--out", "-o", required=True, metavar="STORE", help="new store folder")
+    p.add_argument(
+        "--image-topic", help="camera topic of a bag (needed when it has several image topics)"
+    )
+    p.add_argument(
+        "--pose-topic",
+        help="odometry, PoseStamped or /tf topic of the bag for the episode poses "
+        "(tf: map_frame <- robot_frame); without it episodes have no pose",
+    )
+    p.add_argument(
+        "--fps", type=float, help="keep at most this many input frames per second (default: all)"
+    )
+    p.add_argument(
+        "--device",
+        help="device of both models (auto, cpu, cuda, cuda:N); --encoder-device and "
+        "--embedder-device override it per model",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--budget-from",
+        metavar="STORE",
+        help="baseline_episodes_per_minute = that run's episodes per minute (run.json)",
+    )
+    add_config_options(p, PIPELINE_CONFIGS, excluded=tuple(_PROCESS_EXCLUDED))
+    p.set_defaults(func=_cmd_process)
+
+    r = sub.add_parser(
+        "report",
+        help="write a self-contained HTML report (and PNG curve) of a processed store",
+        formatter_class=fmt,
+    )
+    r.add_argument("store", metavar="STORE", help="store folder written by process")
+    r.add_argument("--out", "-o", metavar="HTML", help="report file (default: STORE/report.html)")
+    r.set_defaults(func=_cmd_report)
+
+
+def _cmd_process(args: argparse.Namespace) -> int:
+    from surprise_memory.offline.pipeline import (
+        OfflinePipeline,
+        PipelineSettings,
+        Progress,
+        process,
+    )
+
+    values = given(args, PIPELINE_CONFIGS)
+    if args.budget_from:  # equal-budget baselines: the rate of an earlier run
+        from surprise_memory.offline.run_record import budget_from
+
+        if "baseline_episodes_per_minute" in values:
+            raise InputError("give --budget-from or --baseline-episodes-per-minute, not both")
+        values["baseline_episodes_per_minute"] = budget_from(args.budget_from)
+    if args.device:
+        values.setdefault("encoder_device", args.device)
+        values.setdefault("embedder_device", args.device)
+    settings = PipelineSettings.from_mapping(values)
+    from surprise_memory.sources import open_source
+
+    open_source(Path(args.input), args.image_topic, fps=args.fps)  # input errors before models
+    if settings.episode.frame_history_seconds < (
+        settings.episode.episode_before_seconds
+        + settings.gate.nms_seconds
+        + (settings.budget.budget_delay_seconds if settings.budget.max_episodes_per_minute else 0)
+        + settings.episode.episode_after_seconds
+    ):
+        note(
+            "frame_history_seconds is shorter than episode_before + nms_seconds + "
+            "episode_after: early frames of an episode may be gone when its event is decided"
+        )
+    pipeline = OfflinePipeline(settings)
+    for role in ("encoder", "embedder"):
+        m = getattr(pipeline, role)
+        flag = "" if m.pretrained else "   <-- UNTRAINED (random weights)"
+        note(f"{role}: {m.model_name} on {m.device}{flag}")
+    bar: Any = None
+
+    def opened(source: Any, lookup: Any) -> None:
+        nonlocal bar
+        note(f"input: {source.describe()}")
+        note(f"poses: {lookup.describe() if lookup is not None else 'none (no --pose-topic)'}")
+        if not args.no_progress:
+            from tqdm import tqdm  # type: ignore[import-untyped]
+
+            bar = tqdm(total=source.estimated_frames, unit="frame", desc="process", file=sys.stderr)
+
+    last = [0]
+
+    def progress(p: Progress) -> None:
+        if bar is not None:
+            bar.update(p.frames - last[0])
+            last[0] = p.frames
+            if p.frames % 10 == 0:
+                bar.set_postfix(events=p.events, episodes=p.episodes, refresh=False)
+
+    try:
+        summary = process(
+            args.input,
+            args.out,
+            image_topic=args.image_topic,
+            pose_topic=args.pose_topic,
+            fps=args.fps,
+            pipeline=pipeline,
+            progress=progress,
+            on_open=opened,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    print(summary.format())
+    if pipeline.untrained:
+        print("NOTE: random (untrained) weights: events and retrieval are not meaningful")
+    out = Path(args.out)
+    print(f"store {out}  (scores: {out / 'scores.csv'}, run record: {out / 'run.json'})")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from surprise_memory.offline.report import write_report
+
+    html, png = write_report(args.store, args.out)
+    print(f"report {html}\ncurve  {png}")
+    return 0
