@@ -19,7 +19,7 @@ import fcntl
 import math
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +32,7 @@ from surprise_memory.memory.store.frame_files import FrameFiles
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit, checked_origin
 from surprise_memory.memory.store.schema import (
     DB_NAME,
+    IndexRow,
     connect,
     count_rows,
     delete_episodes,
@@ -76,6 +77,11 @@ def _lock_for_writing(root: Path, frames_dir: Path) -> int:
     return fd
 
 
+def _data_version(conn: sqlite3.Connection) -> int:
+    """SQLite's count of commits by other connections to this database, as this one saw it."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
 class StoreFolder:
     """The open folder: writer lock, database, frame files, meta and catalog.
 
@@ -104,6 +110,7 @@ class StoreFolder:
         self._conn: sqlite3.Connection | None = None
         self.meta = StoreMeta()
         self.catalog = Catalog()
+        self._data_version = 0
         try:
             self._open()
         except BaseException:
@@ -132,10 +139,15 @@ class StoreFolder:
             self.files.clean_orphans(keep=self.catalog)
 
     def _load(self, conn: sqlite3.Connection) -> None:
+        self._data_version = _data_version(conn)
         self.meta = StoreMeta(read_meta(conn))
         self.catalog = Catalog(self.meta.embedding_dim)
         self.catalog.index.reserve(*count_rows(conn))
-        for row in index_rows(conn):
+        self._take(index_rows(conn))
+
+    def _take(self, rows: Iterable[IndexRow]) -> None:
+        """Add episodes read from the database to the catalog."""
+        for row in rows:
             if not row.embeddings:
                 raise StoreError(f"{self._root}: episode {row.episode_id} has no embeddings")
             self.catalog.add(
@@ -150,6 +162,39 @@ class StoreFolder:
                 robot_id=row.robot_id,
                 pose_frame=row.pose_frame,
             )
+
+    def catch_up(self) -> None:
+        """Take in what other connections committed since the open or the last catch-up.
+
+        Cheap when nothing was committed (one ``PRAGMA data_version``, which changes only
+        with another connection's commits). Otherwise, in one read transaction: the keys
+        still stored (removed episodes leave the catalog), the episodes added after the
+        newest one held (keys only grow), and the ``meta`` entries (the first episode fixes
+        the embedder; the origin may move earlier).
+
+        Raises:
+            StoreError: The store is closed, or reading failed.
+
+        """
+        conn = self.db()
+        try:
+            version = _data_version(conn)
+            if version == self._data_version:
+                return
+            conn.execute("BEGIN")
+            try:
+                stored = {int(r[0]) for r in conn.execute("SELECT seq FROM episodes")}
+                held = self.catalog.keys()
+                added = list(index_rows(conn, after_seq=max(held, default=0)))
+                meta = read_meta(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self._root}: cannot read new episodes: {exc}") from exc
+        self._data_version = version
+        self.meta = StoreMeta(meta)
+        self.catalog.remove(sorted(held - stored))
+        self._take(added)
 
     def close(self) -> None:
         """Close the database and release the writer lock (idempotent)."""
@@ -332,7 +377,7 @@ class StoreFolder:
         return select_records(self.db(), seqs, self._root)
 
     def hits(self, found: SearchResult, *, include_images: bool) -> list[RetrievalHit]:
-        """The episodes of a search result as hits, in its order.
+        """The episodes of a search result as hits, in its order (those still stored).
 
         Args:
             found: The index's answer.
@@ -351,7 +396,9 @@ class StoreFolder:
             found.distances.tolist(),
             strict=True,
         ):
-            rec = records[seq]
+            rec = records.get(seq)
+            if rec is None:  # a read-only store: evicted by the writer since the last refresh
+                continue
             hits.append(
                 RetrievalHit(
                     episode=rec,

@@ -2,6 +2,7 @@
 
 * :class:`EpisodeRecord`: one stored episode (metadata and where its frames are).
 * :class:`RetrievalHit`: one episode answering a query, with its score and distance.
+* :class:`EpisodeSummary`: one episode in brief, as a listing (timeline, map) shows it.
 * :func:`decode_jpeg`: stored JPEG bytes -> RGB array.
 * :func:`check_frames`, :func:`check_episode_fields`, :func:`check_pose` and
   :func:`checked_episode_id`: the validation of an add, before anything is written; each
@@ -19,7 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -33,10 +34,13 @@ from surprise_memory.memory.store.search import EmbeddingIndex
 from surprise_memory.perception.frames import Frame
 
 __all__ = [
+    "SUMMARY_COLUMNS",
     "EpisodeRecord",
+    "EpisodeSummary",
     "JpegSource",
     "RetrievalHit",
     "check_episode_fields",
+    "check_frame_index",
     "check_frames",
     "check_pose",
     "checked_episode_id",
@@ -196,6 +200,53 @@ class RetrievalHit:
     jpegs: tuple[bytes, ...] = ()
 
 
+@dataclass(frozen=True)
+class EpisodeSummary:
+    """One episode in brief: what a listing needs to place it on a timeline and a map.
+
+    Attributes:
+        id: Episode id.
+        robot_id: The robot that recorded it.
+        stamp_ns: Trigger stamp, int ns.
+        surprise: Surprise s(t) of the trigger frame.
+        threshold: Gate threshold tau at the trigger (NaN when unknown).
+        pose_valid: Whether its pose is known.
+        position: (x, y, z) in metres in ``pose_frame`` (zeros without a pose).
+        pose_frame: The frame of its pose (e.g. ``map``; empty when unknown).
+
+    """
+
+    id: str
+    robot_id: str
+    stamp_ns: int
+    surprise: float
+    threshold: float
+    pose_valid: bool
+    position: tuple[float, float, float]
+    pose_frame: str
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> EpisodeSummary:
+        """From a row of the columns :data:`SUMMARY_COLUMNS` (a NULL threshold: unknown)."""
+        ep_id, robot, stamp, surprise, threshold, valid, x, y, z, frame = row
+        return cls(
+            id=str(ep_id),
+            robot_id=str(robot),
+            stamp_ns=int(stamp),
+            surprise=float(surprise),
+            threshold=math.nan if threshold is None else float(threshold),
+            pose_valid=bool(valid),
+            position=(float(x), float(y), float(z)),
+            pose_frame=str(frame),
+        )
+
+
+SUMMARY_COLUMNS = (
+    "id, robot_id, stamp_ns, surprise, threshold, pose_valid, pos_x, pos_y, pos_z, pose_frame_id"
+)
+"""The ``episodes`` columns :meth:`EpisodeSummary.from_row` reads, in order (both backends)."""
+
+
 def episode_values(rec: EpisodeRecord) -> tuple[object, ...]:
     """An episode's row values, ``stamp_ns`` to ``created_wall_ns``, as both backends store them.
 
@@ -282,6 +333,21 @@ def check_frames(frames: Sequence[Frame]) -> None:
                 "frames must be in time order"
             )
         prev = int(fr.stamp_ns)
+
+
+def check_frame_index(index: object, count: int, episode_id: str) -> int:
+    """Check that ``index`` names one of an episode's ``count`` frames.
+
+    Returns:
+        The index.
+
+    Raises:
+        InputError: ``index`` is not an int in ``0 .. count - 1``.
+
+    """
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+        raise InputError(f"frame {index!r} of episode {episode_id}: it has frames 0..{count - 1}")
+    return index
 
 
 def check_episode_fields(
