@@ -26,7 +26,8 @@ import numpy.typing as npt
 from surprise_memory.config import StoreConfig
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store.records import EpisodeRecord, EpisodeSummary, RetrievalHit
+from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
+from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.perception.frames import Frame
 
 __all__ = ["EpisodeRetriever", "EpisodeStoreBackend", "HasTimeOrigin", "RetrievesByText"]

@@ -2,7 +2,6 @@
 
 * :class:`EpisodeRecord`: one stored episode (metadata and where its frames are).
 * :class:`RetrievalHit`: one episode answering a query, with its score and distance.
-* :class:`EpisodeSummary`: one episode in brief, as a listing (timeline, map) shows it.
 * :func:`decode_jpeg`: stored JPEG bytes -> RGB array.
 * :func:`check_frames`, :func:`check_episode_fields`, :func:`check_pose` and
   :func:`checked_episode_id`: the validation of an add, before anything is written; each
@@ -20,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -34,9 +33,7 @@ from surprise_memory.memory.store.search import EmbeddingIndex
 from surprise_memory.perception.frames import Frame
 
 __all__ = [
-    "SUMMARY_COLUMNS",
     "EpisodeRecord",
-    "EpisodeSummary",
     "JpegSource",
     "RetrievalHit",
     "check_episode_fields",
@@ -198,53 +195,6 @@ class RetrievalHit:
     score: float | None
     distance_m: float | None
     jpegs: tuple[bytes, ...] = ()
-
-
-@dataclass(frozen=True)
-class EpisodeSummary:
-    """One episode in brief: what a listing needs to place it on a timeline and a map.
-
-    Attributes:
-        id: Episode id.
-        robot_id: The robot that recorded it.
-        stamp_ns: Trigger stamp, int ns.
-        surprise: Surprise s(t) of the trigger frame.
-        threshold: Gate threshold tau at the trigger (NaN when unknown).
-        pose_valid: Whether its pose is known.
-        position: (x, y, z) in metres in ``pose_frame`` (zeros without a pose).
-        pose_frame: The frame of its pose (e.g. ``map``; empty when unknown).
-
-    """
-
-    id: str
-    robot_id: str
-    stamp_ns: int
-    surprise: float
-    threshold: float
-    pose_valid: bool
-    position: tuple[float, float, float]
-    pose_frame: str
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> EpisodeSummary:
-        """From a row of the columns :data:`SUMMARY_COLUMNS` (a NULL threshold: unknown)."""
-        ep_id, robot, stamp, surprise, threshold, valid, x, y, z, frame = row
-        return cls(
-            id=str(ep_id),
-            robot_id=str(robot),
-            stamp_ns=int(stamp),
-            surprise=float(surprise),
-            threshold=math.nan if threshold is None else float(threshold),
-            pose_valid=bool(valid),
-            position=(float(x), float(y), float(z)),
-            pose_frame=str(frame),
-        )
-
-
-SUMMARY_COLUMNS = (
-    "id, robot_id, stamp_ns, surprise, threshold, pose_valid, pos_x, pos_y, pos_z, pose_frame_id"
-)
-"""The ``episodes`` columns :meth:`EpisodeSummary.from_row` reads, in order (both backends)."""
 
 
 def episode_values(rec: EpisodeRecord) -> tuple[object, ...]:

@@ -28,13 +28,8 @@ import numpy.typing as npt
 
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose import Pose
-from surprise_memory.memory.store.records import (
-    SUMMARY_COLUMNS,
-    EpisodeRecord,
-    EpisodeSummary,
-    episode_values,
-    host_robot_id,
-)
+from surprise_memory.memory.store.records import EpisodeRecord, episode_values, host_robot_id
+from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
 
 __all__ = [
     "DB_NAME",

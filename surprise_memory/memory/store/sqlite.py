@@ -71,10 +71,9 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.errors import ConfigError, InputError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store.folder import StoreFolder, import_episode
+from surprise_memory.memory.store.folder import StoreFolder, catch_up, import_episode
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
-    EpisodeSummary,
     RetrievalHit,
     check_frame_index,
     checked_import,
@@ -82,6 +81,7 @@ from surprise_memory.memory.store.records import (
     with_source,
 )
 from surprise_memory.memory.store.schema import select_summaries
+from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.perception.frames import Frame
 
 __all__ = ["EpisodeStore"]
@@ -404,7 +404,7 @@ class EpisodeStore:
 
         """
         with self._lock:
-            self._folder.catch_up()
+            catch_up(self._folder)
             revision = self._folder.catalog.revision
             changed = revision != self._revision
             self._revision = revision

@@ -19,13 +19,8 @@ from pgvector import HalfVector
 
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store.frame_files import FrameFiles
-from surprise_memory.memory.store.records import (
-    SUMMARY_COLUMNS,
-    EpisodeRecord,
-    EpisodeSummary,
-    JpegSource,
-    episode_values,
-)
+from surprise_memory.memory.store.records import EpisodeRecord, JpegSource, episode_values
+from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
 
 __all__ = [
     "add_robot_counts",

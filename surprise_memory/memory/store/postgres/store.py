@@ -56,7 +56,6 @@ from surprise_memory.memory.store.postgres.session import Session
 from surprise_memory.memory.store.postgres.writes import commit_episode
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
-    EpisodeSummary,
     RetrievalHit,
     check_frame_index,
     checked_import,
@@ -64,6 +63,7 @@ from surprise_memory.memory.store.records import (
     new_episode,
     with_source,
 )
+from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.perception.frames import Frame
 
 __all__ = ["PostgresEpisodeStore"]
