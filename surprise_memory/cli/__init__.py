@@ -1,8 +1,9 @@
-"""The ``surprise-memory`` command: process, query, report, eval-gebd, migrate.
+"""The ``surprise-memory`` command: process, query, report, eval-gebd, migrate, serve.
 
 One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, report),
 :mod:`~surprise_memory.cli.store` (query, migrate), :mod:`~surprise_memory.cli.gebd`
-(eval-gebd); :mod:`~surprise_memory.cli.options` holds what they share, among it the
+(eval-gebd), :mod:`~surprise_memory.cli.serve` (serve, the memory browser);
+:mod:`~surprise_memory.cli.options` holds what they share, among it the
 options generated from the one config schema (:mod:`surprise_memory.config`), so the
 command line, the node parameters and ``config/surprise_memory.yaml`` agree.
 
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from surprise_memory.cli.gebd import add_gebd_command
 from surprise_memory.cli.options import PROG
 from surprise_memory.cli.process import add_process_commands
+from surprise_memory.cli.serve import add_serve_command
 from surprise_memory.cli.store import add_store_commands
 from surprise_memory.errors import ConfigError, InputError, StoreError, SurpriseMemoryError
 
@@ -29,11 +31,11 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``surprise-memory`` with its five subcommands."""
+    """The argument parser of ``surprise-memory`` with its subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Surprise-gated episodic memory, offline: process a bag or video into an "
-        "episode store, query it, report on it, evaluate on GEBD.",
+        "episode store, query it, report on it, browse it in a web page, evaluate on GEBD.",
         epilog="Setting options: every setting of the config schema is an option named "
         "--setting-name (the spelling --setting_name is accepted too), with the same name, "
         "default and range as the ROS node parameter.",
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_process_commands(sub, fmt)
     add_store_commands(sub, fmt)
     add_gebd_command(sub)
+    add_serve_command(sub, fmt)
     return parser
 
 
