@@ -77,8 +77,8 @@ def raw_get(server: Server, path: str, host: str | None = None) -> tuple[int, by
     [
         ("api/episodes/no-such-episode", 404, "no episode 'no-such-episode'"),
         ("api/episodes/..%2F..%2Fetc%2Fpasswd", 404, "nothing at"),
-        ("api/episodes/{id}/frames/99", 404, "no frame '99'"),
-        ("api/episodes/{id}/frames/-1", 404, "no frame '-1'"),
+        ("api/episodes/{id}/frames/99", 404, "frame 99 of episode"),
+        ("api/episodes/{id}/frames/-1", 404, "frame '-1' of episode"),
         ("api/search?start=yesterday", 400, "time 'yesterday'"),
         ("api/search?start=2023-11-14T22:13:32", 400, "needs a zone"),
         ("api/search?start=10&end=2", 400, "the end is before the start"),

@@ -57,7 +57,7 @@ from surprise_memory.memory.query_embedder import check_text_queries, store_quer
 from surprise_memory.memory.retrieval import EmbedderMismatchError
 from surprise_memory.memory.store import describe_location, is_postgres_url
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
-from surprise_memory.memory.store.records import EpisodeRecord, is_episode_id
+from surprise_memory.memory.store.records import is_episode_id
 from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.offline.report import time_origin_ns
 
@@ -157,16 +157,15 @@ class Browser:
         query: npt.NDArray[np.float32] = vectors[0]
         return query
 
-    def episode(self, episode_id: str) -> EpisodeRecord:
-        """The episode, or a 404 when the store does not hold it (an id is never a path)."""
+    def _held(self, episode_id: str) -> None:
+        """A 404 unless the store holds this episode (an id is never a path)."""
         if not is_episode_id(episode_id) or episode_id not in self.store:
             raise HTTPException(404, f"no episode {episode_id!r} in this store")
-        try:
-            return self.store.get(episode_id)
-        except StoreError:
-            if episode_id not in self.store:  # evicted meanwhile
-                raise HTTPException(404, f"episode {episode_id!r} was evicted") from None
-            raise
+
+    def _gone(self, episode_id: str) -> None:
+        """After a store error reading an episode: a 404 if it was evicted meanwhile."""
+        if episode_id not in self.store:
+            raise HTTPException(404, f"episode {episode_id!r} was evicted") from None
 
     def search_capabilities(self) -> dict[str, Any]:
         """Whether text and image queries can run on this store, and why not."""
@@ -245,7 +244,13 @@ class Browser:
 
     def episode_info(self, request: Request) -> Response:
         """One episode, with why it was kept."""
-        rec = self.episode(request.path_params["episode_id"])
+        episode_id = request.path_params["episode_id"]
+        self._held(episode_id)
+        try:
+            rec = self.store.get(episode_id)
+        except StoreError:
+            self._gone(episode_id)
+            raise
         origin = self.origin()
         return JSONResponse(episode_view(rec, origin, why_kept(rec, self.run_files.run(), origin)))
 
@@ -253,14 +258,15 @@ class Browser:
         """One frame's JPEG, the bytes as stored."""
         episode_id = request.path_params["episode_id"]
         index = request.path_params["index"]
-        rec = self.episode(episode_id)
-        n = len(rec.frame_stamps_ns)
-        if not index.isdigit() or int(index) >= n:
-            raise HTTPException(404, f"no frame {index!r} in episode {episode_id} (0..{n - 1})")
+        self._held(episode_id)
         try:
+            if not index.isdigit():
+                raise InputError(f"frame {index!r} of episode {episode_id}: not a frame number")
             data = self.store.frame_jpeg(episode_id, int(index))
+        except InputError as exc:  # not one of its frames
+            raise HTTPException(404, str(exc)) from None
         except StoreError:
-            self.episode(episode_id)  # a 404 if it was evicted meanwhile
+            self._gone(episode_id)
             raise
         # an episode's frames never change: the browser may keep them
         return Response(
