@@ -47,6 +47,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = work / "doc"
     # a copy, so the generated api/ pages are not written into the checkout
     shutil.copytree(DOC, source, ignore=shutil.ignore_patterns("api", "_build", "__pycache__"))
+    for kind in ("msg", "srv"):  # the interfaces page reads the package's definitions
+        shutil.copytree(ROOT / kind, work / kind)
     out = work / "html"
     proc = _sphinx(source, out)
     assert proc.returncode == 0, f"sphinx -W failed:\n{proc.stdout}\n{proc.stderr}"
@@ -98,6 +100,14 @@ def test_the_cli_page_is_the_parsers_help(site: Path) -> None:
         for action in subparser._actions:
             for option in action.option_strings:
                 assert option in text, (command, option)
+
+
+def test_the_interfaces_page_has_every_definition(site: Path) -> None:
+    text = _text(site / "reference" / "interfaces.html")
+    for path in [*ROOT.glob("msg/*.msg"), *ROOT.glob("srv/*.srv")]:
+        assert f"surprise_memory/{path.parent.name}/{path.stem}" in text
+        first = next(line for line in path.read_text().splitlines() if line.strip())
+        assert first.strip() in text, path.name
 
 
 def test_every_module_has_an_api_page(site: Path) -> None:

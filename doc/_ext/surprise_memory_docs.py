@@ -6,6 +6,8 @@
   running node accepts a change, and the description all come from the declarations.
 * ``.. surprise-memory-cli::`` renders the ``--help`` of ``surprise-memory`` and of each of
   its subcommands from the real argument parser.
+* ``.. surprise-memory-interfaces::`` renders every ``msg/*.msg`` and ``srv/*.srv`` file of
+  the package as it is (the files are the reference of the topics and the service).
 * At start the API pages (``api/``) are written, one per module of the package, so a new
   module is documented without anyone adding a page.
 * A public class or function without a docstring is a warning (an error under ``-W``), so
@@ -257,11 +259,32 @@ class CliDirective(SphinxDirective):
         return result
 
 
+class InterfacesDirective(SphinxDirective):
+    """``.. surprise-memory-interfaces::``: each message and service definition, verbatim."""
+
+    def run(self) -> list[nodes.Node]:
+        """A section per ``.msg``/``.srv`` file of the package root (the folder above doc/)."""
+        root = Path(self.env.app.confdir).parent
+        result: list[nodes.Node] = []
+        for kind in ("msg", "srv"):
+            for path in sorted((root / kind).glob(f"*.{kind}")):
+                self.env.note_dependency(str(path))
+                name = f"surprise_memory/{kind}/{path.stem}"
+                section = nodes.section(ids=[nodes.make_id(name)], names=[name])
+                section += nodes.title(text=name)
+                section += nodes.literal_block(text=path.read_text(encoding="utf-8"))
+                result.append(section)
+        if not result:
+            raise self.error(f"no msg/ or srv/ files under {root}")
+        return result
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     """Register the directives and the build hooks."""
     app.add_config_value("surprise_memory_api_pages", True, "env", types=[bool])
     app.add_directive("surprise-memory-settings", SettingsDirective)
     app.add_directive("surprise-memory-cli", CliDirective)
+    app.add_directive("surprise-memory-interfaces", InterfacesDirective)
     app.connect("builder-inited", write_api_pages)
     app.connect("autodoc-skip-member", check_docstring)
     app.connect("missing-reference", resolve_reexport)
