@@ -35,6 +35,7 @@ ALIASES = {
     "encoder_batch": ("--batch",),
     "encoder_weights": ("--weights",),
     "gate_mode": ("--gate",),  # --gate uniform|random: the paper's baselines
+    "goal_standoff_meters": ("--standoff",),
 }
 """Short extra spellings of some settings' options."""
 

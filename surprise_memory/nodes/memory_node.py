@@ -6,13 +6,7 @@ from typing import Any
 
 from sensor_msgs.msg import CompressedImage, Image
 
-from surprise_memory.config import (
-    CameraConfig,
-    EmbedderConfig,
-    EpisodeConfig,
-    NodeConfig,
-    StoreConfig,
-)
+from surprise_memory.config import NODE_CONFIGS, CameraConfig, NodeConfig
 from surprise_memory.msg import SurpriseEvent
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.lifecycle import ManagedNode
@@ -20,7 +14,7 @@ from surprise_memory.nodes.memory_part import MemoryPart
 from surprise_memory.nodes.qos import LATCHED, overridable, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, run_node
 
-CONFIGS = (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig)
+CONFIGS = NODE_CONFIGS["memory_node"]
 
 
 class MemoryNode(ManagedNode):
