@@ -91,6 +91,7 @@ EPISODES = [
     Ep("dark", 30, None, "a dark corridor"),
     Ep("plant", 40, yawed(-4.0, 1.0, 180.0), "a green plant", robot="other"),
     Ep("ball", 50, yawed(0.0, 0.0, 0.0, "elsewhere"), "a yellow ball"),
+    Ep("cart", 60, yawed(1.0, 0.0, 0.0, "drift"), "a shopping cart"),
 ]
 
 
@@ -278,6 +279,28 @@ def test_a_map_episode_becomes_a_goal(
     assert_goal(goal, want)
     assert result.goal.position == pytest.approx(want.position)
     assert result.episode_pose == EPISODES[0].pose
+
+
+@NEEDS_TF2
+def test_an_old_episode_takes_the_latest_transform(
+    ros: tuple[Node, FakeNav2], memory: tuple[GoToEpisodeClient, Path]
+) -> None:
+    """tf holds seconds, the episode is an hour old: the latest map <- drift, and a note."""
+    from geometry_msgs.msg import TransformStamped
+    from tf2_ros import TransformBroadcaster
+
+    node, nav = ros
+    tf = TransformStamped()
+    tf.header.frame_id, tf.child_frame_id = "map", "drift"
+    tf.transform.translation.y, tf.transform.rotation.w = -3.0, 1.0
+    broadcaster = TransformBroadcaster(node)
+    for _ in range(5):  # a few, as a live tf tree would
+        tf.header.stamp = node.get_clock().now().to_msg()
+        broadcaster.sendTransform(tf)
+        time.sleep(0.1)
+    result = memory[0].go_to(episode_id="cart", standoff_m=0.0)
+    assert "latest transform" in result.message and "episode's time" in result.message
+    assert_goal(nav.take()[1], yawed(1.0, -3.0, 0.0))
 
 
 @NEEDS_TF2

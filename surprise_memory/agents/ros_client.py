@@ -6,6 +6,8 @@
   :class:`~surprise_memory.memory.store.EpisodeRetriever` interface that the store
   implements, so :class:`~surprise_memory.agents.tool.EpisodicMemoryTool` serves an agent
   on another machine exactly as it serves one next to the store.
+* :class:`ServiceCaller`: one service called from a private node (below: why), shared
+  with :class:`~surprise_memory.agents.ros_navigation.GoToEpisodeClient`.
 
 Images travel as the store holds them: JPEG bytes (``sensor_msgs/CompressedImage``), never
 decoded on the way; :meth:`RetrievedEpisode.decode_images` decodes them where wanted.

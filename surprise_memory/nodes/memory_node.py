@@ -1,4 +1,4 @@
-"""memory_node: camera + SurpriseEvent in; stored episodes out; retrieve_episodes served."""
+"""memory_node: camera + SurpriseEvent in; stored episodes out; retrievals and goals served."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ class MemoryNode(ManagedNode):
     """Keeps the recent camera frames, stores an episode per event, answers retrievals.
 
     Subscribes the camera and ``events``; publishes ``episodes`` and serves
-    ``retrieve_episodes``. The work is :class:`~surprise_memory.nodes.memory_part.MemoryPart`
-    (shared with ``pipeline_node``).
+    ``retrieve_episodes`` and ``go_to_episode`` (an episode as a Nav2 goal). The work is
+    :class:`~surprise_memory.nodes.memory_part.MemoryPart` (shared with ``pipeline_node``).
     """
 
     executor_threads = 2  # camera/events/timer in one group, retrievals in another

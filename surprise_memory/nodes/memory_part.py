@@ -2,7 +2,8 @@
 
 :class:`MemoryPart` is hosted by ``memory_node`` (camera and ``events`` subscribed) and by
 ``pipeline_node`` (frames and events handed over in memory). Either way it publishes
-``episodes`` and serves ``retrieve_episodes``.
+``episodes`` and serves ``retrieve_episodes`` (and, through its
+:class:`~surprise_memory.nodes.navigation_part.NavigationPart`, ``go_to_episode``).
 """
 
 from __future__ import annotations
