@@ -3,8 +3,9 @@
 DAAAM's agent answers "take me to where the chemical spill happened yesterday" with two
 calls: ``search_episodic_memory`` (:class:`~surprise_memory.agents.tool.EpisodicMemoryTool`)
 finds the episode, then ``navigate_to_episode(episode_id)`` (:class:`NavigateToEpisodeTool`)
-sends the robot there. The tool has the same shape as the search tool (flat strict OpenAI
-``signature``, nested ``schema``, DAAAM's no-op setters, ``execute`` that never raises) and
+sends the robot there. The tool has the same shape as the search tool
+(:class:`~surprise_memory.agents.function_tool.FunctionTool`: flat strict OpenAI
+``signature``, nested ``schema``, DAAAM's no-op setters; ``execute`` never raises) and
 works through a :class:`Navigator`: on a robot,
 :class:`~surprise_memory.agents.ros_navigation.GoToEpisodeClient`, the memory node's
 ``go_to_episode`` service, which checks the episode, transforms its pose into the
@@ -17,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from surprise_memory.agents.function_tool import FunctionTool
 from surprise_memory.errors import InputError, SurpriseMemoryError
 from surprise_memory.memory.pose import Pose, yaw_of
 
@@ -70,7 +72,7 @@ def goal_json(pose: Pose) -> dict[str, Any]:
     }
 
 
-class NavigateToEpisodeTool:
+class NavigateToEpisodeTool(FunctionTool):
     """Send the robot to where an episode happened, for an LLM agent.
 
     Args:
@@ -96,14 +98,9 @@ class NavigateToEpisodeTool:
             raise InputError(f"standoff_m={standoff_m!r}: must be a finite number >= 0 or None")
         self._navigator = navigator
         self._standoff_m = standoff_m
-        self._name = name
+        super().__init__(name)
 
     # ------------------------------------------------------------------ what DAAAM reads
-    @property
-    def name(self) -> str:
-        """The function name (DAAAM's registry keys its tools by it)."""
-        return self._name
-
     @property
     def description(self) -> str:
         """What the tool does, for the model."""
@@ -131,32 +128,6 @@ class NavigateToEpisodeTool:
             "required": list(_PARAMETERS),
             "additionalProperties": False,
         }
-
-    @property
-    def signature(self) -> dict[str, Any]:
-        """The flat OpenAI Responses function (what DAAAM's ``Tool.signature`` holds)."""
-        return {
-            "type": "function",
-            "name": self._name,
-            "description": self.description,
-            "parameters": self.parameters,
-            "strict": True,
-        }
-
-    @property
-    def schema(self) -> dict[str, Any]:
-        """The same function in the nested chat-completions form (``{"function": {...}}``)."""
-        flat = self.signature
-        return {"type": "function", "function": {k: v for k, v in flat.items() if k != "type"}}
-
-    def set_scene_graph(self, scene_graph: Any) -> None:
-        """DAAAM hands every tool its scene graph at each update: not needed here."""
-
-    def set_embedding_handlers(self, clip_handler: Any, sentence_handler: Any) -> None:
-        """DAAAM's shared CLIP/sentence models: not used."""
-
-    def set_config(self, config: Any) -> None:
-        """DAAAM's tool configuration: nothing in it applies to this tool."""
 
     # ------------------------------------------------------------------ calling
     def execute(self, **kwargs: Any) -> dict[str, Any]:

@@ -20,12 +20,17 @@ import math
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from surprise_memory.agents.navigation_tool import NavigationResult, goal_json
-from surprise_memory.cli.options import add_config_options, given, parse_point
+from surprise_memory.cli.options import (
+    add_config_options,
+    add_time_place_options,
+    given,
+    parse_point,
+)
 from surprise_memory.cli.store import _query_embedder, _store_origin
 from surprise_memory.config import NavigationConfig
 from surprise_memory.errors import InputError
@@ -67,11 +72,7 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     )
     g.add_argument("text", nargs="?", help="what happened, in words")
     g.add_argument("--id", dest="episode_id", metavar="ID", help="the episode's id")
-    g.add_argument("--start", help="earliest trigger time")
-    g.add_argument("--end", help="latest trigger time")
-    g.add_argument("--near", metavar="X,Y[,Z]", help="the episode nearest this place (metres)")
-    g.add_argument("--near-frame", metavar="FRAME", help="frame of --near")
-    g.add_argument("--radius", type=float, metavar="M", help="only within M metres of --near")
+    add_time_place_options(g)
     g.add_argument("--robot-id", help="whose episodes (default: this robot's own)")
     g.add_argument(
         "--allow-other-robots", action="store_true", help="allow another robot's episode"
@@ -153,24 +154,11 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> Navi
         episode = choose_episode(store, query, own, now)
     frame = episode.pose.frame_id
     needs_tf = episode.pose_valid and bool(frame) and frame != config.navigation_frame
-    if args.dry_run and not needs_tf:
-        goal = goal_from_episode(
-            episode,
-            config.navigation_frame,
-            standoff_m=config.goal_standoff_meters,
-            own_robot=own,
-            allow_other_robots=args.allow_other_robots,
-            now_ns=now,
-        )
-        return _result(goal, "")
-    from geometry_msgs.msg import PoseStamped
-
-    from surprise_memory.nodes.goal_sender import GoalSender, TransformLookup
-    from surprise_memory.nodes.messages import pose_to_msg
-
-    with _ros_node() as node:
+    with _ros_node() if needs_tf or not args.dry_run else nullcontext() as node:
         transform, note = None, ""
         if needs_tf:
+            from surprise_memory.nodes.goal_sender import TransformLookup
+
             transform, note = TransformLookup(node).lookup(
                 config.navigation_frame, frame, episode.stamp_ns, config.goal_timeout_seconds
             )
@@ -184,17 +172,19 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> Navi
             now_ns=now,
             note=note,
         )
-        if args.dry_run:
-            return _result(goal, "")
-        msg = PoseStamped(pose=pose_to_msg(goal.pose))
-        msg.header.frame_id = goal.pose.frame_id
-        msg.header.stamp = node.get_clock().now().to_msg()
-        sender = GoalSender(node, config)
-        try:
-            via = sender.send(msg, config.goal_timeout_seconds)
-        finally:
-            sender.destroy()
+        via = "" if args.dry_run else _send(node, goal.pose, config)
     return _result(goal, via)
+
+
+def _send(node: Any, pose: Any, config: NavigationConfig) -> str:
+    """Send the goal from this process (as the memory node would); returns how it went."""
+    from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
+
+    sender = GoalSender(node, config)
+    try:
+        return sender.send(goal_msg(node, pose), config.goal_timeout_seconds)
+    finally:
+        sender.destroy()
 
 
 def _query(

@@ -26,9 +26,10 @@ from surprise_memory.config import NavigationConfig
 from surprise_memory.errors import ConfigError
 from surprise_memory.memory.navigation import GoalRefusedError
 from surprise_memory.memory.pose import Pose
+from surprise_memory.nodes.messages import pose_to_msg
 from surprise_memory.nodes.qos import GOAL
 
-__all__ = ["GoalSender", "TransformLookup", "navigate_to_pose_action"]
+__all__ = ["GoalSender", "TransformLookup", "goal_msg", "navigate_to_pose_action"]
 
 _POLL_S = 0.02
 
@@ -39,6 +40,14 @@ def navigate_to_pose_action() -> Any:
         return importlib.import_module("nav2_msgs.action").NavigateToPose
     except ImportError:
         return None
+
+
+def goal_msg(node: Any, pose: Pose) -> PoseStamped:
+    """A goal pose as Nav2 takes it: in its frame, stamped now by the node's clock (as RViz)."""
+    msg = PoseStamped(pose=pose_to_msg(pose))
+    msg.header.frame_id = pose.frame_id
+    msg.header.stamp = node.get_clock().now().to_msg()
+    return msg
 
 
 class TransformLookup:

@@ -13,7 +13,6 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 
 from surprise_memory.config import ComponentConfig, NavigationConfig, settings_of
@@ -29,8 +28,8 @@ from surprise_memory.memory.store import EpisodeRecord, EpisodeStoreBackend
 from surprise_memory.memory.store.records import resolve_robot_id
 from surprise_memory.msg import Episode
 from surprise_memory.nodes.diagnostics import NodeStats
-from surprise_memory.nodes.goal_sender import GoalSender, TransformLookup
-from surprise_memory.nodes.messages import pose_to_msg, time_to_ns
+from surprise_memory.nodes.goal_sender import GoalSender, TransformLookup, goal_msg
+from surprise_memory.nodes.messages import time_to_ns
 from surprise_memory.nodes.parameters import Applier
 from surprise_memory.perception.encoders import ImageTextEmbedder
 from surprise_memory.srv import GoToEpisode
@@ -116,12 +115,9 @@ class NavigationPart:
         config = self._config  # one request, one set of settings
         try:
             goal = self._goal(request, config, response)
-            msg = PoseStamped(pose=pose_to_msg(goal.pose))
-            msg.header.frame_id = goal.pose.frame_id
-            msg.header.stamp = self._node.get_clock().now().to_msg()
-            response.goal = msg
+            response.goal = goal_msg(self._node, goal.pose)
             if not request.dry_run:
-                response.sent_via = self._sender.send(msg, config.goal_timeout_seconds)
+                response.sent_via = self._sender.send(response.goal, config.goal_timeout_seconds)
         except Exception as exc:  # a bad request, or tf/Nav2 failing, never ends the node
             response.success = False
             response.sent_via = ""
