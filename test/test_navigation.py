@@ -262,6 +262,7 @@ def test_other_robots_only_when_asked(store: EpisodeStore) -> None:
     [
         ({}, GoalRefusedError, "say which episode"),
         ({"episode_id": "far", "end_ns": NOW}, GoalRefusedError, "not both"),
+        ({"episode_id": "far", "radius_m": 2.0}, GoalRefusedError, "not both"),
         ({"episode_id": "../x"}, GoalRefusedError, "not an episode id"),
         ({"episode_id": "missing"}, StoreError, "missing"),
         ({"start_ns": NOW + S}, GoalRefusedError, "has not happened yet"),

@@ -93,10 +93,6 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
 
 
 def _cmd_goto(args: argparse.Namespace) -> int:
-    if args.radius is not None and args.near is None:
-        raise InputError("--radius needs --near")
-    if args.episode_id and (args.text or args.start or args.end or args.near):
-        raise InputError("give --id or a query (text, --start/--end, --near), not both")
     settings = given(args, [NavigationConfig])
     if args.store is not None:
         result = _goto_from_store(args, NavigationConfig.from_mapping(settings))

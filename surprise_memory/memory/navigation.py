@@ -96,12 +96,8 @@ class GoalQuery:
     @property
     def has_query(self) -> bool:
         """Whether any query field (text/image, time, place) is given."""
-        return (
-            self.embedding is not None
-            or self.start_ns is not None
-            or self.end_ns is not None
-            or self.near is not None
-        )
+        fields = (self.embedding, self.start_ns, self.end_ns, self.near, self.radius_m)
+        return any(f is not None for f in (*fields, self.near_frame))
 
 
 def check_query_times(start_ns: int | None, end_ns: int | None, now_ns: int) -> None:

@@ -67,11 +67,6 @@ class TransformLookup:
         self._buffer = Buffer()
         self._listener = TransformListener(self._buffer, node, spin_thread=False)
 
-    @property
-    def available(self) -> bool:
-        """Whether tf2_ros is installed (else every lookup is refused)."""
-        return self._buffer is not None
-
     def lookup(
         self, target: str, source: str, stamp_ns: int, wait_s: float = 0.0
     ) -> tuple[Pose, str]:
