@@ -285,20 +285,30 @@ def test_a_map_episode_becomes_a_goal(
 def test_an_old_episode_takes_the_latest_transform(
     ros: tuple[Node, FakeNav2], memory: tuple[GoToEpisodeClient, Path]
 ) -> None:
-    """tf holds seconds, the episode is an hour old: the latest map <- drift, and a note."""
+    """The node hears tf only during a request; the episode is an hour old: the latest
+    map <- drift is used, and the response says so."""
     from geometry_msgs.msg import TransformStamped
     from tf2_ros import TransformBroadcaster
 
     node, nav = ros
+    deadline = time.monotonic() + 10.0  # between requests nothing listens to tf
+    while node.count_subscribers("/tf") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert node.count_subscribers("/tf") == 0
     tf = TransformStamped()
     tf.header.frame_id, tf.child_frame_id = "map", "drift"
     tf.transform.translation.y, tf.transform.rotation.w = -3.0, 1.0
     broadcaster = TransformBroadcaster(node)
-    for _ in range(5):  # a few, as a live tf tree would
+
+    def broadcast() -> None:  # at 20 Hz, as a live tf tree does
         tf.header.stamp = node.get_clock().now().to_msg()
         broadcaster.sendTransform(tf)
-        time.sleep(0.1)
-    result = memory[0].go_to(episode_id="cart", standoff_m=0.0)
+
+    timer = node.create_timer(0.05, broadcast)
+    try:
+        result = memory[0].go_to(episode_id="cart", standoff_m=0.0)
+    finally:
+        node.destroy_timer(timer)
     assert "latest transform" in result.message and "episode's time" in result.message
     assert_goal(nav.take()[1], yawed(1.0, -3.0, 0.0))
 

@@ -155,9 +155,10 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> Navi
         if needs_tf:
             from surprise_memory.nodes.goal_sender import TransformLookup
 
-            transform, note = TransformLookup(node).lookup(
-                config.navigation_frame, frame, episode.stamp_ns, config.goal_timeout_seconds
-            )
+            with TransformLookup(node) as tf:
+                transform, note = tf.lookup(
+                    config.navigation_frame, frame, episode.stamp_ns, config.goal_timeout_seconds
+                )
         goal = goal_from_episode(
             episode,
             config.navigation_frame,

@@ -73,10 +73,9 @@ class NavigationPart:
         self._episode_msg = episode_msg
 
     def setup(self, values: Mapping[str, Any]) -> None:
-        """Configure: the settings, the tf listener, the goal publisher or action client."""
+        """Configure: the settings, the goal publisher or action client."""
         self._config = NavigationConfig.from_mapping(values)
         self._own_robot = resolve_robot_id(None, self._store.config.robot_id)
-        self._transforms = TransformLookup(self._node)
         # the action's answers come in another group than the service's (which waits)
         self._sender = GoalSender(self._node, self._config, ReentrantCallbackGroup())
         self._stats.set(goal_via=self._sender.via)
@@ -162,9 +161,10 @@ class NavigationPart:
         transform, note = None, ""
         frame = episode.pose.frame_id
         if episode.pose_valid and frame and frame != config.navigation_frame:
-            transform, note = self._transforms.lookup(
-                config.navigation_frame, frame, episode.stamp_ns
-            )
+            with TransformLookup(self._node) as tf:  # tf heard only while needed
+                transform, note = tf.lookup(
+                    config.navigation_frame, frame, episode.stamp_ns, config.goal_timeout_seconds
+                )
         standoff = config.goal_standoff_meters if request.standoff < 0 else request.standoff
         return goal_from_episode(
             episode,
