@@ -9,11 +9,14 @@ episodes a running memory node adds, as they come. The store is opened read-only
 page is plain HTML, CSS and JavaScript shipped in ``static/`` (no request leaves the
 server, so it works on a robot without internet).
 
-* :mod:`.app`: the web application (Starlette) and its routes;
-* :mod:`.views`: what the routes answer, as plain data (the search fields -> a query);
-* :mod:`.live`: the live feed (server-sent events of episodes added and evicted);
-* :mod:`.run_notes`: the curve and the "why kept" notes from what ``process`` wrote.
+* :mod:`~surprise_memory.browser.app`: the web application (Starlette) and its routes;
+* :mod:`~surprise_memory.browser.views`: what the routes answer, as plain data (the
+  search fields -> a query);
+* :mod:`~surprise_memory.browser.live`: the live feed (server-sent events of episodes
+  added and evicted);
+* :mod:`~surprise_memory.browser.run_notes`: the curve and the "why kept" notes from what
+  ``process`` wrote.
 
 Starlette and uvicorn are the optional ``browser`` extra (``requirements/browser.txt``);
-only :mod:`.app` imports them.
+only :mod:`~surprise_memory.browser.app` imports them.
 """

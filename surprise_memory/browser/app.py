@@ -14,7 +14,8 @@ read-only):
 * ``/api/search``: ``GET`` with ``text`` and/or filters (``start``, ``end``, ``near``,
   ``near_frame``, ``radius``, ``robot_id``, ``k``), or ``POST`` with an image as the body
   and the filters in the query string: the same retrieval as the CLI and the service;
-* ``/api/live``: server-sent events when episodes are added or evicted (:mod:`.live`).
+* ``/api/live``: server-sent events when episodes are added or evicted
+  (:mod:`~surprise_memory.browser.live`).
 
 A request the store cannot answer gets a JSON ``{"error": "..."}`` with a 4xx status
 (400 malformed, 404 unknown episode or frame, 413 upload too large), never a stack
@@ -317,7 +318,7 @@ class Browser:
         return b"".join(chunks)
 
     async def live(self, request: Request) -> Response:
-        """Server-sent events: episodes added and evicted (see :mod:`.live`)."""
+        """Server-sent events: episodes added and evicted (:mod:`~surprise_memory.browser.live`)."""
         queue = self.feed.subscribe()
         return StreamingResponse(
             self.feed.stream(queue),
