@@ -36,11 +36,9 @@ import contextlib
 import http.client
 import json
 import os
-import platform
 import re
 import select
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -52,6 +50,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
+import run_all
+from bench_retrieval import percentiles
 
 from surprise_memory.browser.views import timeline_columns
 from surprise_memory.memory.pose import Pose
@@ -206,16 +206,9 @@ class Client:
 
 
 def timed(fn: Callable[[], object], repeats: int) -> dict[str, float]:
-    """p50/p99/max in ms of ``fn`` after two warm-up calls."""
-    for _ in range(2):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    p50, p99 = np.percentile(times, [50, 99])
-    return {"p50_ms": float(p50), "p99_ms": float(p99), "max_ms": max(times), "n": repeats}
+    """p50/p99 in ms of ``fn`` (bench_retrieval's percentiles: after three warm-up calls)."""
+    p50, p99 = percentiles(fn, repeats)
+    return {"p50_ms": p50, "p99_ms": p99, "n": repeats}
 
 
 def chromium_load(url: str, repeats: int) -> dict[str, Any] | None:
@@ -336,22 +329,13 @@ def embedder_forward(model: str, jpeg: bytes) -> dict[str, dict[str, float]]:
 
 
 def machine() -> str:
-    """CPU, cores, load, versions: the line printed above the figures."""
-    import importlib.metadata as md
-
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    """CPU, cores, load, versions (run_all's): the line printed above the figures."""
+    info, vers = run_all.machine(), run_all.versions()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    vers = ", ".join(
-        f"{name} {md.version(name)}" for name in ("starlette", "uvicorn", "numpy", "torch")
-    )
+    names = ("python", "sqlite", "starlette", "uvicorn", "numpy", "torch")
     return (
-        f"machine: {cpu}, {os.cpu_count()} CPUs, load average {load}; python "
-        f"{platform.python_version()}, sqlite {sqlite3.sqlite_version}, {vers}"
+        f"machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM, load "
+        f"average {load}; " + ", ".join(f"{k} {vers[k]}" for k in names)
     )
 
 
