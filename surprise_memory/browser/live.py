@@ -41,7 +41,7 @@ def _event(name: str, data: Any) -> str:
 class ChangeFeed:
     """The episodes the pages were last told of, and a bounded queue of events per page.
 
-    Every method runs on the server's event loop.
+    Every method but :meth:`snapshot` runs on the server's event loop.
 
     Args:
         queue_size: Events held for one page before it is told to resync instead.
