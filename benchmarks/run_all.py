@@ -25,7 +25,10 @@ reusing the single-purpose benchmark beside this file:
 * ``offline``: ``surprise_memory.offline.pipeline.process`` frames/s on a synthetic bag vs
   ``encoder_batch`` 1, 4, 8, 16 (tiny preset);
 * ``peer``: ours vs PySceneDetect on the synthetic clips with ground truth
-  (:mod:`peer_scenedetect`), F1 and frames/s in the same run.
+  (:mod:`peer_scenedetect`), F1 and frames/s in the same run;
+* ``browser``: the memory browser (``surprise-memory serve``) at 10k episodes: first load
+  and search answers over HTTP, the page in headless Chromium, an image search with the
+  store's embedder (:mod:`bench_browser`; the full mode only for the last two).
 
 The CPU may be shared: every timed figure is a median over repetitions, its spread is kept
 in the JSON, and the load average before and after is printed with the figures.
@@ -58,7 +61,18 @@ from typing import Any
 
 import numpy as np
 
-SECTIONS = ("scorer", "encoder", "frames", "store", "fleet", "ros", "offline", "peer", "soak")
+SECTIONS = (
+    "scorer",
+    "encoder",
+    "frames",
+    "store",
+    "fleet",
+    "ros",
+    "offline",
+    "peer",
+    "soak",
+    "browser",
+)
 
 
 @dataclass
@@ -148,6 +162,8 @@ def versions() -> dict[str, str]:
         "rosbags": dist("rosbags"),
         "scenedetect": dist("scenedetect"),
         "opencv": dist("opencv-python"),
+        "starlette": dist("starlette"),
+        "uvicorn": dist("uvicorn"),
     }
     with contextlib.suppress(Exception):
         import surprise_memory
@@ -559,6 +575,20 @@ def section_soak(s: Suite) -> None:
         )
 
 
+def section_browser(s: Suite) -> None:
+    """The memory browser at 10k episodes (bench_browser's run)."""
+    import bench_browser
+
+    figures = bench_browser.run(
+        10_000, "none" if s.quick else "large", chromium=not s.quick, repeats=30
+    )
+    s.raw["browser"] = figures
+    for figure, value, verdict in bench_browser.report(figures):
+        s.add("browser", figure, value, "<= 300 ms" if verdict else "", verdict)
+    if s.quick:
+        s.add("browser", "search: image; the page in Chromium", "not run (--quick)", "", "skipped")
+
+
 RUNNERS: dict[str, Callable[[Suite], None]] = {
     "scorer": section_scorer,
     "encoder": section_encoder,
@@ -569,6 +599,7 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "offline": section_offline,
     "peer": section_peer,
     "soak": section_soak,
+    "browser": section_browser,
 }
 
 
