@@ -20,6 +20,7 @@ from surprise_memory.errors import InputError
 
 __all__ = [
     "ALIASES",
+    "EXIT_INCOMPLETE",
     "PROG",
     "add_config_options",
     "add_setting",
@@ -30,6 +31,9 @@ __all__ = [
 ]
 
 PROG = "surprise-memory"
+
+EXIT_INCOMPLETE = 3
+"""Exit status of a job of many tasks that ran, but where some failed (listed by it)."""
 
 ALIASES = {
     "encoder_batch": ("--batch",),

@@ -1,0 +1,107 @@
+"""What the many-recordings tests share: tiny settings, a small fleet of bags, store contents.
+
+The fleet: three synthetic rosbag2 recordings of two robots (one bag names its robot in
+``metadata.yaml``'s ``custom_data``) and one corrupt recording (a rosbag2 folder whose
+database was cut short: the bag reader refuses it as malformed).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from surprise_memory.memory.store import open_store
+from surprise_memory.offline.pipeline import PipelineSettings
+from surprise_memory.offline.synthetic import SyntheticScene, write_synthetic_bag
+from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
+
+TINY = {
+    "encoder_weights": TINY_VIDEO_WEIGHTS,
+    "encoder_device": "cpu",
+    "clip_frames": 8,
+    "window": 16,
+    "warmup": 8,
+    "nms_seconds": 0.5,
+    "embedder_model": TINY_EMBEDDER_MODEL,
+    "embedder_weights": "random",
+    "embedder_device": "cpu",
+    "episode_before_seconds": 1.0,
+    "episode_after_seconds": 1.0,
+    "episode_frames": 2,
+}
+"""Pipeline settings of the tiny presets (random weights, CPU)."""
+
+TINY_ARGS = [
+    arg for name, value in TINY.items() for arg in ("--" + name.replace("_", "-"), str(value))
+]
+"""The same settings as command-line options."""
+
+# recording key -> (scene seed, robot id in the bag's metadata or None)
+GOOD = {
+    "robot_a/run1": (0, None),
+    "robot_a/run2": (1, None),
+    "robot_b/run1": (2, "beta"),
+}
+CORRUPT = "robot_c/cut"
+"""Key of the corrupt recording."""
+
+
+def settings(**extra: Any) -> PipelineSettings:
+    """The tiny settings (plus ``extra``)."""
+    return PipelineSettings.from_mapping({**TINY, **extra})
+
+
+def make_fleet(root: Path) -> Path:
+    """Write the fleet under ``root/fleet``; returns that folder."""
+    fleet = root / "fleet"
+    for key, (seed, robot) in GOOD.items():
+        (fleet / key).parent.mkdir(parents=True, exist_ok=True)
+        scene = SyntheticScene(seed=seed, duration_s=6.0, width=64, height=48)
+        write_synthetic_bag(fleet / key, scene, custom_data={"robot_id": robot} if robot else None)
+    cut = fleet / CORRUPT
+    cut.parent.mkdir(parents=True)
+    shutil.copytree(fleet / "robot_a/run1", cut)
+    db = cut / "run1.db3"
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 3])
+    return fleet
+
+
+def episodes(location: str | Path, robot_id: str | None = None) -> list[dict[str, Any]]:
+    """Every episode of a store (of one robot), by stamp: fields, JPEG bytes, embeddings."""
+    out = []
+    with open_store(str(location), read_only=True) as store:
+        for ep_id in store.episode_ids():
+            rec = store.get(ep_id)
+            if robot_id is not None and rec.robot_id != robot_id:
+                continue
+            out.append(
+                {
+                    "id": rec.id,
+                    "robot_id": rec.robot_id,
+                    "stamp_ns": rec.stamp_ns,
+                    "surprise": rec.surprise,
+                    "threshold": rec.threshold,
+                    "frame_stamps_ns": rec.frame_stamps_ns,
+                    "pose": (rec.pose_valid, rec.pose.position),
+                    "jpegs": rec.load_jpegs(),
+                    "embeddings": np.asarray(store.embeddings(ep_id)),
+                }
+            )
+    return sorted(out, key=lambda e: e["stamp_ns"])
+
+
+def assert_same_episodes(
+    got: list[dict[str, Any]], want: list[dict[str, Any]], *, same_ids: bool = True
+) -> None:
+    """Equal episodes: fields, JPEG bytes and embeddings (float16 as stored) exactly."""
+    assert len(got) == len(want) > 0
+    for g, w in zip(got, want, strict=True):
+        for field in ("stamp_ns", "surprise", "threshold", "frame_stamps_ns", "pose", "jpegs"):
+            assert g[field] == w[field], field
+        np.testing.assert_array_equal(g["embeddings"], w["embeddings"])
+        if same_ids:
+            assert g["id"] == w["id"]
