@@ -1,4 +1,4 @@
-"""What the many-recordings tests share: tiny settings, a small fleet of bags, store contents.
+"""What the many-recordings tests share: tiny settings, a small fleet, GEBD videos, store contents.
 
 The fleet: three synthetic rosbag2 recordings of two robots (one bag names its robot in
 ``metadata.yaml``'s ``custom_data``) and one corrupt recording (a rosbag2 folder whose
@@ -7,6 +7,7 @@ database was cut short: the bag reader refuses it as malformed).
 
 from __future__ import annotations
 
+import pickle
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,11 @@ import numpy as np
 
 from surprise_memory.memory.store import open_store
 from surprise_memory.offline.pipeline import PipelineSettings
-from surprise_memory.offline.synthetic import SyntheticScene, write_synthetic_bag
+from surprise_memory.offline.synthetic import (
+    SyntheticScene,
+    write_synthetic_bag,
+    write_synthetic_video,
+)
 from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 
 TINY = {
@@ -47,6 +52,10 @@ GOOD = {
 }
 CORRUPT = "robot_c/cut"
 """Key of the corrupt recording."""
+GOOD_VIDEOS = ("vidA", "vidB", "vidC")
+"""Ids of the GEBD fixture's videos."""
+BROKEN_VIDEO = "vidD"
+"""Id of its corrupt video file."""
 
 
 def settings(**extra: Any) -> PipelineSettings:
@@ -54,17 +63,18 @@ def settings(**extra: Any) -> PipelineSettings:
     return PipelineSettings.from_mapping({**TINY, **extra})
 
 
-def make_fleet(root: Path) -> Path:
-    """Write the fleet under ``root/fleet``; returns that folder."""
+def make_fleet(root: Path, keys: tuple[str, ...] = tuple(GOOD)) -> Path:
+    """Write the fleet (these of its good recordings) under ``root/fleet``; returns that folder."""
     fleet = root / "fleet"
-    for key, (seed, robot) in GOOD.items():
+    for key in keys:
+        seed, robot = GOOD[key]
         (fleet / key).parent.mkdir(parents=True, exist_ok=True)
         scene = SyntheticScene(seed=seed, duration_s=6.0, width=64, height=48)
         write_synthetic_bag(fleet / key, scene, custom_data={"robot_id": robot} if robot else None)
     cut = fleet / CORRUPT
     cut.parent.mkdir(parents=True)
-    shutil.copytree(fleet / "robot_a/run1", cut)
-    db = cut / "run1.db3"
+    shutil.copytree(fleet / keys[0], cut)
+    db = next(cut.glob("*.db3"))
     data = db.read_bytes()
     db.write_bytes(data[: len(data) // 3])
     return fleet
@@ -105,3 +115,27 @@ def assert_same_episodes(
         np.testing.assert_array_equal(g["embeddings"], w["embeddings"])
         if same_ids:
             assert g["id"] == w["id"]
+
+
+def gebd_fixture(root: Path) -> tuple[Path, Path]:
+    """Three short synthetic videos, one corrupt file, and their ground-truth pickle."""
+    videos = root / "videos"
+    videos.mkdir()
+    gt: dict[str, Any] = {}
+    for i, vid in enumerate(GOOD_VIDEOS):
+        scene = SyntheticScene(seed=20 + i, duration_s=5.0, width=64, height=48)
+        write_synthetic_video(videos / f"{vid}.mp4", scene)
+        times = [round(e.start_s, 2) for e in scene.scripted_events]
+        gt[vid] = {
+            "fps": scene.fps,
+            "num_frames": scene.frame_count,
+            "video_duration": scene.duration_s,
+            "f1_consis_avg": 0.8,
+            "substages_timestamps": [times, times[1:]],
+        }
+    (videos / f"{BROKEN_VIDEO}.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"broken" * 100)
+    gt[BROKEN_VIDEO] = dict(gt["vidA"])
+    gt["vidE"] = dict(gt["vidA"])  # no file: missed
+    annotations = root / "gt.pkl"
+    annotations.write_bytes(pickle.dumps(gt))
+    return videos, annotations

@@ -11,9 +11,11 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from batch_helpers import BROKEN_VIDEO as BROKEN
+from batch_helpers import GOOD_VIDEOS as GOOD
+from batch_helpers import gebd_fixture
 
 from surprise_memory.config import EncoderConfig
 from surprise_memory.errors import ConfigError, StoreError
@@ -25,38 +27,11 @@ from surprise_memory.evaluation.sharding import (
     video_files,
 )
 from surprise_memory.offline.inputs import FoundRecording, expand_inputs
-from surprise_memory.offline.synthetic import SyntheticScene, write_synthetic_video
 from surprise_memory.perception.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
 
 REPO = Path(__file__).resolve().parents[1]
 ENCODER = EncoderConfig(encoder_weights=TINY_VIDEO_WEIGHTS, encoder_device="cpu", clip_frames=8)
 DETECTOR = {"window": 16, "warmup": 8, "nms_seconds": 0.5}
-GOOD = ("vidA", "vidB", "vidC")
-BROKEN = "vidD"
-
-
-def gebd_fixture(root: Path) -> tuple[Path, Path]:
-    """Three short synthetic videos, one corrupt file, and their ground-truth pickle."""
-    videos = root / "videos"
-    videos.mkdir()
-    gt: dict[str, Any] = {}
-    for i, vid in enumerate(GOOD):
-        scene = SyntheticScene(seed=20 + i, duration_s=5.0, width=64, height=48)
-        write_synthetic_video(videos / f"{vid}.mp4", scene)
-        times = [round(e.start_s, 2) for e in scene.scripted_events]
-        gt[vid] = {
-            "fps": scene.fps,
-            "num_frames": scene.frame_count,
-            "video_duration": scene.duration_s,
-            "f1_consis_avg": 0.8,
-            "substages_timestamps": [times, times[1:]],
-        }
-    (videos / f"{BROKEN}.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"broken" * 100)
-    gt[BROKEN] = dict(gt["vidA"])
-    gt["vidE"] = dict(gt["vidA"])  # no file: missed
-    annotations = root / "gt.pkl"
-    annotations.write_bytes(pickle.dumps(gt))
-    return videos, annotations
 
 
 @pytest.fixture(scope="module")

@@ -364,15 +364,16 @@ class BatchRecord:
         self.write()
 
     def close(self, interrupted: bool = False) -> None:
-        """The last write: recordings never finished are ``interrupted`` (or stay pending).
+        """The last write: recordings not finished are ``interrupted`` (or stay pending).
 
         Also removes the empty folders the moved runs left under ``.partial`` (here, once
         no worker runs, rather than by each worker, whose neighbours may be creating one).
         """
         if interrupted:
             for rec in self.todo:
-                if self.entries[rec.key]["status"] == "pending":
-                    self.entries[rec.key]["status"] = "interrupted"
+                entry = self.entries[rec.key]
+                if entry["status"] == "pending":  # a worker may have finished it unheard
+                    entry["status"] = "complete" if self._completed(rec) else "interrupted"
         self.write()
         partial = self.job.root / PARTIAL
         for top, _dirs, _files in os.walk(partial, topdown=False):
@@ -465,11 +466,13 @@ def run_batch(
         The job's record (``complete``, ``failed``).
 
     Raises:
-        StoreError: See :class:`BatchRecord`.
+        StoreError: See :class:`BatchRecord`; or the PostgreSQL store cannot be opened.
         ModelLoadError: The weights cannot be loaded.
 
     """
     record = BatchRecord(job, recordings)
+    if job.postgres and record.todo:  # an unreachable server fails the job, not each task
+        open_store(job.out, job.settings.store).close()
     progress = JobProgress(record.todo, listener)
     interrupted = True
     try:

@@ -274,6 +274,6 @@ def run_locally(
                 progress.update([(key, units)])
 
         result = run_task(worker, task, report)
+        on_result(result)  # recorded first: an interrupt from the progress view loses nothing
         if progress is not None:
             progress.finish(result)
-        on_result(result)

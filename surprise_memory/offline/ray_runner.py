@@ -316,6 +316,6 @@ def _dispatch(
 def _finish(
     result: TaskResult, on_result: Callable[[TaskResult], None], progress: JobProgress | None
 ) -> None:
+    on_result(result)  # recorded first: an interrupt from the progress view loses nothing
     if progress is not None:
         progress.finish(result)
-    on_result(result)
