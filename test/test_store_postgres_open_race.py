@@ -22,7 +22,9 @@ def test_writers_opening_a_new_store_together_all_succeed(pg_server: Any) -> Non
         start = threading.Barrier(4)
         errors: list[BaseException] = []
 
-        def opener(url: str = url, start: threading.Barrier = start) -> None:
+        def opener(
+            url: str = url, start: threading.Barrier = start, errors: list[Any] = errors
+        ) -> None:
             start.wait()
             try:
                 open_store(url).close()

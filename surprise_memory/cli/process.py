@@ -106,6 +106,16 @@ def _cmd_process(args: argparse.Namespace) -> int:
         values.setdefault("encoder_device", args.device)
         values.setdefault("embedder_device", args.device)
     settings = PipelineSettings.from_mapping(values)
+    if settings.episode.frame_history_seconds < (
+        settings.episode.episode_before_seconds
+        + settings.gate.nms_seconds
+        + (settings.budget.budget_delay_seconds if settings.budget.max_episodes_per_minute else 0)
+        + settings.episode.episode_after_seconds
+    ):
+        note(
+            "frame_history_seconds is shorter than episode_before + nms_seconds + "
+            "episode_after: early frames of an episode may be gone when its event is decided"
+        )
     from surprise_memory.memory.store import is_postgres_url
     from surprise_memory.offline.inputs import is_many
 
@@ -119,16 +129,6 @@ def _cmd_process(args: argparse.Namespace) -> int:
 
     args.input = args.input[0]
     open_source(Path(args.input), args.image_topic, fps=args.fps)  # input errors before models
-    if settings.episode.frame_history_seconds < (
-        settings.episode.episode_before_seconds
-        + settings.gate.nms_seconds
-        + (settings.budget.budget_delay_seconds if settings.budget.max_episodes_per_minute else 0)
-        + settings.episode.episode_after_seconds
-    ):
-        note(
-            "frame_history_seconds is shorter than episode_before + nms_seconds + "
-            "episode_after: early frames of an episode may be gone when its event is decided"
-        )
     pipeline = OfflinePipeline(settings)
     for role in ("encoder", "embedder"):
         m = getattr(pipeline, role)

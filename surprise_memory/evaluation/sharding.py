@@ -260,7 +260,7 @@ def detect_in_shards(
         checkpoints: Finished shards to take, and where to keep new ones.
         cluster: Run on Ray with these options; None = here, one shard after the other.
         listener: Progress listener.
-        on_start: Called with a line about the workers (Ray only).
+        on_start: Called once the workers have loaded their models, with a line about them.
 
     Returns:
         The merged predictions.
@@ -287,7 +287,7 @@ def detect_in_shards(
     progress = JobProgress(todo, listener)
     args = (encoder_config, dict(detector_settings))
     if cluster is None:
-        run_locally(GebdShardWorker, args, todo, on_result, progress)
+        run_locally(GebdShardWorker, args, todo, on_result, progress, on_start=on_start)
     else:
         from surprise_memory.offline.ray_runner import run_on_ray
 

@@ -460,7 +460,7 @@ def run_batch(
         recordings: Its recordings (those complete from an earlier run are skipped).
         cluster: Run on Ray with these options; None = one after the other, here.
         listener: Progress listener (:class:`~surprise_memory.offline.jobs.ProgressSnapshot`).
-        on_start: Called with a line about the workers (Ray only).
+        on_start: Called once the workers have loaded their models, with a line about them.
 
     Returns:
         The job's record (``complete``, ``failed``).
@@ -477,7 +477,9 @@ def run_batch(
     interrupted = True
     try:
         if cluster is None:
-            run_locally(RecordingWorker, (job,), record.todo, record.add, progress)
+            run_locally(
+                RecordingWorker, (job,), record.todo, record.add, progress, on_start=on_start
+            )
         else:
             from surprise_memory.offline.ray_runner import run_on_ray
 

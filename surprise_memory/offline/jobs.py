@@ -249,6 +249,8 @@ def run_locally(
     tasks: Sequence[T],
     on_result: Callable[[TaskResult], None],
     progress: JobProgress | None = None,
+    *,
+    on_start: Callable[[str], None] | None = None,
 ) -> None:
     """Run the tasks one after the other with one worker built here.
 
@@ -258,6 +260,7 @@ def run_locally(
         tasks: The tasks, in order.
         on_result: Called with each result as soon as its task ends.
         progress: Fed with every report and result.
+        on_start: Called once the worker has loaded its models, with a line saying so.
 
     Raises:
         Exception: Whatever building the worker raises (e.g. ``ModelLoadError``): without
@@ -266,7 +269,10 @@ def run_locally(
     """
     if not tasks:
         return
+    t0 = time.monotonic()
     worker = factory(*factory_args)
+    if on_start is not None:
+        on_start(f"1 worker here, models loaded in {time.monotonic() - t0:.1f} s")
     for task in tasks:
 
         def report(units: int, key: str = task.key) -> None:

@@ -223,7 +223,8 @@ def run_on_ray(
         options: The cluster and the workers' resources.
         want_gpu: Whether the models may use a GPU (the default ``gpus`` then asks for one).
         progress: Fed with the workers' reports and the results.
-        on_start: Called once with a line saying where the workers run.
+        on_start: Called once the workers have loaded their models, with a line saying
+            where they run and how long the loading took.
 
     Raises:
         SurpriseMemoryError: Ray is missing or the cluster unreachable.
@@ -237,11 +238,7 @@ def run_on_ray(
         cluster = {k: float(v) for k, v in ray.cluster_resources().items()}
         gpus, cpus = options.resources(cluster, want_gpu)
         count = options.worker_count(cluster, gpus, cpus, len(tasks))
-        if on_start is not None:
-            on_start(
-                f"Ray: {count} workers of {gpus:g} GPU and {cpus:g} CPU on a cluster of "
-                f"{cluster.get('CPU', 0):g} CPUs and {cluster.get('GPU', 0):g} GPUs"
-            )
+        t0 = time.monotonic()
         board = ray.remote(num_cpus=0)(ProgressBoard).remote()
         host = ray.remote(WorkerHost).options(num_gpus=gpus, num_cpus=cpus, max_restarts=0)
         actors: list[Any] = []
@@ -256,6 +253,12 @@ def run_on_ray(
             for error in ray.get([a.ready.remote() for a in free]):
                 if error is not None:
                     raise error
+            if on_start is not None:
+                on_start(
+                    f"Ray: {count} workers of {gpus:g} GPU and {cpus:g} CPU (cluster: "
+                    f"{cluster.get('CPU', 0):g} CPUs, {cluster.get('GPU', 0):g} GPUs), "
+                    f"models loaded in {time.monotonic() - t0:.1f} s"
+                )
             _dispatch(
                 ray, tasks, free, start=start, board=board, on_result=on_result, progress=progress
             )
