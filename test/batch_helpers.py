@@ -7,8 +7,11 @@ database was cut short: the bag reader refuses it as malformed).
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +142,31 @@ def gebd_fixture(root: Path) -> tuple[Path, Path]:
     annotations = root / "gt.pkl"
     annotations.write_bytes(pickle.dumps(gt))
     return videos, annotations
+
+
+REPO = Path(__file__).resolve().parents[1]
+_MAIN_WITHOUT_RAY = (
+    "import sys\n"
+    "from surprise_memory.cli import main\n"
+    "status = main(sys.argv[1:])\n"
+    "assert 'ray' not in sys.modules, 'ray was imported'\n"
+    "raise SystemExit(status)\n"
+)
+
+
+def command(cwd: Path, *args: str, ray: bool = True) -> subprocess.CompletedProcess[str]:
+    """``surprise-memory ARGS --no-progress`` in a new process (the repository on the path).
+
+    With ``ray=False`` the process also fails (an AssertionError, status 1) when the
+    command imported Ray.
+    """
+    how = ["-m", "surprise_memory"] if ray else ["-c", _MAIN_WITHOUT_RAY]
+    return subprocess.run(
+        [sys.executable, *how, *args, "--no-progress"],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )

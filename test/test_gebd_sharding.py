@@ -6,16 +6,13 @@ The same shards on Ray are in test_ray_jobs.py.
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from batch_helpers import BROKEN_VIDEO as BROKEN
 from batch_helpers import GOOD_VIDEOS as GOOD
-from batch_helpers import gebd_fixture
+from batch_helpers import command, gebd_fixture
 
 from surprise_memory.config import EncoderConfig
 from surprise_memory.errors import ConfigError, StoreError
@@ -29,7 +26,6 @@ from surprise_memory.evaluation.sharding import (
 from surprise_memory.offline.inputs import FoundRecording, expand_inputs
 from surprise_memory.perception.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
 
-REPO = Path(__file__).resolve().parents[1]
 ENCODER = EncoderConfig(encoder_weights=TINY_VIDEO_WEIGHTS, encoder_device="cpu", clip_frames=8)
 DETECTOR = {"window": 16, "warmup": 8, "nms_seconds": 0.5}
 
@@ -100,26 +96,10 @@ def test_eval_gebd_runs_shards_without_importing_ray(
     fixture_dir: tuple[Path, Path], one_pass: tuple[dict[str, list[float]], ...], tmp_path: Path
 ) -> None:
     videos, annotations = fixture_dir
-    code = (
-        "import sys\n"
-        "from surprise_memory.cli import main\n"
-        "status = main(sys.argv[1:])\n"
-        "assert 'ray' not in sys.modules, 'ray was imported'\n"
-        "raise SystemExit(status)\n"
-    )
     args = ["eval-gebd", "--annotations", str(annotations), "--videos", str(videos)]
     args += ["--weights", TINY_VIDEO_WEIGHTS, "--device", "cpu", "--clip-frames", "8"]
     args += ["--window", "16", "--warmup", "8", "--nms-seconds", "0.5", "--shard-size", "2"]
-    args += ["--out", "results.json", "--no-progress"]
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = command(tmp_path, *args, "--out", "results.json", ray=False)
     assert proc.returncode == 3, proc.stderr  # a video failed: listed, status 3
     assert f"FAILED {BROKEN}: InputError" in proc.stdout
     results = json.loads((tmp_path / "results.json").read_text())

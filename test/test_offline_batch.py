@@ -8,16 +8,16 @@ from __future__ import annotations
 import filecmp
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from batch_helpers import (
     CORRUPT,
     GOOD,
+    REPO,
     TINY_ARGS,
     assert_same_episodes,
+    command,
     episodes,
     make_fleet,
     settings,
@@ -36,8 +36,6 @@ from surprise_memory.offline.batch import (
 from surprise_memory.offline.inputs import FoundRecording, RobotIdMap, expand_inputs
 from surprise_memory.offline.pipeline import process
 from surprise_memory.offline.run_record import RUN_RECORD, load_run_record
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -192,23 +190,8 @@ def test_ray_address_or_input() -> None:
 
 def test_the_command_runs_many_without_importing_ray(fleet: Path, tmp_path: Path) -> None:
     """Many inputs without --ray: one after the other here, Ray never imported, status 3."""
-    code = (
-        "import sys\n"
-        "from surprise_memory.cli import main\n"
-        "status = main(sys.argv[1:])\n"
-        "assert 'ray' not in sys.modules, 'ray was imported'\n"
-        "raise SystemExit(status)\n"
-    )
     args = [str(fleet / "robot_a/run1"), str(fleet / CORRUPT), "--out", "out", *TINY_ARGS]
-    proc = subprocess.run(
-        [sys.executable, "-c", code, "process", *args, "--no-progress"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = command(tmp_path, "process", *args, ray=False)
     assert proc.returncode == 3, proc.stderr
     assert "recordings  1/2 complete" in proc.stdout
     assert f"FAILED      {(fleet / CORRUPT).resolve()}: InputError" in proc.stdout

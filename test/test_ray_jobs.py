@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import filecmp
 import json
-import os
 import pickle
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import ray
@@ -36,6 +33,7 @@ from batch_helpers import (
     GOOD_VIDEOS,
     TINY_ARGS,
     assert_same_episodes,
+    command,
     episodes,
     gebd_fixture,
     make_fleet,
@@ -51,8 +49,6 @@ from surprise_memory.offline.pipeline import OfflinePipeline, process
 from surprise_memory.offline.ray_runner import ClusterOptions
 from surprise_memory.offline.run_record import load_run_record
 from surprise_memory.perception.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _ray_pids() -> set[int]:
@@ -155,7 +151,7 @@ def test_the_command_fills_one_postgres_store_from_ray(
 ) -> None:
     robots = tmp_path / "robots.txt"
     robots.write_text(f"{fleet}/robot_a  mapped\n")
-    proc = _command(
+    proc = command(
         tmp_path,
         "process",
         "--ray",
@@ -189,7 +185,7 @@ def test_eval_gebd_on_ray_gives_the_one_pass_table(cluster: str, tmp_path: Path)
     causal, offline, _ = detect_videos(
         GOOD_VIDEOS, videos, VideoEncoder.from_config(enc), enc, GebdDetector()
     )
-    proc = _command(
+    proc = command(
         tmp_path,
         "eval-gebd",
         "--ray",
@@ -216,16 +212,3 @@ def test_eval_gebd_on_ray_gives_the_one_pass_table(cluster: str, tmp_path: Path)
     assert results["results"]["causal"] == evaluate_gebd(gt, causal).as_dict()
     assert results["results"]["offline"] == evaluate_gebd(gt, offline).as_dict()
     assert list(results["failed_videos"]) == [BROKEN_VIDEO]
-
-
-def _command(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env: dict[str, Any] = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "surprise_memory", *args, "--no-progress"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
