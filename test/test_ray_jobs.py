@@ -10,7 +10,9 @@ One cluster for the module (Ray starts in seconds, the workers' models in second
 * the command, ``process --ray ADDRESS`` as another driver, into PostgreSQL: the same
   episodes, under the robot ids of the mapping file, the bag metadata and the folders;
 * ``eval-gebd --ray ADDRESS``, one video per shard: the F1 tables of one pass, the broken
-  video listed.
+  video listed;
+* the runner's failure paths: a worker process that dies fails only its task and is
+  replaced; a worker that cannot load its models fails the job with that error.
 
 At the end the cluster is shut down and no Ray process may be left.
 """
@@ -19,10 +21,11 @@ from __future__ import annotations
 
 import filecmp
 import json
+import os
 import pickle
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,12 +44,14 @@ from batch_helpers import (
 )
 
 from surprise_memory.config import EncoderConfig
+from surprise_memory.errors import ModelLoadError
 from surprise_memory.evaluation import GebdDetector, detect_videos, evaluate_gebd
+from surprise_memory.evaluation.sharding import GebdShard
 from surprise_memory.offline.batch import BatchJob, plan_recordings, run_batch
 from surprise_memory.offline.inputs import expand_inputs
-from surprise_memory.offline.jobs import ProgressSnapshot
+from surprise_memory.offline.jobs import ProgressSnapshot, TaskResult
 from surprise_memory.offline.pipeline import OfflinePipeline, process
-from surprise_memory.offline.ray_runner import ClusterOptions
+from surprise_memory.offline.ray_runner import ClusterOptions, run_on_ray
 from surprise_memory.offline.run_record import load_run_record
 from surprise_memory.perception.encoders import TINY_VIDEO_WEIGHTS, VideoEncoder
 
@@ -212,3 +217,32 @@ def test_eval_gebd_on_ray_gives_the_one_pass_table(cluster: str, tmp_path: Path)
     assert results["results"]["causal"] == evaluate_gebd(gt, causal).as_dict()
     assert results["results"]["offline"] == evaluate_gebd(gt, offline).as_dict()
     assert list(results["failed_videos"]) == [BROKEN_VIDEO]
+
+
+def test_a_worker_that_dies_fails_its_task_only_and_one_that_cannot_load_fails_the_job(
+    cluster: str,
+) -> None:
+    """The runner's own failure paths, with a worker without models (quick to start)."""
+
+    class Fragile:  # defined here: Ray sends it by value
+        def __init__(self, load: bool) -> None:
+            if not load:
+                raise ModelLoadError("no weights here")
+
+        def run(self, task: GebdShard, report: Callable[[int], None]) -> TaskResult:
+            if task.key == "crash":
+                os._exit(1)  # the process dies, as when the kernel kills it for memory
+            report(1)
+            return TaskResult(task.key, ok=True, units=1, value={"pid": os.getpid()})
+
+    tasks = [GebdShard(key, ()) for key in ("a", "crash", "b", "c")]
+    results: list[TaskResult] = []
+    options = ClusterOptions(address=cluster, workers=1)
+    run_on_ray(Fragile, (True,), tasks, results.append, options, want_gpu=False)
+    by_key = {r.key: r for r in results}
+    assert not by_key["crash"].ok and by_key["crash"].error.startswith("Ray worker died")
+    assert all(by_key[k].ok for k in "abc")
+    assert by_key["a"].value["pid"] != by_key["c"].value["pid"]  # a new worker took over
+    with pytest.raises(ModelLoadError, match="no weights here"):
+        run_on_ray(Fragile, (False,), tasks, results.append, options, want_gpu=False)
+    assert _free_cpus() == 2
