@@ -135,8 +135,10 @@ def test_other_settings_and_foreign_folders_are_refused(
     (single / RUN_RECORD).write_text("{}")
     with pytest.raises(StoreError, match="store of one `process` run"):
         BatchRecord(BatchJob.make(settings(), str(single)), recs)
-    with pytest.raises(ConfigError, match="give --records DIR"):
-        BatchJob.make(settings(), "postgresql://u@localhost/db")
+    default = BatchJob.make(settings(), "postgresql://u@db.lan:5433/fleet?sslmode=require")
+    assert default.root == Path.cwd() / "surprise_memory_runs" / "db.lan_fleet"
+    socket = BatchJob.make(settings(), "postgresql://u@/sm_test_0?host=/tmp/pg-x/data")
+    assert socket.root.name == "data_sm_test_0"
     with pytest.raises(ConfigError, match="--records is for"):
         BatchJob.make(settings(), str(single), str(tmp_path))
 

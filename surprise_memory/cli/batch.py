@@ -31,7 +31,8 @@ def add_batch_options(parser: argparse.ArgumentParser) -> None:
         "--records",
         metavar="DIR",
         help="with a postgresql:// --out: the folder of each recording's scores.csv and "
-        "run.json and of the job's summary.json",
+        "run.json and of the job's summary.json (default: surprise_memory_runs/<host>_<db> "
+        "here; a re-run finds them there)",
     )
     g.add_argument(
         "--robot-ids",
@@ -55,6 +56,7 @@ def run_many(args: argparse.Namespace, settings: Any) -> int:
         ConfigError: Bad job options (``--records`` missing, workers).
 
     """
+    from surprise_memory.memory.store import describe_location
     from surprise_memory.offline.batch import BatchJob, plan_recordings, run_batch
     from surprise_memory.offline.inputs import RobotIdMap, expand_inputs
 
@@ -76,10 +78,12 @@ def run_many(args: argparse.Namespace, settings: Any) -> int:
         image_topic=args.image_topic,
         fps=args.fps,
     )
+    if job.postgres:
+        note(f"records (scores.csv, run.json, summary.json): {job.root}")
     robots = sorted({r.robot_id or "(host name)" for r in recordings})
     note(
         f"{len(recordings)} recordings of {len(robots)} robots ({', '.join(robots[:8])}"
-        f"{' ...' if len(robots) > 8 else ''}) -> {args.out}"
+        f"{' ...' if len(robots) > 8 else ''}) -> {describe_location(args.out)}"
     )
     total = None
     if all(r.units is not None for r in recordings):

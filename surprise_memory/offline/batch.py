@@ -8,7 +8,8 @@ Where the results go:
 * ``--out postgresql://...``: every recording's episodes go into that one store, with the
   recording's robot id (:mod:`surprise_memory.offline.inputs`); its ``scores.csv`` and
   ``run.json`` go to ``RECORDS/<key>/`` and the summary to ``RECORDS/summary.json``
-  (``--records RECORDS``).
+  (``--records RECORDS``, by default ``surprise_memory_runs/<host>_<database>`` in the
+  current folder: :func:`default_records`).
 
 A recording is written into ``ROOT/.partial/<key>/`` and moved to ``ROOT/<key>/`` once its
 run is complete, so ``ROOT/<key>/run.json`` with status ``complete`` is the one proof that
@@ -34,6 +35,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -60,6 +62,7 @@ __all__ = [
     "BatchRecord",
     "Recording",
     "RecordingWorker",
+    "default_records",
     "plan_recordings",
     "run_batch",
 ]
@@ -134,18 +137,18 @@ class BatchJob:
     ) -> BatchJob:
         """A job writing to ``out`` (records in ``records`` for PostgreSQL).
 
+        Args:
+            settings: The pipeline settings.
+            out: A folder of stores, or a PostgreSQL URI.
+            records: With PostgreSQL, the records folder; None = :func:`default_records`.
+            **inputs: ``image_topic``, ``pose_topic``, ``fps``.
+
         Raises:
-            ConfigError: PostgreSQL without a records folder, or a records folder for a
-                folder output.
+            ConfigError: A records folder for a folder output (the folder holds them).
 
         """
         if is_postgres_url(out):
-            if not records:
-                raise ConfigError(
-                    "a postgresql:// --out keeps each recording's scores.csv and run.json "
-                    "and the job's summary in a folder: give --records DIR"
-                )
-            root = Path(records)
+            root = Path(records) if records else default_records(out)
         else:
             if records:
                 raise ConfigError("--records is for a postgresql:// --out; a folder holds them")
@@ -179,6 +182,21 @@ class BatchJob:
             "fps": self.fps,
         }
         return dict(json.loads(json.dumps(data)))
+
+
+def default_records(url: str) -> Path:
+    """``surprise_memory_runs/<host>_<database>`` here: where a PostgreSQL job keeps its records.
+
+    The same command run again from the same folder finds them (and resumes); elsewhere,
+    give ``--records``.
+    """
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    host = parts.hostname or Path(query.get("host", ["local"])[0]).name or "local"
+    database = parts.path.lstrip("/") or query.get("dbname", ["postgres"])[0]
+    return Path("surprise_memory_runs") / re.sub(r"[^A-Za-z0-9_.-]", "_", f"{host}_{database}")
 
 
 def plan_recordings(

@@ -255,7 +255,8 @@ def run_on_ray(
                     raise error
             if on_start is not None:
                 on_start(
-                    f"Ray: {count} workers of {gpus:g} GPU and {cpus:g} CPU (cluster: "
+                    f"Ray: {count} worker{'s' if count > 1 else ''} of {gpus:g} GPU and "
+                    f"{cpus:g} CPU (cluster: "
                     f"{cluster.get('CPU', 0):g} CPUs, {cluster.get('GPU', 0):g} GPUs), "
                     f"models loaded in {time.monotonic() - t0:.1f} s"
                 )
