@@ -1,15 +1,18 @@
 """The ``surprise-memory`` command: process, query, report, eval-gebd, migrate, goto, serve.
 
-One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, report),
-:mod:`~surprise_memory.cli.store` (query, migrate), :mod:`~surprise_memory.cli.gebd`
-(eval-gebd), :mod:`~surprise_memory.cli.goto` (goto: an episode as a Nav2 goal),
+One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, report;
+:mod:`~surprise_memory.cli.batch` for many recordings), :mod:`~surprise_memory.cli.store`
+(query, migrate), :mod:`~surprise_memory.cli.gebd` (eval-gebd),
+:mod:`~surprise_memory.cli.goto` (goto: an episode as a Nav2 goal),
 :mod:`~surprise_memory.cli.serve` (serve: the memory browser);
-:mod:`~surprise_memory.cli.options` holds what they share, among it the options generated
-from the one config schema (:mod:`surprise_memory.config`), so the command line, the node
-parameters and ``config/surprise_memory.yaml`` agree.
+:mod:`~surprise_memory.cli.cluster` holds the ``--ray`` options and the job progress bar,
+:mod:`~surprise_memory.cli.options` what all share, among it the options generated from the
+one config schema (:mod:`surprise_memory.config`), so the command line, the node parameters
+and ``config/surprise_memory.yaml`` agree.
 
 Errors raised on purpose (:class:`~surprise_memory.errors.SurpriseMemoryError`) print one
-line, ``surprise-memory: error: ...``, and exit with status 1; usage errors exit with 2.
+line, ``surprise-memory: error: ...``, and exit with status 1; usage errors exit with 2; a
+job of many recordings or videos in which some failed exits with 3 (they are listed).
 
 Heavy modules (torch, the models, matplotlib) are imported only by the subcommand that
 needs them, so ``--help`` and a query by time or place answer at once.
@@ -54,7 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage, 130 ^C)."""
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage, 130 ^C).
+
+    A job of many recordings or videos in which some failed returns 3.
+    """
     import logging
 
     logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")

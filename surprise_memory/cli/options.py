@@ -18,6 +18,7 @@ from surprise_memory.config import ComponentConfig, Setting, settings_of
 
 __all__ = [
     "ALIASES",
+    "EXIT_INCOMPLETE",
     "PROG",
     "add_config_options",
     "add_setting",
@@ -28,6 +29,9 @@ __all__ = [
 ]
 
 PROG = "surprise-memory"
+
+EXIT_INCOMPLETE = 3
+"""Exit status of a job of many tasks that ran, but where some failed (listed by it)."""
 
 ALIASES = {
     "encoder_batch": ("--batch",),
