@@ -6,7 +6,8 @@ has configured, as a display opened late would, and must still receive:
 
 * the markers of the episodes with a pose, at their poses in their frames, and none for
   the one without (``memory_node`` and ``pipeline_node``);
-* the newest episode's stored frames on ``episode_preview/compressed``, valid JPEGs.
+* the newest episode's stored frames on ``episode_preview/compressed``, valid JPEGs,
+  replayed while the display subscribes.
 
 Then (``memory_node``) an event with a pose makes a new episode: its arrow appears at the
 event's pose, and the store's budget (``max_episodes: 3``) evicts the lowest-surprise
@@ -234,14 +235,21 @@ def test_pipeline_node_shows_what_the_store_holds(
             assert spin_until(node, lambda: display.shows({"low", "odom"}), 20.0), display.arrays
             _check_arrow(display.arrows()[SHORT["odom"]], "odom", (3.0, 4.0, 0.0))
             newest = stamps["no_pose"]
-            assert spin_until(node, lambda: len(display.preview_of(newest)) >= 4, 20.0)
+            # its 4 frames from the transient-local history, then replayed (2 fps) while
+            # this display subscribes
+            assert spin_until(node, lambda: len(display.preview_of(newest)) >= 6, 20.0)
             _check_jpegs(display.preview_of(newest), newest)
             # every topic of the shipped RViz config and Foxglove layout but the camera (an
             # input) is published by the node, with the type its display reads
-            published = dict(node.get_publisher_names_and_types_by_node("pipeline_node", NS))
-            for topic, kinds in referenced_topics().items():
-                if topic != launch_defaults()["camera"]:
-                    assert {TYPES[k] for k in kinds} == set(published.get(topic, ())), topic
+            camera = launch_defaults()["camera"]
+            want = {t: {TYPES[k] for k in kinds} for t, kinds in referenced_topics().items()}
+            want.pop(camera)
+
+            def published() -> dict[str, set[str]]:
+                found = node.get_publisher_names_and_types_by_node("pipeline_node", NS)
+                return {topic: set(types) for topic, types in found if topic in want}
+
+            assert spin_until(node, lambda: published() == want, 10.0), (published(), want)
             assert proc.poll() is None
     finally:
         node.destroy_node()
