@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from surprise_memory.agents.tool import EpisodicMemoryTool
-from surprise_memory.config import NavigationConfig, NodeConfig, iter_settings
+from surprise_memory.config import DisplayConfig, NavigationConfig, NodeConfig, iter_settings
 from surprise_memory.evaluation import evaluate_gebd, load_ground_truth, load_predictions
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.synthetic import (
@@ -87,8 +87,9 @@ def test_help_lists_every_setting_with_its_default() -> None:
     # argparse wraps lines, also at hyphens
     text, goto = ("".join(helps[cmd].split()) for cmd in ("process", "goto"))
     excluded = {"store_path", "odom_topic", "image_transport"}
-    for _cls, spec in iter_settings():  # every setting but the live nodes' own (NodeConfig)
-        if spec.name in excluded or _cls is NodeConfig:
+    live_only = (NodeConfig, DisplayConfig)  # the live nodes' own: diagnostics, displays
+    for _cls, spec in iter_settings():  # every setting but the live nodes' own
+        if spec.name in excluded or _cls in live_only:
             continue
         where = goto if _cls is NavigationConfig else text  # goals: goto's settings
         assert "--" + spec.name.replace("_", "-") in where, spec.name

@@ -15,12 +15,14 @@ Field names are unique across all component configs, so one flat namespace serve
 node parameters, the YAML and the command line. The settings live beside the stage they
 belong to: :mod:`~surprise_memory.config.perception`, :mod:`~surprise_memory.config.surprise`,
 :mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.navigation`,
+:mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.display`,
 :mod:`~surprise_memory.config.nodes`; this module
 gathers them under one import.
 """
 
 from __future__ import annotations
 
+from surprise_memory.config.display import DisplayConfig
 from surprise_memory.config.memory import (
     ROBOT_ID_PATTERN,
     EpisodeConfig,
@@ -57,6 +59,7 @@ __all__ = [
     "CameraConfig",
     "ComponentConfig",
     "ConfigError",
+    "DisplayConfig",
     "EmbedderConfig",
     "EncoderConfig",
     "EpisodeConfig",

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
+from surprise_memory.config.display import DisplayConfig
 from surprise_memory.config.memory import EpisodeConfig, PoseConfig, StoreConfig
 from surprise_memory.config.navigation import NavigationConfig
 from surprise_memory.config.perception import CameraConfig, EmbedderConfig, EncoderConfig
@@ -63,6 +64,7 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     BudgetConfig,
     BaselineConfig,
     NavigationConfig,
+    DisplayConfig,
     NodeConfig,
 )
 """Every component config; their field names form one flat namespace."""
@@ -84,6 +86,7 @@ SPLIT_NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
         EmbedderConfig,
         StoreConfig,
         NavigationConfig,
+        DisplayConfig,
     ),
 }
 """The configs of the three nodes of the split pipeline."""

@@ -20,8 +20,9 @@ CONFIGS = NODE_CONFIGS["memory_node"]
 class MemoryNode(ManagedNode):
     """Keeps the recent camera frames, stores an episode per event, answers retrievals.
 
-    Subscribes the camera and ``events``; publishes ``episodes`` and serves
-    ``retrieve_episodes`` and ``go_to_episode`` (an episode as a Nav2 goal). The work is
+    Subscribes the camera and ``events``; publishes ``episodes``, ``episode_markers`` and
+    ``episode_preview/compressed``, and serves ``retrieve_episodes`` and ``go_to_episode``
+    (an episode as a Nav2 goal). The work is
     :class:`~surprise_memory.nodes.memory_part.MemoryPart` (shared with ``pipeline_node``).
     """
 
