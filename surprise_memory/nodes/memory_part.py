@@ -15,8 +15,6 @@ from typing import Any, cast
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.clock import Clock
-from rclpy.clock_type import ClockType
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.agents.tool import canonical_model_name
@@ -46,6 +44,7 @@ from surprise_memory.memory.store import (
 )
 from surprise_memory.memory.writer import EpisodeWriter
 from surprise_memory.msg import Episode, SurpriseEvent
+from surprise_memory.nodes.clock import steady_clock
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import (
     ns_to_time,
@@ -148,7 +147,7 @@ class MemoryPart:
             Episode, "episodes", LATCHED, qos_overriding_options=overridable()
         )
         # fires on wall time; compares with the node's clock (sim time during a bag replay)
-        self._node.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._node.create_timer(1.0, self._on_timer, clock=steady_clock())
         self._writer: EpisodeWriter[EpisodeFrames, EpisodeRecord] = EpisodeWriter(
             self._store_episode,
             on_done=self._on_stored,
