@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from surprise_memory.agents.tool import EpisodicMemoryTool
-from surprise_memory.config import NodeConfig, iter_settings
+from surprise_memory.config import NavigationConfig, NodeConfig, iter_settings
 from surprise_memory.evaluation import evaluate_gebd, load_ground_truth, load_predictions
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.synthetic import (
@@ -83,15 +83,18 @@ def processed(
 
 
 def test_help_lists_every_setting_with_its_default() -> None:
-    proc = run(REPO.parent, "process", "--help")
-    text = "".join(proc.stdout.split())  # argparse wraps lines, also at hyphens
+    helps = {cmd: run(REPO.parent, cmd, "--help").stdout for cmd in ("process", "goto")}
+    # argparse wraps lines, also at hyphens
+    text, goto = ("".join(helps[cmd].split()) for cmd in ("process", "goto"))
     excluded = {"store_path", "odom_topic", "image_transport"}
     for _cls, spec in iter_settings():  # every setting but the live nodes' own (NodeConfig)
         if spec.name in excluded or _cls is NodeConfig:
             continue
-        assert "--" + spec.name.replace("_", "-") in text, spec.name
-        assert "".join(f"(default: {spec.default!r})".split()) in text, spec.name
+        where = goto if _cls is NavigationConfig else text  # goals: goto's settings
+        assert "--" + spec.name.replace("_", "-") in where, spec.name
+        assert "".join(f"(default: {spec.default!r})".split()) in where, spec.name
     assert "--batch" in text and "--weights" in text and "--pose-topic" in text
+    assert "--standoff" in goto
 
 
 def test_process_then_query_and_report(

@@ -23,6 +23,7 @@ __all__ = [
     "PROG",
     "add_config_options",
     "add_setting",
+    "add_time_place_options",
     "given",
     "note",
     "option_strings",
@@ -35,6 +36,7 @@ ALIASES = {
     "encoder_batch": ("--batch",),
     "encoder_weights": ("--weights",),
     "gate_mode": ("--gate",),  # --gate uniform|random: the paper's baselines
+    "goal_standoff_meters": ("--standoff",),
 }
 """Short extra spellings of some settings' options."""
 
@@ -93,6 +95,23 @@ def add_config_options(
         for spec in settings_of(cls):
             if spec.name not in excluded:
                 add_setting(group, spec, extra=ALIASES.get(spec.name, ()))
+
+
+def add_time_place_options(parser: argparse.ArgumentParser) -> None:
+    """``--start``/``--end`` (trigger times) and ``--near``/``--near-frame``/``--radius``.
+
+    The commands that pick episodes (``query``, ``goto``) take them alike; times parse with
+    :func:`surprise_memory.stamps.parse_time`, places with :func:`parse_point`.
+    """
+    parser.add_argument("--start", help="earliest trigger time (see above)")
+    parser.add_argument("--end", help="latest trigger time (see above)")
+    parser.add_argument("--near", metavar="X,Y[,Z]", help="place in metres, in --near-frame")
+    parser.add_argument(
+        "--near-frame",
+        metavar="FRAME",
+        help="frame of --near (e.g. map); default: the poses' frame when they all share one",
+    )
+    parser.add_argument("--radius", type=float, metavar="M", help="keep episodes within M metres")
 
 
 def given(args: argparse.Namespace, configs: Sequence[type[ComponentConfig]]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from surprise_memory.cli.options import note, parse_point
+from surprise_memory.cli.options import add_time_place_options, note, parse_point
 from surprise_memory.errors import InputError
 from surprise_memory.stamps import NS_PER_SECOND, parse_time
 
@@ -46,15 +46,7 @@ def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     q.add_argument("--robot-id", help="only this robot's episodes (default: every robot's)")
     q.add_argument("--text", help="text query (needs the store's trained embedder)")
     q.add_argument("--image", metavar="PATH", help="image file as the query")
-    q.add_argument("--start", help="earliest trigger time (see above)")
-    q.add_argument("--end", help="latest trigger time (see above)")
-    q.add_argument("--near", metavar="X,Y[,Z]", help="place in metres, in --near-frame")
-    q.add_argument(
-        "--near-frame",
-        metavar="FRAME",
-        help="frame of --near (e.g. map); default: the poses' frame when they all share one",
-    )
-    q.add_argument("--radius", type=float, metavar="M", help="keep episodes within M metres")
+    add_time_place_options(q)
     q.add_argument("-k", "--max-results", type=int, default=5, help="episodes returned")
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
     q.add_argument("--device", default="auto", help="device of the query embedder")

@@ -14,7 +14,8 @@ allowed range once; from that single declaration
 Field names are unique across all component configs, so one flat namespace serves the
 node parameters, the YAML and the command line. The settings live beside the stage they
 belong to: :mod:`~surprise_memory.config.perception`, :mod:`~surprise_memory.config.surprise`,
-:mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.nodes`; this module
+:mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.navigation`,
+:mod:`~surprise_memory.config.nodes`; this module
 gathers them under one import.
 """
 
@@ -26,6 +27,7 @@ from surprise_memory.config.memory import (
     PoseConfig,
     StoreConfig,
 )
+from surprise_memory.config.navigation import GOAL_TRANSPORTS, NavigationConfig
 from surprise_memory.config.nodes import (
     ALL_CONFIGS,
     NODE_CONFIGS,
@@ -46,6 +48,7 @@ from surprise_memory.errors import ConfigError
 
 __all__ = [
     "ALL_CONFIGS",
+    "GOAL_TRANSPORTS",
     "NODE_CONFIGS",
     "ROBOT_ID_PATTERN",
     "SPLIT_NODE_CONFIGS",
@@ -59,6 +62,7 @@ __all__ = [
     "EpisodeConfig",
     "GateConfig",
     "HabituationConfig",
+    "NavigationConfig",
     "NodeConfig",
     "PoseConfig",
     "ScorerConfig",

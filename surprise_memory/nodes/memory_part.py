@@ -2,7 +2,8 @@
 
 :class:`MemoryPart` is hosted by ``memory_node`` (camera and ``events`` subscribed) and by
 ``pipeline_node`` (frames and events handed over in memory). Either way it publishes
-``episodes`` and serves ``retrieve_episodes``.
+``episodes`` and serves ``retrieve_episodes`` (and, through its
+:class:`~surprise_memory.nodes.navigation_part.NavigationPart`, ``go_to_episode``).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from surprise_memory.nodes.messages import (
     pose_to_msg,
     time_to_ns,
 )
+from surprise_memory.nodes.navigation_part import NavigationPart
 from surprise_memory.nodes.parameters import Applier
 from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable
 from surprise_memory.nodes.runtime import frame_from_msg
@@ -156,6 +158,15 @@ class MemoryPart:
         )
         self._stats.add_check(self._health)
         self._stats.add_values(self._applied)
+        self._navigation = NavigationPart(
+            self._node,
+            self._stats,
+            store=self._store,
+            embedder=self._embedder,
+            embed_lock=self._embed_lock,
+            episode_msg=episode_to_msg,
+        )
+        self._navigation.setup(values)  # go_to_episode: an episode as a Nav2 goal
         self._node.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
 
     def appliers(self) -> dict[type[ComponentConfig], Applier]:
@@ -164,6 +175,7 @@ class MemoryPart:
             EpisodeConfig: self._assembler.reconfigure,
             EmbedderConfig: lambda c: setattr(self._embedder, "batch_size", c.embedder_batch),
             StoreConfig: self._store.reconfigure,
+            **self._navigation.appliers(),
         }
 
     def subscribe(self) -> None:
@@ -177,9 +189,12 @@ class MemoryPart:
             self._on_retrieve,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
+        self._navigation.subscribe()
 
     def teardown(self) -> None:
         """Cleanup: store what is pending, close the store, drop the embedder."""
+        if "_navigation" in self.__dict__:
+            self._navigation.teardown()
         self.flush()
         self.__dict__.pop("_embedder", None)
 

@@ -8,6 +8,8 @@
   subscription matches reliable and best-effort publishers alike (robot drivers use both);
   a reliable one would never hear a best-effort publisher.
 * Camera images: sensor-data QoS (best effort, keep last 5).
+* :data:`GOAL`: navigation goals on ``goal_pose`` (reliable, volatile, keep last 1), as
+  RViz's goal tool publishes them and Nav2's bt_navigator subscribes.
 
 Every subscription made here takes ``qos_overrides.<topic>.subscription.*`` parameters from
 the params file (:func:`overridable`), and so do the publishers of events and episodes.
@@ -51,10 +53,15 @@ ODOMETRY = QoSProfile(
 """Odometry: best effort matches reliable and best-effort publishers; 50 deep covers a
 burst at 100 Hz while the scorer is busy."""
 
+GOAL = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+"""Navigation goals: reliable, volatile (an old goal must never reach a navigator that
+joins later), one deep (the newest goal is the one that counts)."""
+
 SENSOR_DATA = qos_profile_sensor_data
 """Camera input: best effort, keep last 5 (a late frame is worth less than the next one)."""
 
 __all__ = [
+    "GOAL",
     "LATCHED",
     "LATCHED_DEPTH",
     "ODOMETRY",

@@ -26,15 +26,16 @@ Durability (what a ``kill -9`` or a power cut leaves):
   is only safe under that lock. ``read_only=True`` opens without it (for an offline query
   next to a running node); such a store sees the episodes committed when it opened.
 
-Schema and migrations: :mod:`.schema` (an older store is migrated on open, a newer one
-refused with a :class:`StoreError`).
+Schema and migrations: :mod:`~surprise_memory.memory.store.schema` (an older store is
+migrated on open, a newer one refused with a :class:`StoreError`).
 
 Embeddings are stored unit-normalised (only their direction matters to a cosine), as
 ``float16`` by default (``embedding_dtype``: 2 KiB instead of 4 KiB per 1024-d frame; the
-cosine error, about 1e-3, does not change a ranking that matters), with their dimension.
-In memory they are one float32 matrix (:mod:`.search`, kept by :mod:`.catalog`), loaded
-once at open and appended at each add; a query does not read the database except to fetch
-the k episodes it returns (one statement with a bound JSON list, no SQL built from strings).
+cosine error, about 1e-3, does not change a ranking that matters), with their dimension. In
+memory they are one float32 matrix (:mod:`~surprise_memory.memory.store.search`, kept by
+:mod:`~surprise_memory.memory.store.catalog`), loaded once at open and appended at each add;
+a query does not read the database except to fetch the k episodes it returns (one statement
+with a bound JSON list, no SQL built from strings).
 
 Disk budget (``max_episodes``, ``max_store_bytes``; 0 = no limit), per robot, checked
 after each add over the adding robot's episodes: while over budget, evict that robot's live
@@ -90,7 +91,8 @@ class EpisodeStore:
     Implements :class:`~surprise_memory.memory.store.interface.EpisodeStoreBackend`.
 
     Long class: it is the store's public face only (the work is in :mod:`.folder`,
-    :mod:`.catalog`, :mod:`.schema`, :mod:`.search`); its length is the documented API.
+    :mod:`~surprise_memory.memory.store.catalog`, :mod:`~surprise_memory.memory.store.schema`,
+    :mod:`~surprise_memory.memory.store.search`); its length is the documented API.
 
     Args:
         path: The store folder (created with its parents if missing, unless read-only).

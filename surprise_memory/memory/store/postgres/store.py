@@ -27,9 +27,10 @@ test suite runs on both):
   returned episode. A dropped connection (a server restart) is opened again on the next
   call.
 
-Where things are: :mod:`.schema` (tables, versions, migrations, the HNSW index),
-:mod:`.rows` (the row statements), :mod:`.search` (queries, exact and approximate),
-:mod:`.session` (the connection), :mod:`.writes` (the add's transaction).
+Where things are: :mod:`~surprise_memory.memory.store.postgres.schema` (tables, versions,
+migrations, the HNSW index), :mod:`~surprise_memory.memory.store.postgres.rows` (the row
+statements), :mod:`~surprise_memory.memory.store.postgres.search` (queries, exact and
+approximate), :mod:`.session` (the connection), :mod:`.writes` (the add's transaction).
 """
 
 from __future__ import annotations
@@ -338,8 +339,9 @@ class PostgresEpisodeStore:
     def retrieve(
         self, query: RetrievalQuery, *, include_images: bool = False
     ) -> list[RetrievalHit]:
-        """Answer a query: filters, then ranking, best first (see :mod:`.search`).
+        """Answer a query: filters, then ranking, best first.
 
+        The statements are built in :mod:`~surprise_memory.memory.store.postgres.search`.
         Arguments, return value and errors as
         :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.retrieve`.
         """
