@@ -40,6 +40,7 @@ ROS_MODULES = frozenset(
         "surprise_memory.srv",
         "surprise_memory.nodes",
         "surprise_memory.agents.ros_client",
+        "surprise_memory.agents.ros_navigation",
     }
 )
 """Imports that need ROS 2 (a module or any of its submodules)..."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from ros_free import ros_imports
+from ros_free import ROS_MODULES, ros_imports
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_DIR = REPO / "test"
@@ -176,6 +176,14 @@ CORE_TEST_MODULES = (
 )
 """What the robot stage must run (scorer, gate, store, retrieval, offline sources and
 pipeline, encoders, evaluation, report): a ROS import slipping into one would drop it."""
+
+
+def test_the_package_s_ros_modules_are_left_out() -> None:
+    # test_core_imports names the package's modules that need ROS 2; a test importing one
+    # cannot run in the robot stage
+    from test_core_imports import ROS_MODULES as PACKAGE_ROS_MODULES
+
+    assert {f"surprise_memory.{m}" for m in PACKAGE_ROS_MODULES} <= ROS_MODULES
 
 
 def test_the_robot_stage_keeps_the_core_tests() -> None:

