@@ -49,7 +49,7 @@ autodoc_default_options = {"members": True, "show-inheritance": True, "ignore-mo
 nitpicky = True
 nitpick_ignore_regex = [
     (r"py:.*", r"(?!surprise_memory\b).*"),
-    (r"py:(class|obj)", r"surprise_memory\..*\.[A-Z]"),  # type variables (T, R) of generics
+    (r"py:(class|obj)", r"surprise_memory\..*\.[A-Z](_co|_contra)?"),  # type variables
     (r"py:class", r"surprise_memory\.(msg|srv)\..*"),  # generated: see the interfaces page
 ]
 

@@ -262,6 +262,9 @@ def test_pip_install_gives_the_command(tmp_path: Path) -> None:
         "surprise_memory/__main__.py",
         "surprise_memory/offline/report.py",
         "surprise_memory/memory/store/sqlite.py",
+        "surprise_memory/browser/static/index.html",  # the memory browser's page (package data)
+        "surprise_memory/browser/static/app.js",
+        "surprise_memory/browser/static/style.css",
     ):
         assert needed in names
     assert any(

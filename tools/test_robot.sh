@@ -69,9 +69,12 @@ if [[ "${venv_numpy%% *}" != "$system_numpy" ]]; then
   exit 1
 fi
 
-# the PostgreSQL store's client as the README installs it for a fleet
-pip install -q -c venv/surprise_memory-constraints.txt -r src/surprise_memory/requirements/store.txt \
-  2>&1 | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
+# the optional parts as the README installs them: a fleet's PostgreSQL client, the memory
+# browser, Ray
+for extra in store browser ray; do
+  pip install -q -c venv/surprise_memory-constraints.txt -r "src/surprise_memory/requirements/$extra.txt" \
+    2>&1 | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
+done
 # test-only, under the same constraints: requirements/test.txt's tools the tests use (the
 # PostgreSQL server, Sphinx for the docs test), not its pytest (Debian's is the robot's),
 # linters or stubs

@@ -142,10 +142,18 @@ def resolve_reexport(app: Sphinx, env: Any, node: Any, contnode: Any) -> Any:
     target = node.get("reftarget", "")
     if node.get("refdomain") != "py" or not target.startswith(f"{PACKAGE}."):
         return None
+    domain = env.get_domain("py")
     real = _defining_path(target)
     if real is None:
-        return None
-    domain = env.get_domain("py")
+        # data (a constant has no __module__): the one documented name of that spelling
+        # inside the package the target names
+        package, _, name = target.rpartition(".")
+        found = [
+            o for o in domain.objects if o.startswith(f"{package}.") and o.endswith(f".{name}")
+        ]
+        if len(found) != 1:
+            return None
+        real = found[0]
     return domain.resolve_xref(
         env, node["refdoc"], app.builder, node["reftype"], real, node, contnode
     )

@@ -25,13 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.agents.navigation_tool import NavigationResult, goal_json
-from surprise_memory.cli.options import (
-    add_config_options,
-    add_time_place_options,
-    given,
-    parse_point,
-)
-from surprise_memory.cli.store import _query_embedder, _store_origin
+from surprise_memory.cli.options import add_config_options, add_time_place_options, given
+from surprise_memory.cli.store import _store_origin
 from surprise_memory.config import NavigationConfig
 from surprise_memory.errors import InputError
 from surprise_memory.memory.navigation import (
@@ -41,6 +36,8 @@ from surprise_memory.memory.navigation import (
     goal_from_episode,
 )
 from surprise_memory.memory.pose import yaw_of
+from surprise_memory.memory.query_embedder import store_query_embedder
+from surprise_memory.memory.retrieval import parse_point
 from surprise_memory.stamps import NS_PER_SECOND, parse_time
 
 __all__ = ["add_goto_command"]
@@ -141,7 +138,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> Navi
         embedding, model = None, None
         if args.text:
             try:
-                embedder = _query_embedder(store, args.device, text=True)
+                embedder = store_query_embedder(store, args.device, text=True)
             except InputError as exc:
                 raise InputError(f"{exc} Or pick the episode by {_SELECTORS}.") from None
             embedding, model = embedder.embed_text([args.text])[0], embedder.model_name

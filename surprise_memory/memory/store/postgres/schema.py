@@ -266,9 +266,10 @@ def ensure_schema(conn: psycopg.Connection[Any], where: str, *, read_only: bool)
             f"{where}: store schema version {version} needs migrating to "
             f"{SCHEMA_VERSION}; open it once without read_only"
         )
-    _ensure_extension(conn, where)
     conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
     try:
+        # under the lock: CREATE EXTENSION IF NOT EXISTS fails in the loser of a race
+        _ensure_extension(conn, where)
         version = schema_version(conn)  # another opener may have done it meanwhile
         if version == 0:
             with conn.transaction():
