@@ -62,13 +62,6 @@ set +u  # venv's activate reads unset variables on some Pythons
 source venv/bin/activate
 set -u
 
-venv_numpy="$(python -c 'import numpy; print(numpy.__version__, numpy.__file__)')"
-echo "robot stage: the robot venv's numpy.__version__ = ${venv_numpy}"
-if [[ "${venv_numpy%% *}" != "$system_numpy" ]]; then
-  echo "robot stage: FAILED: the venv's numpy is not the system's ($system_numpy)" >&2
-  exit 1
-fi
-
 # the optional parts as the README installs them: a fleet's PostgreSQL client, the memory
 # browser, Ray
 for extra in store browser ray; do
@@ -81,6 +74,14 @@ done
 mapfile -t test_tools < <(grep -vE '^\s*(#|$)|^(pytest|ruff|mypy|types-)' "$ROOT/requirements/test.txt")
 pip install -q -c venv/surprise_memory-constraints.txt "${test_tools[@]%%#*}" 2>&1 \
   | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
+
+# after every install of the stage: the system's numpy, the system Python untouched
+venv_numpy="$(python -c 'import numpy; print(numpy.__version__, numpy.__file__)')"
+echo "robot stage: the robot venv's numpy.__version__ = ${venv_numpy}"
+if [[ "${venv_numpy%% *}" != "$system_numpy" ]]; then
+  echo "robot stage: FAILED: the venv's numpy is not the system's ($system_numpy)" >&2
+  exit 1
+fi
 if [[ "$(system_packages)" != "$before" ]]; then
   echo "robot stage: FAILED: the set-up changed the system Python's packages" >&2
   exit 1
