@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FLOOR_SLOPE_MB_PER_MIN = 5.0
 
@@ -32,6 +34,7 @@ def test_the_fit_never_spans_the_first_episode() -> None:
     assert fit_window(60.0, 3600.0, 95.0, 5.0) == (100.0, 3600.0)
 
 
+@pytest.mark.ros  # the live nodes over DDS: the main stage only
 def test_three_minutes_at_camera_rate_hold_memory_flat(tmp_path: Path) -> None:
     out = tmp_path / "soak"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "soak_nodes.py"), "--minutes", "3"]

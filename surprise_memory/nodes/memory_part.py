@@ -16,8 +16,6 @@ import time
 from collections.abc import Mapping
 from typing import Any, cast
 
-from rclpy.clock import Clock
-from rclpy.clock_type import ClockType
 from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.config import (
@@ -46,6 +44,7 @@ from surprise_memory.memory.store import (
 )
 from surprise_memory.memory.writer import EpisodeWriter
 from surprise_memory.msg import Episode, SurpriseEvent
+from surprise_memory.nodes.clock import steady_clock
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.episode_display import EpisodeDisplay
 from surprise_memory.nodes.messages import episode_to_msg, pose_from_msg, time_to_ns
@@ -114,7 +113,7 @@ class MemoryPart:
         self._display = EpisodeDisplay(self._node, self._stats, self._store, display)
         self._display.show_store()
         # fires on wall time; compares with the node's clock (sim time during a bag replay)
-        self._node.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._node.create_timer(1.0, self._on_timer, clock=steady_clock())
         self._writer: EpisodeWriter[EpisodeFrames, EpisodeRecord] = EpisodeWriter(
             self._store_episode,
             on_done=self._on_stored,
