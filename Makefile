@@ -1,11 +1,14 @@
 # The two commands of the README. Both set everything up on a fresh machine first.
-.PHONY: demo test bench setup build clean
+.PHONY: demo test bench docs setup build clean
 
 demo:  ## run the main job: the pipeline on an embedded synthetic recording
 	bash tools/demo.sh
 
 test:  ## set up, build, lint, type-check and run every test (what CI runs)
 	bash tools/test.sh
+
+docs:  ## set up, build, and build the documentation (doc/) as HTML in doc/_build/html
+	bash tools/docs.sh
 
 bench:  ## set up, build and run the performance suite (ARGS=--quick for the short one)
 	bash tools/bench.sh $(ARGS)

@@ -49,6 +49,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(DOC, source, ignore=shutil.ignore_patterns("api", "_build", "__pycache__"))
     for kind in ("msg", "srv"):  # the interfaces page reads the package's definitions
         shutil.copytree(ROOT / kind, work / kind)
+    (work / "benchmarks").mkdir()  # the results page includes the benchmarks' record
+    shutil.copy(ROOT / "benchmarks" / "RESULTS.md", work / "benchmarks" / "RESULTS.md")
     out = work / "html"
     proc = _sphinx(source, out)
     assert proc.returncode == 0, f"sphinx -W failed:\n{proc.stdout}\n{proc.stderr}"
@@ -195,3 +197,31 @@ def test_a_public_function_without_docstring_is_reported() -> None:
     assert check("module", "undocumented", undocumented)
     assert not check("module", "documented", documented)
     assert not check("module", "_private", undocumented)
+
+
+def _code_blocks(markdown: str) -> list[str]:
+    return re.findall(r"```bash\n(.*?)```", markdown, flags=re.S)
+
+
+def test_the_readme_robot_quick_start_is_the_robot_pages_first_block() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    page = (DOC / "guides" / "robot-setup.md").read_text(encoding="utf-8")
+    quick = readme.split("## On a robot", 1)[1]
+    assert _code_blocks(quick)[0] == _code_blocks(page)[0]
+    # every platform's block runs the set-up step the robot stage runs (tools/test_robot.sh)
+    stage = (ROOT / "tools" / "test_robot.sh").read_text(encoding="utf-8")
+    assert "bash src/surprise_memory/tools/setup_robot.sh venv" in stage
+    blocks = [b for b in _code_blocks(page) if "ros2 launch" in b]
+    assert len(blocks) == 3  # Ubuntu 24.04, Ubuntu 22.04, Jetson
+    for block in blocks:
+        assert "bash src/surprise_memory/tools/setup_robot.sh venv" in block
+        assert "python -m colcon build --packages-select surprise_memory" in block
+
+
+def test_every_link_of_the_readme_and_the_guides_leads_somewhere() -> None:
+    for page in [ROOT / "README.md", *DOC.rglob("*.md")]:
+        if "_build" in page.parts:
+            continue
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if "://" not in target:
+                assert (page.parent / target).exists(), f"{page.name}: {target}"

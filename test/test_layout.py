@@ -154,9 +154,8 @@ def test_stages_are_packages_that_describe_themselves() -> None:
         assert ast.get_docstring(ast.parse(init.read_text())), f"{stage}/__init__.py: no docstring"
 
 
-def test_readme_layout_lists_every_stage_in_pipeline_order() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    layout = readme.split("## Layout", 1)[1]
+def test_the_layout_page_lists_every_stage_in_pipeline_order() -> None:
+    layout = (ROOT / "doc" / "guides" / "layout.md").read_text(encoding="utf-8")
     positions = [layout.find(f"surprise_memory/{stage}/") for stage in STAGES[:4]]
     assert all(p >= 0 for p in positions), dict(zip(STAGES, positions, strict=False))
-    assert positions == sorted(positions), "the Layout section should read as the pipeline"
+    assert positions == sorted(positions), "the layout page should read as the pipeline"
