@@ -27,8 +27,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from geometry_msgs.msg import Point, Quaternion
-from rclpy.clock import Clock
-from rclpy.clock_type import ClockType
 from sensor_msgs.msg import CompressedImage
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
@@ -38,6 +36,7 @@ from surprise_memory.errors import SurpriseMemoryError
 from surprise_memory.memory.episode_markers import EpisodeMarker, episode_marker, newest_episodes
 from surprise_memory.memory.store import EpisodeRecord, EpisodeStoreBackend
 from surprise_memory.memory.store.records import resolve_robot_id
+from surprise_memory.nodes.clock import steady_clock
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import jpeg_msgs
 from surprise_memory.nodes.qos import MARKERS, PREVIEW, overridable
@@ -125,9 +124,7 @@ class EpisodeDisplay:
             CompressedImage, PREVIEW_TOPIC, PREVIEW, qos_overriding_options=overridable()
         )
         # wall time, like the node's other timers: the replay goes on when a bag is paused
-        self._timer = node.create_timer(
-            self._period_s(), self._on_tick, clock=Clock(clock_type=ClockType.STEADY_TIME)
-        )
+        self._timer = node.create_timer(self._period_s(), self._on_tick, clock=steady_clock())
         stats.add_values(self._applied)
 
     def show_store(self) -> None:
