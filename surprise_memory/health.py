@@ -14,7 +14,8 @@ The levels (documented in the README, "Diagnostics"):
 * **WARN** — the node runs but its output is degraded or missing an input: windows or
   episodes dropped in the last period, untrained (random) weights, event poses fallen back
   from tf to odometry or to none, an input topic with no publisher ("no encoder") or
-  silent for longer than ``input_silent_seconds``.
+  silent for longer than ``input_silent_seconds``, camera frames lost in transport (or
+  the encoder's windows missing frames) above ``camera_loss_warn``.
 * **OK** — none of the above; the message reads ``running``.
 
 The message lists the reasons of the worst level first, then the lesser ones, joined by
@@ -35,12 +36,17 @@ __all__ = [
     "InputWatch",
     "Level",
     "PeriodCounts",
+    "camera_loss_finding",
     "counted_finding",
     "pose_finding",
     "summarize",
     "untrained_finding",
+    "window_span_finding",
     "worker_finding",
 ]
+
+LARGE_FRAMES_README = "README 'Large camera frames: middleware settings'"
+"""Where a robot's operator reads what to set when camera frames are lost."""
 
 
 class Level(enum.IntEnum):
@@ -210,3 +216,61 @@ class InputWatch:
         return Finding(
             Level.WARN, f"{self.missing}: nothing on '{self.topic}' for {age_s:.0f} s{since}"
         )
+
+
+def camera_loss_finding(
+    fraction_lost: float,
+    received_hz: float | None,
+    camera_hz: float | None,
+    warn_above: float,
+) -> Finding | None:
+    """WARN when the node lost more than ``warn_above`` of the camera's frames.
+
+    Args:
+        fraction_lost: Frames lost over frames the camera published, in the last period
+            (estimated from the stamps: :mod:`surprise_memory.perception.delivery`).
+        received_hz: Frames received per second of camera time in the period (None:
+            unknown yet).
+        camera_hz: The camera's estimated rate (None: unknown yet).
+        warn_above: ``camera_loss_warn``.
+
+    Returns:
+        ``"camera frames lost: 81% in the last period (5.7 of 30.0 Hz received); see
+        README ..."`` at WARN, or None.
+
+    """
+    if fraction_lost <= warn_above:
+        return None
+    rates = ""
+    if received_hz is not None and camera_hz is not None:
+        rates = f" ({received_hz:.1f} of {camera_hz:.1f} Hz received)"
+    return Finding(
+        Level.WARN,
+        f"camera frames lost: {fraction_lost:.0%} in the last period{rates}; see "
+        f"{LARGE_FRAMES_README}",
+    )
+
+
+def window_span_finding(
+    figures: tuple[float, float, float] | None, warn_above: float
+) -> Finding | None:
+    """WARN when the encoder's windows missed more than ``warn_above`` of their frames.
+
+    Args:
+        figures: :meth:`surprise_memory.perception.delivery.WindowSpan.take` of the period:
+            (share of frames missing, mean span s, mean span s at the input rate), or None.
+        warn_above: ``camera_loss_warn``.
+
+    Returns:
+        A WARN saying how far apart the windows' frames were, or None.
+
+    """
+    if figures is None or figures[0] <= warn_above:
+        return None
+    missing, span_s, nominal_s = figures
+    return Finding(
+        Level.WARN,
+        f"encoder windows span {span_s:.2f} s instead of {nominal_s:.2f} s ({missing:.0%} "
+        f"of their frames missing: the model sees another time scale); see "
+        f"{LARGE_FRAMES_README}",
+    )

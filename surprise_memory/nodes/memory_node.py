@@ -14,6 +14,7 @@ from surprise_memory.config import (
     StoreConfig,
 )
 from surprise_memory.msg import SurpriseEvent
+from surprise_memory.nodes.delivery import CameraDelivery
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.lifecycle import ManagedNode
 from surprise_memory.nodes.memory_part import MemoryPart
@@ -42,6 +43,7 @@ class MemoryNode(ManagedNode):
         self._stats = NodeStats(self, NodeConfig.from_mapping(values))
         self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
         self._events_watch = self._stats.watch_input("events", "no scorer", streaming=False)
+        self._delivery = CameraDelivery(self._stats, self._camera.camera_loss_warn)
         self._part = MemoryPart(self, self._stats)
         self._part.setup(values)
         self._order = StampOrder(self, self._stats, self._part.reset)
@@ -76,6 +78,7 @@ class MemoryNode(ManagedNode):
         if frame is None or not self._order.check(frame.stamp_ns):
             return
         self._order.commit(frame.stamp_ns)
+        self._delivery.observe(frame.stamp_ns)
         self._part.add_frame(frame)
 
     def _on_event(self, msg: SurpriseEvent) -> None:
