@@ -223,6 +223,8 @@ def camera_loss_finding(
     received_hz: float | None,
     camera_hz: float | None,
     warn_above: float,
+    *,
+    in_transport: float | None = None,
 ) -> Finding | None:
     """WARN when the node lost more than ``warn_above`` of the camera's frames.
 
@@ -233,20 +235,30 @@ def camera_loss_finding(
             unknown yet).
         camera_hz: The camera's estimated rate (None: unknown yet).
         warn_above: ``camera_loss_warn``.
+        in_transport: The share the middleware reported lost in transport (None: the RMW
+            does not report it); the rest was overwritten in the node's own queue (a node
+            too slow for the camera), or the camera never sent it.
 
     Returns:
-        ``"camera frames lost: 81% in the last period (5.7 of 30.0 Hz received); see
-        README ..."`` at WARN, or None.
+        ``"camera frames lost: 81% in the last period (5.7 of 30.0 Hz received; 80% in
+        transport, 1% in this node's queue or never sent); see README ..."`` at WARN, or
+        None.
 
     """
     if fraction_lost <= warn_above:
         return None
-    rates = ""
+    details = []
     if received_hz is not None and camera_hz is not None:
-        rates = f" ({received_hz:.1f} of {camera_hz:.1f} Hz received)"
+        details.append(f"{received_hz:.1f} of {camera_hz:.1f} Hz received")
+    if in_transport is not None:
+        queue = max(0.0, fraction_lost - in_transport)
+        details.append(
+            f"{in_transport:.0%} in transport, {queue:.0%} in this node's queue or never sent"
+        )
+    said = f" ({'; '.join(details)})" if details else ""
     return Finding(
         Level.WARN,
-        f"camera frames lost: {fraction_lost:.0%} in the last period{rates}; see "
+        f"camera frames lost: {fraction_lost:.0%} in the last period{said}; see "
         f"{LARGE_FRAMES_README}",
     )
 

@@ -1,32 +1,49 @@
 """Camera loss is never silent: each camera node's /diagnostics against a known loss (issue 20).
 
 ``encoder_node`` and ``memory_node`` (the split) and ``pipeline_node`` (in a namespace of
-its own) run as processes and subscribe to one camera at once. The camera publishes 200
-frames one period apart of which every fifth is never sent (a camera whose frames get
-lost), then 200 frames without a gap. Over real DDS (the subscriptions reliable and deep,
-as in the other node tests, so that only the withheld frames are missing) each node must
-report what was lost, in its own estimate from the stamps: the exact count, a WARN naming
-the share lost and the README section while it happens, and no such WARN once the camera
-delivers again. The encoder also says that its windows spanned more than the input
-period allows (its window of 8 frames then holds fewer than 8 periods' worth).
+its own) run as processes.
+
+* The split's camera publishes 200 frames one period apart of which every fifth is never
+  sent, then 200 frames without a gap. Over real DDS (the subscriptions reliable and
+  deep, as in the other node tests, so that only the withheld frames are missing) each
+  node must report what was lost in its own estimate from the stamps: the exact count, a
+  WARN naming the share lost and the README section while it happens (and not the
+  middleware's doing: 0% in transport), and no such WARN once the camera delivers again.
+  The encoder also says that its windows spanned more than the input period allows.
+* ``pipeline_node``'s camera is a driver process with Fast DDS's defaults, publishing
+  640x480 rgb8 at 30 Hz best effort to the node's default (sensor-data) subscription:
+  frames larger than the default shared-memory segment, most of them lost in transport.
+  The node must report the loss the test counts (published - taken in), WARN, and put it
+  down to transport (the middleware's sample-lost count).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 import rclpy
 import synthetic_frames as sf
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
+from ros_helpers import (
+    FIXTURES,
+    node_executable,
+    peer_process,
+    spin_until,
+    wait_for_subscribers,
+)
 from sensor_msgs.msg import Image
 
+from surprise_memory.middleware import PROFILE_VARIABLES
 from surprise_memory.nodes.messages import image_msg_from_rgb
 
 CAMERA = "/delivery_camera/image"
+LARGE_CAMERA = "/delivery_large_camera/image"  # pipeline_node's: 640x480, best effort
+LARGE_FRAMES = 240
 SPLIT, ONE = "/delivery_split", "/delivery_one"
 PERIOD_NS = 10**9 // sf.FPS
 LOSSY, CLEAN = 200, 200
@@ -34,6 +51,7 @@ WITHHELD = [k for k in range(LOSSY) if k % 5 == 4]
 # lost between the first and the last frame received: every fifth up to frame 198
 LOST = len([k for k in WITHHELD if k < LOSSY + CLEAN - 1])
 NODES = {"encoder_node": SPLIT, "memory_node": SPLIT, "pipeline_node": ONE}
+SPLIT_NODES = ("encoder_node", "memory_node")
 
 
 class _Monitor:
@@ -55,14 +73,14 @@ class _Monitor:
         return any(s.level[0] == warn and text in s.message for s in self.history.get(node, []))
 
 
-def test_every_camera_node_reports_the_frames_it_lost(tmp_path: Path) -> None:
-    params = sf.node_params(
-        str(tmp_path / "store_split"),
-        CAMERA,
-        diagnostics_period_seconds=0.5,
-        input_silent_seconds=30.0,
-    )
-    params["/**/pipeline_node"]["ros__parameters"]["store_path"] = str(tmp_path / "store_one")
+def test_every_camera_node_reports_the_frames_it_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = {"diagnostics_period_seconds": 0.5, "input_silent_seconds": 30.0}
+    params = sf.node_params(str(tmp_path / "store_split"), CAMERA, **fast)
+    # pipeline_node: the default camera QoS (sensor data), as on a robot
+    one = sf.node_params(str(tmp_path / "store_one"), None, **fast)
+    params["/**/pipeline_node"] = one["/**/pipeline_node"]
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))
     rclpy.init()
@@ -84,7 +102,7 @@ def test_every_camera_node_reports_the_frames_it_lost(tmp_path: Path) -> None:
                     "-r",
                     f"__ns:={ns}",
                     "-r",
-                    f"image:={CAMERA}",
+                    f"image:={LARGE_CAMERA if name == 'pipeline_node' else CAMERA}",
                 ],
                 tmp_path,
                 name,
@@ -92,7 +110,7 @@ def test_every_camera_node_reports_the_frames_it_lost(tmp_path: Path) -> None:
             for name, ns in NODES.items()
         ]
         with peers[0], peers[1], peers[2]:
-            wait_for_subscribers(node, cam, len(NODES), timeout=120)
+            wait_for_subscribers(node, cam, len(SPLIT_NODES), timeout=120)
             for k in range(LOSSY + CLEAN):
                 if k in WITHHELD:
                     continue
@@ -102,19 +120,22 @@ def test_every_camera_node_reports_the_frames_it_lost(tmp_path: Path) -> None:
                 if k == LOSSY - 1:  # the lossy part judged by every node before the clean
                     assert spin_until(
                         node,
-                        lambda: all(monitor.warned(n, "camera frames lost: 20%") for n in NODES),
+                        lambda: all(
+                            monitor.warned(n, "camera frames lost: 20%") for n in SPLIT_NODES
+                        ),
                         30.0,
                     ), {n: [s.message for s in monitor.history.get(n, [])[-3:]] for n in NODES}
             received = LOSSY + CLEAN - len(WITHHELD)
 
             def all_counted() -> bool:
                 return all(
-                    monitor.latest(n).get("camera_frames_received") == str(received) for n in NODES
+                    monitor.latest(n).get("camera_frames_received") == str(received)
+                    for n in SPLIT_NODES
                 )
 
-            assert spin_until(node, all_counted, 30.0), {n: monitor.latest(n) for n in NODES}
+            assert spin_until(node, all_counted, 30.0), {n: monitor.latest(n) for n in SPLIT_NODES}
             spin_until(node, lambda: False, 1.5)  # a whole period after the last frame
-            for name in NODES:
+            for name in SPLIT_NODES:
                 values = monitor.latest(name)
                 assert values["camera_frames_lost"] == str(LOST), (name, values)
                 assert float(values["camera_rate_hz"]) == sf.FPS, (name, values)
@@ -122,11 +143,36 @@ def test_every_camera_node_reports_the_frames_it_lost(tmp_path: Path) -> None:
                 assert "camera frames lost" not in status.message, (name, status.message)
                 lossy = next(s for s in monitor.history[name] if "camera frames lost" in s.message)
                 assert "README 'Large camera frames: middleware settings'" in lossy.message
-            for name in ("encoder_node", "pipeline_node"):
-                assert monitor.warned(name, "encoder windows span"), name
-                missing = int(monitor.latest(name)["window_frames_missing"])
-                assert missing > 0, name
-                assert "encoder windows span" not in monitor.history[name][-1].message
+                # not the middleware's loss: the camera never sent them
+                assert "; 0% in transport, " in lossy.message, lossy.message
+                assert "in this node's queue or never sent" in lossy.message
+                assert values["camera_frames_lost_in_transport"] == "0", (name, values)
+            assert monitor.warned("encoder_node", "encoder windows span")
+            assert int(monitor.latest("encoder_node")["window_frames_missing"]) > 0
+            assert "encoder windows span" not in monitor.history["encoder_node"][-1].message
+
+            # pipeline_node and a camera driver with Fast DDS's defaults (no profile)
+            for variable in PROFILE_VARIABLES:
+                monkeypatch.delenv(variable, raising=False)
+            published = tmp_path / "published.json"
+            driver = [str(FIXTURES / "camera_publisher.py"), LARGE_CAMERA, "640x480", "30"]
+            driver += [str(LARGE_FRAMES), "1", str(published)]
+            with peer_process(driver, tmp_path, "camera_publisher") as camera:
+                camera.wait(timeout=120)
+            assert json.loads(published.read_text())["published"] == LARGE_FRAMES
+            spin_until(node, lambda: False, 1.5)  # a whole period after the last frame
+            values = monitor.latest("pipeline_node")
+            print({k: v for k, v in values.items() if k.startswith(("camera", "frames"))})
+            taken = int(values["frames_in"])
+            lost = int(values["camera_frames_lost"])
+            # the node's count of the frames it lost is the test's, but for those before
+            # its first frame and after its last (neither stamps nor DDS see them)
+            assert LARGE_FRAMES - taken - 10 <= lost <= LARGE_FRAMES - taken, values
+            assert monitor.warned("pipeline_node", "camera frames lost"), values
+            # Fast DDS's default 512 KiB segment loses most 921,600-byte frames in transport
+            assert lost > LARGE_FRAMES // 2, values
+            in_transport = int(values["camera_frames_lost_in_transport"])
+            assert in_transport > 0.8 * lost, values
     finally:
         node.destroy_node()
         rclpy.shutdown()

@@ -15,6 +15,7 @@ the params file (:func:`overridable`), and so do the publishers of events and ep
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rclpy.node import Node
@@ -26,6 +27,14 @@ from rclpy.qos import (
     qos_profile_sensor_data,
 )
 from rclpy.qos_overriding_options import QoSOverridingOptions
+
+try:  # Iron and later
+    from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
+except ImportError:  # Humble
+    from rclpy.qos_event import (  # type: ignore[no-redef,unused-ignore]
+        SubscriptionEventCallbacks,
+        UnsupportedEventTypeError,
+    )
 
 from surprise_memory.config import CameraConfig
 
@@ -73,15 +82,49 @@ def overridable() -> QoSOverridingOptions:
     return QoSOverridingOptions.with_default_policies()
 
 
-def subscribe_camera(node: Node, camera: CameraConfig, callback: Any) -> Any:
+def subscribe_camera(
+    node: Node,
+    camera: CameraConfig,
+    callback: Any,
+    on_lost: Callable[[int], None] | None = None,
+) -> Any:
     """Subscribe ``callback`` to the node's ``image`` input (Image, or CompressedImage).
 
     Sensor-data QoS (best effort, keep last 5) unless the params file overrides it, e.g.
     ``qos_overrides./camera/image_raw.subscription.reliability: reliable``.
+
+    Args:
+        node: The node.
+        camera: Its camera settings (``image_transport``).
+        callback: Called with each message.
+        on_lost: Called with the number of messages the middleware saw lost in transport
+            (DDS's sample-lost status: gaps in the publisher's sequence numbers), where
+            the RMW reports it (Fast DDS and Cyclone DDS do); frames overwritten in the
+            subscription's own queue are not among them.
+
+    Returns:
+        The subscription.
+
     """
     from sensor_msgs.msg import CompressedImage, Image
 
     msg_type = CompressedImage if camera.image_transport == "compressed" else Image
+    options = overridable()
+    if on_lost is not None:
+        events = SubscriptionEventCallbacks(
+            message_lost=lambda info: on_lost(info.total_count_change)
+        )
+        try:
+            return node.create_subscription(
+                msg_type,
+                "image",
+                callback,
+                SENSOR_DATA,
+                event_callbacks=events,
+                qos_overriding_options=options,
+            )
+        except UnsupportedEventTypeError:  # an RMW without the message-lost event
+            pass
     return node.create_subscription(
-        msg_type, "image", callback, SENSOR_DATA, qos_overriding_options=overridable()
+        msg_type, "image", callback, SENSOR_DATA, qos_overriding_options=options
     )
