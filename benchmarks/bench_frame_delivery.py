@@ -2,7 +2,7 @@
 
 Run (venv active and the colcon install sourced, ``install/setup.bash``)::
 
-    python benchmarks/bench_frame_delivery.py [--minutes 1.5] [--fps 30]
+    python benchmarks/bench_frame_delivery.py [--minutes 2.5] [--fps 30]
         [--sizes 640x480 1280x720] [--shapes split one_process]
         [--transports raw compressed] [--profiles shipped none] [--out DIR]
 
@@ -37,7 +37,14 @@ HERE = Path(__file__).resolve().parent
 
 
 def run_one(
-    out: Path, minutes: float, fps: float, size: str, shape: str, transport: str, profile: str
+    out: Path,
+    *,
+    minutes: float,
+    fps: float,
+    size: str,
+    shape: str,
+    transport: str,
+    profile: str,
 ) -> dict[str, Any]:
     """One soak run in its own process; its soak.json (``{"error": ...}`` if it failed)."""
     cmd = [sys.executable, str(HERE / "soak_nodes.py"), "--minutes", str(minutes)]
@@ -54,6 +61,8 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     """(node, delivered, estimated, in transport, bare) per camera node of a run."""
     if "error" in result:
         return [("error", "", "", "", result["error"].splitlines()[-1][:60])]
+    if not result["frames_published"]:  # the nodes were not up before the run ended
+        return [("no frames", "", "", "", "nodes not subscribed in time: longer --minutes")]
     delivery = result["delivery"]
     bare = delivery.get("bare_subscriber", {}).get("delivered")
     out = []
@@ -78,7 +87,7 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
 def main(argv: list[str] | None = None) -> int:
     """Run every combination and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=1.5)
+    parser.add_argument("--minutes", type=float, default=2.5, help="per run, start included")
     parser.add_argument("--fps", type=float, default=30.0)
     parser.add_argument("--sizes", nargs="+", default=["640x480", "1280x720"])
     parser.add_argument("--shapes", nargs="+", default=["split", "one_process"])
@@ -101,7 +110,15 @@ def main(argv: list[str] | None = None) -> int:
         args.sizes, args.transports, args.shapes, args.profiles
     ):
         name = f"{size}_{transport}_{shape}_{profile}"
-        res = run_one(out / name, args.minutes, args.fps, size, shape, transport, profile)
+        res = run_one(
+            out / name,
+            minutes=args.minutes,
+            fps=args.fps,
+            size=size,
+            shape=shape,
+            transport=transport,
+            profile=profile,
+        )
         load = res.get("load_average", [float("nan")] * 3)
         for row in rows(res):
             cells = (size, transport, shape, profile, *row, f"{load[0]:.1f}/{load[1]:.1f}")

@@ -4,17 +4,21 @@
 its own) run as processes.
 
 * The split's camera publishes 200 frames one period apart of which every fifth is never
-  sent, then 200 frames without a gap. Over real DDS (the subscriptions reliable and
-  deep, as in the other node tests, so that only the withheld frames are missing) each
-  node must report what was lost in its own estimate from the stamps: the exact count, a
-  WARN naming the share lost and the README section while it happens (and not the
-  middleware's doing: 0% in transport), and no such WARN once the camera delivers again.
-  The encoder also says that its windows spanned more than the input period allows.
+  sent, then 200 frames without a gap. The topic has a second (silent) publisher, so the
+  publishers' sequence numbers cannot count (they would interleave) and the nodes count
+  by the stamps, as where rclpy gives no sequence numbers (Humble). Over real DDS (the
+  subscriptions reliable and deep, as in the other node tests, so that only the withheld
+  frames are missing) each node must report what was lost in its own estimate from the
+  stamps: the exact count, a WARN naming the share lost and the README section while it
+  happens (and not the middleware's doing: 0% in transport), and no such WARN once the
+  camera delivers again. The encoder also says that its windows spanned more than the
+  input period allows.
 * ``pipeline_node``'s camera is a driver process with Fast DDS's defaults, publishing
   640x480 rgb8 at 30 Hz best effort to the node's default (sensor-data) subscription:
   frames larger than the default shared-memory segment, most of them lost in transport.
-  The node must report the loss the test counts (published - taken in), WARN, and put it
-  down to transport (the middleware's sample-lost count).
+  The node counts by the publisher's sequence numbers and must report the loss the test
+  counts (published - taken in), WARN, and put it down to transport (the middleware's
+  sample-lost count).
 """
 
 from __future__ import annotations
@@ -87,9 +91,9 @@ def test_every_camera_node_reports_the_frames_it_lost(
     node = Node("camera_delivery_test")
     monitor = _Monitor()
     node.create_subscription(DiagnosticArray, "/diagnostics", monitor.on_diag, 100)
-    cam = node.create_publisher(
-        Image, CAMERA, QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-    )
+    reliable = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+    cam = node.create_publisher(Image, CAMERA, reliable)
+    node.create_publisher(Image, CAMERA, reliable)  # silent: sequence numbers cannot count
     rgb = sf.scene_change_rgb()
     try:
         peers = [
@@ -147,6 +151,7 @@ def test_every_camera_node_reports_the_frames_it_lost(
                 assert "; 0% in transport, " in lossy.message, lossy.message
                 assert "in this node's queue or never sent" in lossy.message
                 assert values["camera_frames_lost_in_transport"] == "0", (name, values)
+                assert values["camera_loss_counted_by"] == "stamps", (name, values)
             assert monitor.warned("encoder_node", "encoder windows span")
             assert int(monitor.latest("encoder_node")["window_frames_missing"]) > 0
             assert "encoder windows span" not in monitor.history["encoder_node"][-1].message
@@ -173,6 +178,7 @@ def test_every_camera_node_reports_the_frames_it_lost(
             assert lost > LARGE_FRAMES // 2, values
             in_transport = int(values["camera_frames_lost_in_transport"])
             assert in_transport > 0.8 * lost, values
+            assert values["camera_loss_counted_by"] == "sequence numbers", values
     finally:
         node.destroy_node()
         rclpy.shutdown()

@@ -1,31 +1,36 @@
 """A node's camera intake on ``/diagnostics``: the camera's rate, what arrived, what was lost.
 
 Every node that takes camera frames (``encoder_node``, ``memory_node``, ``pipeline_node``)
-has one :class:`CameraDelivery`, fed with the stamp of each frame it accepts. Two counts of
-the frames lost, the larger of which is reported:
+has one :class:`CameraDelivery`. Its subscription (:func:`~.qos.subscribe_camera`) tells it
+of every message and of the middleware's sample-lost status; the node tells it the stamp
+of every frame it accepts. The frames lost are counted
 
-* from the stamps (:class:`~surprise_memory.perception.delivery.FrameLossEstimator`,
-  ROS-free, O(1) per frame): every frame lost, wherever (judged once 64 gaps are in);
-* from the middleware's sample-lost status (:func:`~.qos.subscribe_camera`; Fast DDS and
-  Cyclone DDS report it): the frames lost in transport, a middleware that drops large
-  frames (README "Large camera frames: middleware settings"). Exact even where so few
-  frames arrive that the stamps say little.
+* by the **publisher's sequence numbers** where rclpy passes them (``MessageInfo``, Iron
+  and later; Fast DDS fills them): exact, every frame lost wherever it was lost, pauses
+  of the camera no loss;
+* else by the **stamps** (:class:`~surprise_memory.perception.delivery.FrameLossEstimator`,
+  ROS-free, O(1) per frame: ROS headers have no sequence number), or by the middleware's
+  count where that is larger.
 
-What the stamps count beyond transport was overwritten in the subscription's own queue (a
-node too slow for the camera: a busy CPU) or never sent by the camera. The level rule is
-:func:`~surprise_memory.health.camera_loss_finding`.
+Of them, the **middleware's sample-lost status** (DDS sequence gaps the reader saw; Fast
+DDS reports it) says how many were lost in transport (a middleware that drops large
+frames: README "Large camera frames: middleware settings"); the rest were overwritten in
+the subscription's own queue (a node too slow for the camera: a busy CPU) or never sent.
+The level rule is :func:`~surprise_memory.health.camera_loss_finding`.
 
-Reported every period: ``camera_rate_hz`` (estimated), ``camera_received_hz``,
+Reported every period: ``camera_rate_hz`` (from the stamps), ``camera_received_hz``,
 ``camera_loss`` and ``camera_loss_in_transport`` (shares of the camera's frames in the
-last period), and the running totals ``camera_frames_received``, ``camera_frames_lost``
-and ``camera_frames_lost_in_transport``. The feed, the sample-lost events and the
-diagnostics timer run in the executor's default callback group in every host, one at a
-time.
+last period), the running totals ``camera_frames_received`` (messages delivered),
+``camera_frames_lost`` and ``camera_frames_lost_in_transport``, and
+``camera_loss_counted_by`` (``sequence numbers`` or ``stamps``). The subscription's
+callbacks and the diagnostics timer run in the executor's default callback group in
+every host, one at a time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from surprise_memory.health import Finding, camera_loss_finding
 from surprise_memory.nodes.diagnostics import NodeStats
@@ -33,9 +38,11 @@ from surprise_memory.perception.delivery import DeliveryCounts, FrameLossEstimat
 
 __all__ = ["CameraDelivery"]
 
+_NO_SEQUENCE = 2**63  # rmw's "unsupported" is UINT64_MAX; 0 means none either
+
 
 class CameraDelivery:
-    """Estimates a node's camera delivery from frame stamps and the middleware, reports it.
+    """Counts a node's camera delivery (sequence numbers, stamps, middleware) and reports it.
 
     Args:
         stats: The host's counters (a check and values are registered on them).
@@ -46,13 +53,20 @@ class CameraDelivery:
     def __init__(self, stats: NodeStats, warn_above: float) -> None:
         self._estimator = FrameLossEstimator()
         self._warn_above = warn_above
-        self._received = 0  # frames accepted
+        self._subscription: Any = None
+        self._delivered = 0  # messages the subscription delivered
         self._in_transport = 0  # the middleware's count
-        # the totals at the end of the last period, and that period's shares
-        self._totals = (0, 0, 0)  # received, lost, lost in transport
-        self._judged = DeliveryCounts()  # the stamps' counts at the end of the last period
+        self._by_sequence = 0  # lost, by the publisher's sequence numbers
+        self._sequenced = 0  # messages that carried one
+        self._last_sequence: int | None = None
+        self._one_publisher = True
+        # at the end of the last period: the counts, and that period's shares
+        self._previous = (0, 0, 0)  # delivered, in transport, by sequence
+        self._judged = DeliveryCounts()
+        self._lost = 0
         self._loss = 0.0
         self._loss_in_transport = 0.0
+        self._counted_by = "stamps"
         stats.add_check(self._health)
         stats.add_values(self._values)
 
@@ -61,35 +75,59 @@ class CameraDelivery:
         """The camera's estimated frame period (None before the first frames)."""
         return self._estimator.period_ns
 
+    def watch(self, subscription: Any) -> None:
+        """The camera subscription (its publisher count decides whether sequences count)."""
+        self._subscription = subscription
+
+    def delivered(self, sequence: int | None) -> None:
+        """Count a message the subscription delivered, with its publisher's sequence number.
+
+        Args:
+            sequence: ``publication_sequence_number`` of its ``MessageInfo``; None, 0 or
+                rmw's "unsupported" when unknown. A number not above the last one (a
+                restarted publisher) starts counting afresh.
+
+        """
+        self._delivered += 1
+        if sequence is None or not 0 < sequence < _NO_SEQUENCE or not self._one_publisher:
+            return
+        last = self._last_sequence
+        self._last_sequence = sequence
+        self._sequenced += 1
+        if last is not None and sequence > last:
+            self._by_sequence += sequence - last - 1
+
     def observe(self, stamp_ns: int) -> None:
         """Count a frame the node accepted (its header stamp)."""
-        self._received += 1
         self._estimator.update(stamp_ns)
 
     def lost_in_transport(self, count: int) -> None:
         """Count frames the middleware reports lost in transport.
 
-        The ``on_lost`` of :func:`~surprise_memory.nodes.qos.subscribe_camera`.
+        The sample-lost events of :func:`~surprise_memory.nodes.qos.subscribe_camera`.
         """
         self._in_transport += count
 
     def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
-        # each share over its own consistent counts: the stamps' over the frames they
-        # judged (the first 64 gaps come in one period), the middleware's over the frames
-        # taken in the period and those it lost
-        judged = self._estimator.counts
-        by_stamps = judged.since(self._judged).fraction_lost
-        self._judged = judged
-        received = self._received - self._totals[0]
-        in_transport = self._in_transport - self._totals[2]
-        by_transport = in_transport / (received + in_transport) if in_transport else 0.0
-        self._loss = max(by_stamps, by_transport)
-        self._loss_in_transport = by_transport
-        self._totals = (
-            self._received,
-            max(judged.lost, self._in_transport),
-            self._in_transport,
+        now = (self._delivered, self._in_transport, self._by_sequence)
+        delivered, in_transport, by_sequence = (
+            a - b for a, b in zip(now, self._previous, strict=True)
         )
+        self._previous = now
+        judged = self._estimator.counts
+        by_stamps = judged.since(self._judged).fraction_lost  # over the frames it judged
+        self._judged = judged
+        transport_share = in_transport / (delivered + in_transport) if in_transport else 0.0
+        if self._sequenced and self._sequenced == self._delivered:  # each had its number
+            self._counted_by = "sequence numbers"
+            self._lost += by_sequence
+            self._loss = by_sequence / (delivered + by_sequence)
+        else:
+            self._counted_by = "stamps"
+            self._lost = max(self._lost, judged.lost, self._in_transport)
+            self._loss = max(by_stamps, transport_share)
+        self._loss_in_transport = min(self._loss, transport_share)
+        self._follow_publishers()
         camera_hz = self._estimator.camera_hz
         return [
             camera_loss_finding(
@@ -101,17 +139,25 @@ class CameraDelivery:
             )
         ]
 
+    def _follow_publishers(self) -> None:
+        """Sequence numbers of two publishers interleave: count by stamps while there are."""
+        if self._subscription is None:
+            return
+        one = self._subscription.get_publisher_count() <= 1
+        if one != self._one_publisher:
+            self._one_publisher = one
+            self._last_sequence = None
+
     def _values(self) -> dict[str, object]:
         camera_hz = self._estimator.camera_hz
-        received, lost, in_transport = self._totals
+        received_hz = None if camera_hz is None else camera_hz * (1.0 - self._loss)
         return {
             "camera_rate_hz": "" if camera_hz is None else f"{camera_hz:.2f}",
-            "camera_received_hz": ""
-            if camera_hz is None
-            else f"{camera_hz * (1.0 - self._loss):.2f}",
+            "camera_received_hz": "" if received_hz is None else f"{received_hz:.2f}",
             "camera_loss": f"{self._loss:.4f}",
             "camera_loss_in_transport": f"{self._loss_in_transport:.4f}",
-            "camera_frames_received": received,
-            "camera_frames_lost": lost,
-            "camera_frames_lost_in_transport": in_transport,
+            "camera_frames_received": self._previous[0],
+            "camera_frames_lost": self._lost,
+            "camera_frames_lost_in_transport": self._previous[1],
+            "camera_loss_counted_by": self._counted_by,
         }

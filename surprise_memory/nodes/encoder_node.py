@@ -43,7 +43,7 @@ class EncoderNode(ManagedNode):
     def subscribe(self) -> None:
         """Activate: camera frames in."""
         self._stats.restart_inputs()
-        subscribe_camera(self, self._camera, self._on_image, self._delivery.lost_in_transport)
+        subscribe_camera(self, self._camera, self._on_image, self._delivery)
 
     def teardown(self) -> None:
         """Cleanup: stop the model thread and drop the model (its GPU memory goes back)."""

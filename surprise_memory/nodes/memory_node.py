@@ -52,7 +52,7 @@ class MemoryNode(ManagedNode):
     def subscribe(self) -> None:
         """Activate: camera and events in, retrievals served."""
         self._stats.restart_inputs()
-        subscribe_camera(self, self._camera, self._on_image, self._delivery.lost_in_transport)
+        subscribe_camera(self, self._camera, self._on_image, self._delivery)
         # transient local: events published before this node joined (or restarted) arrive
         self.create_subscription(
             SurpriseEvent,

@@ -87,7 +87,7 @@ class PipelineNode(ManagedNode):
         self._stats.restart_inputs()
         self._scorer.subscribe()
         self._memory.subscribe()
-        subscribe_camera(self, self._camera, self._on_image, self._delivery.lost_in_transport)
+        subscribe_camera(self, self._camera, self._on_image, self._delivery)
 
     def teardown(self) -> None:
         """Cleanup: stop the model thread, store what is pending, drop both models."""

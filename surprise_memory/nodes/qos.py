@@ -16,7 +16,7 @@ the params file (:func:`overridable`), and so do the publishers of events and ep
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rclpy.node import Node
 from rclpy.qos import (
@@ -27,6 +27,12 @@ from rclpy.qos import (
     qos_profile_sensor_data,
 )
 from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.subscription import Subscription
+
+from surprise_memory.config import CameraConfig
+
+if TYPE_CHECKING:
+    from surprise_memory.nodes.delivery import CameraDelivery
 
 try:  # Iron and later
     from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
@@ -36,7 +42,8 @@ except ImportError:  # Humble
         UnsupportedEventTypeError,
     )
 
-from surprise_memory.config import CameraConfig
+# rclpy passes a callback of two parameters the message's MessageInfo (Iron and later)
+_MESSAGE_INFO = hasattr(getattr(Subscription, "CallbackType", None), "WithMessageInfo")
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 """Embeddings and scores: every message matters, and a burst may queue."""
@@ -86,7 +93,7 @@ def subscribe_camera(
     node: Node,
     camera: CameraConfig,
     callback: Any,
-    on_lost: Callable[[int], None] | None = None,
+    delivery: CameraDelivery | None = None,
 ) -> Any:
     """Subscribe ``callback`` to the node's ``image`` input (Image, or CompressedImage).
 
@@ -97,10 +104,10 @@ def subscribe_camera(
         node: The node.
         camera: Its camera settings (``image_transport``).
         callback: Called with each message.
-        on_lost: Called with the number of messages the middleware saw lost in transport
-            (DDS's sample-lost status: gaps in the publisher's sequence numbers), where
-            the RMW reports it (Fast DDS and Cyclone DDS do); frames overwritten in the
-            subscription's own queue are not among them.
+        delivery: Told of every message with its publisher's sequence number (where rclpy
+            passes the ``MessageInfo``: Iron and later), and of the messages the
+            middleware saw lost in transport (DDS's sample-lost status, where the RMW
+            reports it: Fast DDS does); see :mod:`surprise_memory.nodes.delivery`.
 
     Returns:
         The subscription.
@@ -110,21 +117,38 @@ def subscribe_camera(
 
     msg_type = CompressedImage if camera.image_transport == "compressed" else Image
     options = overridable()
-    if on_lost is not None:
-        events = SubscriptionEventCallbacks(
-            message_lost=lambda info: on_lost(info.total_count_change)
+    if delivery is None:
+        return node.create_subscription(
+            msg_type, "image", callback, SENSOR_DATA, qos_overriding_options=options
         )
-        try:
-            return node.create_subscription(
-                msg_type,
-                "image",
-                callback,
-                SENSOR_DATA,
-                event_callbacks=events,
-                qos_overriding_options=options,
-            )
-        except UnsupportedEventTypeError:  # an RMW without the message-lost event
-            pass
-    return node.create_subscription(
-        msg_type, "image", callback, SENSOR_DATA, qos_overriding_options=options
+    count = delivery.delivered
+    handler: Callable[..., None]
+    if _MESSAGE_INFO:
+
+        def handler(msg: Any, info: Any) -> None:  # two parameters: rclpy passes the info
+            count(info.get("publication_sequence_number"))
+            callback(msg)
+    else:
+
+        def handler(msg: Any) -> None:
+            count(None)
+            callback(msg)
+
+    events = SubscriptionEventCallbacks(
+        message_lost=lambda info: delivery.lost_in_transport(info.total_count_change)
     )
+    try:
+        subscription = node.create_subscription(
+            msg_type,
+            "image",
+            handler,
+            SENSOR_DATA,
+            event_callbacks=events,
+            qos_overriding_options=options,
+        )
+    except UnsupportedEventTypeError:  # an RMW without the message-lost event
+        subscription = node.create_subscription(
+            msg_type, "image", handler, SENSOR_DATA, qos_overriding_options=options
+        )
+    delivery.watch(subscription)
+    return subscription
