@@ -133,10 +133,17 @@ def fit_window(
     return max(before, after, key=lambda span: span[1] - span[0])
 
 
-def _params(store: Path, shape: str, transport: str, diagnostics_s: float) -> dict[str, Any]:
+def _params(
+    store: Path, shape: str, transport: str, diagnostics_s: float, camera_depth: int
+) -> dict[str, Any]:
     from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 
-    common = {"diagnostics_period_seconds": diagnostics_s, "image_transport": transport}
+    def camera() -> dict[str, Any]:  # a new dict per node: YAML aliases break rcl's parser
+        values: dict[str, Any] = {"image_transport": transport}
+        if camera_depth:  # the camera subscription's queue (sensor-data QoS: 5)
+            values["qos_overrides"] = {brl.CAMERA: {"subscription": {"depth": camera_depth}}}
+        return values
+
     sections: dict[str, dict[str, Any]] = {
         "encoder_node": {
             "encoder_weights": TINY_VIDEO_WEIGHTS,
@@ -165,10 +172,11 @@ def _params(store: Path, shape: str, transport: str, diagnostics_s: float) -> di
     if shape == "one_process":  # the three sections in one, as the launch file merges them
         merged = {k: v for section in sections.values() for k, v in section.items()}
         sections = {"pipeline_node": merged}
-    return {
-        f"/**/{name}": {"ros__parameters": {**common, **values}}
-        for name, values in sections.items()
-    }
+    for name, values in sections.items():
+        values["diagnostics_period_seconds"] = diagnostics_s
+        if name in CAMERA_NODES:
+            values.update(camera())
+    return {f"/**/{name}": {"ros__parameters": values} for name, values in sections.items()}
 
 
 class _Camera:
@@ -332,6 +340,7 @@ def run(
     profile: str = "shipped",
     bare_subscriber: bool = False,
     diagnostics_s: float = 2.0,
+    camera_depth: int = 0,
     log: Any = None,
 ) -> dict[str, Any]:
     """Run the soak and return its figures (also written to ``out/soak.json``).
@@ -353,6 +362,7 @@ def run(
         profile: ``shipped`` (the package's Fast DDS profile) or ``none`` (defaults).
         bare_subscriber: Also count the frames in a process that does nothing else.
         diagnostics_s: The nodes' ``diagnostics_period_seconds``.
+        camera_depth: The camera subscriptions' queue depth (0: sensor-data QoS's 5).
         log: Where progress lines go (a text stream; None = silent).
 
     Returns:
@@ -414,7 +424,10 @@ def run(
     bare_cmd += ["--out", str(bare_out)]
     try:
         with brl.node_processes(
-            out, _params(out / "store", shape, transport, diagnostics_s), env, names=names
+            out,
+            _params(out / "store", shape, transport, diagnostics_s, camera_depth),
+            env,
+            names=names,
         ) as procs:
             bare = None
             if bare_subscriber:
@@ -476,6 +489,7 @@ def run(
             "shape": shape,
             "transport": transport,
             "fastdds_profile": profile,
+            "camera_depth": camera_depth,
         },
         "load_average": os.getloadavg(),
         "frames_published": published,
@@ -542,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fastdds-profile", choices=("shipped", "none"), default="shipped")
     parser.add_argument("--bare-subscriber", action="store_true")
     parser.add_argument("--diagnostics-s", type=float, default=2.0)
+    parser.add_argument("--camera-depth", type=int, default=0, help="0: sensor-data QoS's 5")
     parser.add_argument("--out", type=Path, default=None, help="default: a temporary folder")
     parser.add_argument("--count-frames", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -563,6 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         profile=args.fastdds_profile,
         bare_subscriber=args.bare_subscriber,
         diagnostics_s=args.diagnostics_s,
+        camera_depth=args.camera_depth,
         log=sys.stdout,
     )
     load = ", ".join(f"{v:.1f}" for v in res["load_average"])
