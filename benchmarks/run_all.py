@@ -24,8 +24,13 @@ reusing the single-purpose benchmark beside this file:
   nodes, drops counted (:mod:`bench_ros_latency`);
 * ``offline``: ``surprise_memory.offline.pipeline.process`` frames/s on a synthetic bag vs
   ``encoder_batch`` 1, 4, 8, 16 (tiny preset);
+* ``ray``: many recordings through ``process``'s job runner here and on a local Ray cluster
+  with 1 and 2 workers: recordings per minute and the scaling ratio (:mod:`bench_ray`);
 * ``peer``: ours vs PySceneDetect on the synthetic clips with ground truth
-  (:mod:`peer_scenedetect`), F1 and frames/s in the same run.
+  (:mod:`peer_scenedetect`), F1 and frames/s in the same run;
+* ``browser``: the memory browser (``surprise-memory serve``) at 10k episodes: first load
+  and search answers over HTTP, the page in headless Chromium, an image search with the
+  store's embedder (:mod:`bench_browser`; the full mode only for the last two).
 
 The CPU may be shared: every timed figure is a median over repetitions, its spread is kept
 in the JSON, and the load average before and after is printed with the figures.
@@ -58,7 +63,19 @@ from typing import Any
 
 import numpy as np
 
-SECTIONS = ("scorer", "encoder", "frames", "store", "fleet", "ros", "offline", "peer", "soak")
+SECTIONS = (
+    "scorer",
+    "encoder",
+    "frames",
+    "store",
+    "fleet",
+    "ros",
+    "offline",
+    "peer",
+    "soak",
+    "browser",
+    "ray",
+)
 
 
 @dataclass
@@ -148,6 +165,8 @@ def versions() -> dict[str, str]:
         "rosbags": dist("rosbags"),
         "scenedetect": dist("scenedetect"),
         "opencv": dist("opencv-python"),
+        "starlette": dist("starlette"),
+        "uvicorn": dist("uvicorn"),
     }
     with contextlib.suppress(Exception):
         import surprise_memory
@@ -572,6 +591,40 @@ def section_soak(s: Suite) -> None:
         )
 
 
+def section_browser(s: Suite) -> None:
+    """The memory browser at 10k episodes (bench_browser's run)."""
+    import bench_browser
+
+    figures = bench_browser.run(
+        10_000, "none" if s.quick else "large", chromium=not s.quick, repeats=30
+    )
+    s.raw["browser"] = figures
+    for figure, value, verdict in bench_browser.report(figures):
+        s.add("browser", figure, value, "<= 300 ms" if verdict else "", verdict)
+    if s.quick:
+        s.add("browser", "search: image; the page in Chromium", "not run (--quick)", "", "skipped")
+
+
+def section_ray(s: Suite) -> None:
+    """Recordings per minute here and on a local Ray cluster with 1 and 2 workers (tiny)."""
+    import bench_ray
+
+    count, seconds = (4, 20.0) if s.quick else (8, 30.0)
+    res = bench_ray.measure_cpu(count, seconds, os.cpu_count() or 1)
+    s.raw["ray"] = res
+    note = f"{count} synthetic recordings of {seconds:g} s at 10 Hz, tiny presets, CPU"
+    for name, label in bench_ray.RUNS:
+        j = res[name]
+        s.add(
+            "ray",
+            f"many recordings, {label}",
+            f"{j['recordings_per_min']:.1f} recordings/min ({j['frames_per_s']:.0f} frames/s; "
+            f"models loaded in {j['load_s']:.1f} s)",
+            note=note,
+        )
+    s.add("ray", "  scaling, 2 workers / 1 worker", f"{res['scaling_2_over_1']:.2f}x", note=note)
+
+
 RUNNERS: dict[str, Callable[[Suite], None]] = {
     "scorer": section_scorer,
     "encoder": section_encoder,
@@ -580,8 +633,10 @@ RUNNERS: dict[str, Callable[[Suite], None]] = {
     "fleet": section_fleet,
     "ros": section_ros,
     "offline": section_offline,
+    "ray": section_ray,
     "peer": section_peer,
     "soak": section_soak,
+    "browser": section_browser,
 }
 
 

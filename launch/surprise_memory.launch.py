@@ -18,6 +18,10 @@ The params file is the one place of every setting. The launch arguments in
 params file: left empty (their default) they change nothing, so the params file's value
 stands; given, they override it on the nodes named there.
 
+``rviz:=true`` also starts ``rviz2`` with the shipped ``config/surprise_memory.rviz`` (camera,
+episode markers, the newest episode's frames) and ``rviz_fixed_frame`` as its fixed frame,
+where rviz2 is installed; where it is not, one log line says so and the nodes run alone.
+
 Large camera frames: ``fastdds_profile`` (default ``auto``) gives the nodes the Fast DDS
 profile the environment names, else the shipped ``config/fastdds_large_frames.xml``
 (``surprise_memory.middleware``); the camera driver needs it too (README "Large camera
@@ -34,12 +38,18 @@ from __future__ import annotations
 
 import os
 
-from ament_index_python.packages import get_package_share_directory
-from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler
+from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+from launch.actions import (
+    DeclareLaunchArgument,
+    EmitEvent,
+    LogInfo,
+    OpaqueFunction,
+    RegisterEventHandler,
+)
 from launch.events import matches_action
 from launch.launch_context import LaunchContext
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import LifecycleNode
+from launch_ros.actions import LifecycleNode, Node
 from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
 from launch_ros.parameter_descriptions import ParameterValue
@@ -78,6 +88,10 @@ SIGTERM_TIMEOUT_S = {
 embeds and stores the episodes still pending at shutdown (at most 32, bounded by its
 queue), which takes longer than launch's default of 5 s with the full-size embedder on a
 CPU."""
+
+
+RVIZ_CONFIG = "surprise_memory.rviz"
+"""The RViz config in the package's ``config/`` that ``rviz:=true`` opens."""
 
 
 def _transition(node: LifecycleNode, transition_id: int) -> EmitEvent:
@@ -137,6 +151,29 @@ def _nodes(context: LaunchContext) -> list[object]:
     return nodes
 
 
+def _rviz(context: LaunchContext) -> list[object]:
+    """rviz2 with the shipped config (``rviz:=true``), where rviz2 is installed."""
+    if LaunchConfiguration("rviz").perform(context).strip().lower() != "true":
+        return []
+    try:
+        get_package_share_directory("rviz2")
+    except PackageNotFoundError:
+        return [LogInfo(msg="rviz:=true, but rviz2 is not installed: the nodes run without it")]
+    config = os.path.join(get_package_share_directory("surprise_memory"), "config", RVIZ_CONFIG)
+    fixed_frame = LaunchConfiguration("rviz_fixed_frame").perform(context)
+    sim_time = ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
+    return [
+        Node(
+            package="rviz2",
+            executable="rviz2",
+            name="rviz2",
+            arguments=["-d", config, "-f", fixed_frame],
+            parameters=[{"use_sim_time": sim_time}],
+            output="screen",
+        )
+    ]
+
+
 def generate_launch_description() -> LaunchDescription:
     """The launch arguments and the nodes (three, or one with ``pipeline:=one_process``)."""
     share = get_package_share_directory("surprise_memory")
@@ -190,5 +227,19 @@ def generate_launch_description() -> LaunchDescription:
             description="Configure and activate the (lifecycle) nodes; false = leave them "
             "unconfigured for a lifecycle manager",
         ),
+        DeclareLaunchArgument(
+            "rviz",
+            default_value="false",
+            description="Also start rviz2 with config/surprise_memory.rviz (camera, episode "
+            "markers, the newest episode's frames) where rviz2 is installed",
+        ),
+        DeclareLaunchArgument(
+            "rviz_fixed_frame",
+            default_value="map",
+            description="RViz's fixed frame: the frame of the episode poses (map with tf; "
+            "odom when poses come from odometry)",
+        ),
     ]
-    return LaunchDescription([*args, OpaqueFunction(function=_nodes)])
+    return LaunchDescription(
+        [*args, OpaqueFunction(function=_nodes), OpaqueFunction(function=_rviz)]
+    )

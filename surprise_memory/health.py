@@ -201,8 +201,8 @@ class InputWatch:
             now_ns: Now, on the clock given to :meth:`seen`.
 
         Returns:
-            ``"<missing>: no publisher on '<topic>'"``, ``"<missing>: nothing on '<topic>'
-            for <s> s"``, or None.
+            A finding that reads ``<missing>: no publisher on '<topic>'`` or
+            ``<missing>: nothing on '<topic>' for <s> s``, or None.
 
         """
         if publishers == 0:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from surprise_memory.agents.tool import EpisodicMemoryTool
-from surprise_memory.config import NodeConfig, iter_settings
+from surprise_memory.config import DisplayConfig, NavigationConfig, NodeConfig, iter_settings
 from surprise_memory.evaluation import evaluate_gebd, load_ground_truth, load_predictions
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.synthetic import (
@@ -83,15 +83,19 @@ def processed(
 
 
 def test_help_lists_every_setting_with_its_default() -> None:
-    proc = run(REPO.parent, "process", "--help")
-    text = "".join(proc.stdout.split())  # argparse wraps lines, also at hyphens
+    helps = {cmd: run(REPO.parent, cmd, "--help").stdout for cmd in ("process", "goto")}
+    # argparse wraps lines, also at hyphens
+    text, goto = ("".join(helps[cmd].split()) for cmd in ("process", "goto"))
     excluded = {"store_path", "odom_topic", "image_transport"}
-    for _cls, spec in iter_settings():  # every setting but the live nodes' own (NodeConfig)
-        if spec.name in excluded or _cls is NodeConfig:
+    live_only = (NodeConfig, DisplayConfig)  # the live nodes' own: diagnostics, displays
+    for _cls, spec in iter_settings():  # every setting but the live nodes' own
+        if spec.name in excluded or _cls in live_only:
             continue
-        assert "--" + spec.name.replace("_", "-") in text, spec.name
-        assert "".join(f"(default: {spec.default!r})".split()) in text, spec.name
+        where = goto if _cls is NavigationConfig else text  # goals: goto's settings
+        assert "--" + spec.name.replace("_", "-") in where, spec.name
+        assert "".join(f"(default: {spec.default!r})".split()) in where, spec.name
     assert "--batch" in text and "--weights" in text and "--pose-topic" in text
+    assert "--standoff" in goto
 
 
 def test_process_then_query_and_report(
@@ -259,6 +263,9 @@ def test_pip_install_gives_the_command(tmp_path: Path) -> None:
         "surprise_memory/__main__.py",
         "surprise_memory/offline/report.py",
         "surprise_memory/memory/store/sqlite.py",
+        "surprise_memory/browser/static/index.html",  # the memory browser's page (package data)
+        "surprise_memory/browser/static/app.js",
+        "surprise_memory/browser/static/style.css",
     ):
         assert needed in names
     assert any(

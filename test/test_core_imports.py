@@ -10,7 +10,7 @@ from pathlib import Path
 import surprise_memory
 
 # the ROS side: generated interfaces, the nodes, and the service client
-ROS_MODULES = {"msg", "srv", "nodes", "agents.ros_client"}
+ROS_MODULES = {"msg", "srv", "nodes", "agents.ros_client", "agents.ros_navigation"}
 
 CORE_MODULES = sorted(
     m.name.removeprefix("surprise_memory.")

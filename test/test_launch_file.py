@@ -60,8 +60,14 @@ def _dicts_in(expr: ast.expr) -> list[ast.Dict]:
     return found
 
 
+def _ours(call: ast.Call) -> bool:
+    """Whether a Node action starts one of our nodes (not rviz2)."""
+    package = _keyword(call, "package")
+    return isinstance(package, ast.Constant) and package.value == "surprise_memory"
+
+
 def test_every_parameter_in_a_node_action_is_declared_by_that_node() -> None:
-    nodes = _calls("Node") + _calls("LifecycleNode")  # the nodes are managed nodes
+    nodes = [c for c in _calls("Node") + _calls("LifecycleNode") if _ours(c)]
     assert nodes, "no launch_ros Node action found"
     checked = 0
     for call in nodes:
@@ -145,3 +151,20 @@ def test_shortcut_arguments_default_to_the_params_file() -> None:
     assert set(mapping) <= set(defaults)
     for arg in mapping:
         assert defaults[arg] == "", f"{arg} defaults to {defaults[arg]!r}, not the params file's"
+
+
+def test_rviz_is_optional_and_opens_the_shipped_config() -> None:
+    """``rviz:=true`` opens config/surprise_memory.rviz; off by default (a robot is headless)."""
+    defaults = {
+        ast.literal_eval(c.args[0]): _keyword(c, "default_value")
+        for c in _calls("DeclareLaunchArgument")
+    }
+    for name, value in (("rviz", "false"), ("rviz_fixed_frame", "map")):
+        default = defaults[name]
+        assert default is not None and ast.literal_eval(default) == value, name
+    config = _module_constant("RVIZ_CONFIG")
+    assert isinstance(config, str) and (LAUNCH_FILE.parents[1] / "config" / config).is_file()
+    (rviz,) = [c for c in _calls("Node") if not _ours(c)]
+    assert ast.literal_eval(_keyword(rviz, "executable")) == "rviz2"  # type: ignore[arg-type]
+    arguments = ast.unparse(_keyword(rviz, "arguments"))  # type: ignore[arg-type]
+    assert arguments == "['-d', config, '-f', fixed_frame]"

@@ -4,9 +4,9 @@ Each writable parameter of each node is set through ``<node>/set_parameters`` (w
 ``ros2 param set`` calls) and must reach the node's live objects: the nodes report the
 values their objects use as ``applied.<name>`` on ``/diagnostics``, read back from those
 objects, not from the parameter. The table below must name every writable setting of
-``surprise_memory/config/``, so a new one cannot be added without a test. Bad values are refused with a
-reason (range, a rule between settings, read-only), and a live cap changes what the
-retrieval service accepts.
+``surprise_memory/config/``, so a new one cannot be added without a test. Bad values are
+refused with a reason (range, a rule between settings, read-only), and a live cap changes
+what the retrieval service accepts.
 """
 
 from __future__ import annotations
@@ -60,6 +60,12 @@ NEW_VALUES: dict[str, dict[str, Any]] = {
         "ann_min_frames": 4000,  # PostgreSQL only; the folder store keeps and reports them
         "ann_candidates": 100,
         "ann_ef_search": 100,
+        "navigation_frame": "odom",
+        "goal_standoff_meters": 1.0,
+        "goal_timeout_seconds": 2.0,
+        "marker_max_episodes": 50,
+        "marker_size_m": 1.0,
+        "episode_preview_fps": 5.0,
     },
 }
 # the one-process pipeline declares the three nodes' settings and applies each the same way

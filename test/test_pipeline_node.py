@@ -38,6 +38,8 @@ from test_node_lifecycle import _Manager
 from test_pipeline_nodes import CAMERA, NS, RELIABLE, Received, driver, publish_stream
 from test_scorer_pose import HAVE_TF2, _transform
 
+from surprise_memory.agents.ros_navigation import GoToEpisodeClient
+from surprise_memory.memory.navigation import GoalRefusedError
 from surprise_memory.memory.store import EpisodeRecord, open_store
 from surprise_memory.msg import SurpriseScore
 from surprise_memory.nodes.messages import time_to_ns
@@ -225,6 +227,7 @@ def test_the_pipeline_node_over_its_lifecycle_services(tmp_path: Path) -> None:
                 spin_until(node, lambda: False, 1.0 / sf.FPS)
             want = 40 - sf.ENCODER["clip_frames"] + 1 - sf.SCORER["window"]
             assert spin_until(node, lambda: len(scores) >= want, 30.0), len(scores)
+            _go_to_episode_is_served(node, ns)
             assert manager.transition(Transition.TRANSITION_DEACTIVATE)
             assert spin_until(node, lambda: camera.get_subscription_count() == 0, 10.0)
             manager.cleanup_configure_shutdown(f"{ns}/surprise")
@@ -236,6 +239,18 @@ def test_the_pipeline_node_over_its_lifecycle_services(tmp_path: Path) -> None:
     stamps = [time_to_ns(s.header.stamp) for s in scores]
     assert stamps == sorted(stamps) and np.isfinite([s.score for s in scores]).all()
     assert (tmp_path / "store").is_dir()
+
+
+def _go_to_episode_is_served(node: Node, ns: str) -> None:
+    """pipeline_node serves go_to_episode as memory_node does (test_go_to_episode.py)."""
+    client = GoToEpisodeClient(node, f"{ns}/go_to_episode", timeout=20.0)
+    try:
+        with pytest.raises(GoalRefusedError, match="random weights"):  # its embedder's
+            client.go_to(text="a yellow square")
+        with pytest.raises(GoalRefusedError, match="no episode of robot"):
+            client.go_to(start=sf.T0, end=sf.T0 + 10**9)
+    finally:
+        client.destroy()
 
 
 @pytest.mark.skipif(not HAVE_TF2, reason="tf2_ros is not installed (it comes with an apt ROS 2)")

@@ -42,7 +42,9 @@ pip_install --upgrade pip
 pip_install torch==2.14.1 torchvision==0.29.1
 pip_install -c "$ROOT/requirements/constraints.txt" \
   -r "$ROOT/requirements/ros-kilted.txt" -r "$ROOT/requirements/ml.txt" \
-  -r "$ROOT/requirements/store.txt" -r "$ROOT/requirements/test.txt"
+  -r "$ROOT/requirements/store.txt" -r "$ROOT/requirements/browser.txt" \
+  -r "$ROOT/requirements/ray.txt" \
+  -r "$ROOT/requirements/test.txt"
 
 # The wheels' exported CMake targets name include folders of the machine that built them;
 # point them at this interpreter's headers and numpy's (ROS2_FROM_PYPI.md).

@@ -21,8 +21,8 @@ set -u
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 if [[ -z "${ROS_DISTRO:-}" ]] || { command -v ruff && command -v mypy; } >/dev/null; then
   echo "== ruff"
-  ruff check surprise_memory test tools benchmarks launch scripts
-  ruff format --check surprise_memory test tools benchmarks launch scripts
+  ruff check surprise_memory test tools benchmarks launch scripts doc
+  ruff format --check surprise_memory test tools benchmarks launch scripts doc
   echo "== mypy"
   mypy surprise_memory
 else  # lint is the venv's job (requirements/dev.txt); an apt ROS shell may not have it

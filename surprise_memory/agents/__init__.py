@@ -5,5 +5,11 @@
 * :mod:`.ros_client`: :class:`~.ros_client.EpisodicMemoryClient`, the memory node's
   ``retrieve_episodes`` service from any rclpy node, and
   :class:`~.ros_client.RosEpisodeRetriever`, the same service as a retriever for the
-  tool. The only module here that imports rclpy; importing this package does not.
+  tool.
+* :mod:`.navigation_tool`: :class:`~.navigation_tool.NavigateToEpisodeTool`, the agent's
+  ``navigate_to_episode(episode_id)`` ("take me there"), through a navigator such as
+  :class:`~.ros_navigation.GoToEpisodeClient` (:mod:`.ros_navigation`, the memory node's
+  ``go_to_episode`` service).
+
+:mod:`.ros_client` and :mod:`.ros_navigation` import rclpy; importing this package does not.
 """

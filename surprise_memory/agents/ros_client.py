@@ -6,6 +6,8 @@
   :class:`~surprise_memory.memory.store.EpisodeRetriever` interface that the store
   implements, so :class:`~surprise_memory.agents.tool.EpisodicMemoryTool` serves an agent
   on another machine exactly as it serves one next to the store.
+* :class:`ServiceCaller`: one service called from a private node (below: why), shared
+  with :class:`~surprise_memory.agents.ros_navigation.GoToEpisodeClient`.
 
 Images travel as the store holds them: JPEG bytes (``sensor_msgs/CompressedImage``), never
 decoded on the way; :meth:`RetrievedEpisode.decode_images` decodes them where wanted.
@@ -44,7 +46,7 @@ from surprise_memory.msg import Episode
 from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time, pose_from_msg, time_to_ns
 from surprise_memory.srv import RetrieveEpisodes
 
-__all__ = ["EpisodicMemoryClient", "RetrievedEpisode", "RosEpisodeRetriever"]
+__all__ = ["EpisodicMemoryClient", "RetrievedEpisode", "RosEpisodeRetriever", "ServiceCaller"]
 
 _Request = RetrieveEpisodes.Request
 _PRETRAINED_CODE = {
@@ -132,16 +134,7 @@ class EpisodicMemoryClient:
         timeout: float = 5.0,
     ) -> None:
         self._timeout = timeout
-        self._lock = threading.Lock()  # one call at a time spins the private executor
-        self._node = rclpy.create_node(
-            f"_episodic_memory_client_{os.getpid()}_{next(_client_ids)}",
-            namespace=node.get_namespace(),
-            context=node.context,
-            start_parameter_services=False,
-        )
-        self._executor = SingleThreadedExecutor(context=node.context)
-        self._executor.add_node(self._node)
-        self._client: Any = self._node.create_client(RetrieveEpisodes, service)
+        self._caller = ServiceCaller(node, RetrieveEpisodes, service)
         self._origin_ns: int | None = None
 
     @property
@@ -223,7 +216,7 @@ class EpisodicMemoryClient:
         request.include_images = include_images
         if timeout is not None:
             _check_type("timeout", timeout, (int, float), "seconds")
-        response = self._call(request, self._timeout if timeout is None else float(timeout))
+        response = self._caller.call(request, self._timeout if timeout is None else float(timeout))
         if not response.success:
             raise InputError(f"retrieve_episodes refused the request: {response.message}")
         self._origin_ns = time_to_ns(response.origin) or None
@@ -280,8 +273,48 @@ class EpisodicMemoryClient:
             request.location.x, request.location.y, request.location.z = xyz
         return request
 
-    def _call(self, request: RetrieveEpisodes.Request, timeout: float) -> RetrieveEpisodes.Response:
-        name = self._client.srv_name
+    def destroy(self) -> None:
+        """Remove the service client and its private node (idempotent)."""
+        self._caller.destroy()
+
+
+class ServiceCaller:
+    """Calls one service from a private node, so it works from any callback of the host.
+
+    See the module's docstring for why the client cannot live on the host node.
+
+    Args:
+        node: The host node (its context and namespace are used; nothing is added to it).
+        srv_type: The service type.
+        service: Its name; a relative name resolves in the host node's namespace.
+
+    """
+
+    def __init__(self, node: Node, srv_type: Any, service: str) -> None:
+        self._lock = threading.Lock()  # one call at a time spins the private executor
+        self._node = rclpy.create_node(
+            f"_episodic_memory_client_{os.getpid()}_{next(_client_ids)}",
+            namespace=node.get_namespace(),
+            context=node.context,
+            start_parameter_services=False,
+        )
+        self._executor = SingleThreadedExecutor(context=node.context)
+        self._executor.add_node(self._node)
+        self._client: Any = self._node.create_client(srv_type, service)
+
+    @property
+    def service_name(self) -> str:
+        """The resolved service name."""
+        return str(self._client.srv_name)
+
+    def call(self, request: Any, timeout: float) -> Any:
+        """Send ``request``; returns the response.
+
+        Raises:
+            ServiceTimeoutError: The service is not there, or did not answer in ``timeout`` s.
+
+        """
+        name = self.service_name
         with self._lock:
             if not self._client.wait_for_service(timeout_sec=timeout):
                 raise ServiceTimeoutError(f"service {name} is not available after {timeout} s")

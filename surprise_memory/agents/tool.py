@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from surprise_memory.agents.function_tool import FunctionTool
 from surprise_memory.errors import InputError, SurpriseMemoryError
 from surprise_memory.memory.retrieval import RetrievalQuery, check_robot_id
 from surprise_memory.memory.store import (
@@ -187,7 +188,7 @@ def _parameters_schema(cap: int, image_episodes: int, text: bool) -> dict[str, A
     }
 
 
-class EpisodicMemoryTool:
+class EpisodicMemoryTool(FunctionTool):
     """Search the robot's surprise-gated episodic memory, for an LLM agent.
 
     Args:
@@ -254,14 +255,9 @@ class EpisodicMemoryTool:
         self._robot_id = None if robot_id is None else check_robot_id(robot_id)
         self._image_episodes = image_episodes
         self._frames_per_episode = frames_per_episode
-        self._name = name
+        super().__init__(name)
 
     # ------------------------------------------------------------------ what DAAAM reads
-    @property
-    def name(self) -> str:
-        """The function name (DAAAM's registry keys its tools by it)."""
-        return self._name
-
     @property
     def description(self) -> str:
         """What the tool does, for the model."""
@@ -277,32 +273,6 @@ class EpisodicMemoryTool:
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the arguments, in OpenAI's strict form."""
         return _parameters_schema(self._cap, self._image_episodes, self.can_search_text)
-
-    @property
-    def signature(self) -> dict[str, Any]:
-        """The flat OpenAI Responses function (what DAAAM's ``Tool.signature`` holds)."""
-        return {
-            "type": "function",
-            "name": self._name,
-            "description": self.description,
-            "parameters": self.parameters,
-            "strict": True,
-        }
-
-    @property
-    def schema(self) -> dict[str, Any]:
-        """The same function in the nested chat-completions form (``{"function": {...}}``)."""
-        flat = self.signature
-        return {"type": "function", "function": {k: v for k, v in flat.items() if k != "type"}}
-
-    def set_scene_graph(self, scene_graph: Any) -> None:
-        """DAAAM hands every tool its scene graph at each update: not needed here."""
-
-    def set_embedding_handlers(self, clip_handler: Any, sentence_handler: Any) -> None:
-        """DAAAM's shared CLIP/sentence models: not used, the query must use the store's model."""
-
-    def set_config(self, config: Any) -> None:
-        """DAAAM's tool configuration: nothing in it applies to this tool."""
 
     # ------------------------------------------------------------------ times
     @property

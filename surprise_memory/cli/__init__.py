@@ -1,13 +1,18 @@
-"""The ``surprise-memory`` command: process, query, report, eval-gebd, migrate.
+"""The ``surprise-memory`` command: process, query, report, eval-gebd, migrate, goto, serve.
 
-One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, report),
-:mod:`~surprise_memory.cli.store` (query, migrate), :mod:`~surprise_memory.cli.gebd`
-(eval-gebd); :mod:`~surprise_memory.cli.options` holds what they share, among it the
-options generated from the one config schema (:mod:`surprise_memory.config`), so the
-command line, the node parameters and ``config/surprise_memory.yaml`` agree.
+One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, report;
+:mod:`~surprise_memory.cli.batch` for many recordings), :mod:`~surprise_memory.cli.store`
+(query, migrate), :mod:`~surprise_memory.cli.gebd` (eval-gebd),
+:mod:`~surprise_memory.cli.goto` (goto: an episode as a Nav2 goal),
+:mod:`~surprise_memory.cli.serve` (serve: the memory browser);
+:mod:`~surprise_memory.cli.cluster` holds the ``--ray`` options and the job progress bar,
+:mod:`~surprise_memory.cli.options` what all share, among it the options generated from the
+one config schema (:mod:`surprise_memory.config`), so the command line, the node parameters
+and ``config/surprise_memory.yaml`` agree.
 
 Errors raised on purpose (:class:`~surprise_memory.errors.SurpriseMemoryError`) print one
-line, ``surprise-memory: error: ...``, and exit with status 1; usage errors exit with 2.
+line, ``surprise-memory: error: ...``, and exit with status 1; usage errors exit with 2; a
+job of many recordings or videos in which some failed exits with 3 (they are listed).
 
 Heavy modules (torch, the models, matplotlib) are imported only by the subcommand that
 needs them, so ``--help`` and a query by time or place answer at once.
@@ -20,8 +25,10 @@ import sys
 from collections.abc import Sequence
 
 from surprise_memory.cli.gebd import add_gebd_command
+from surprise_memory.cli.goto import add_goto_command
 from surprise_memory.cli.options import PROG
 from surprise_memory.cli.process import add_process_commands
+from surprise_memory.cli.serve import add_serve_command
 from surprise_memory.cli.store import add_store_commands
 from surprise_memory.errors import ConfigError, InputError, StoreError, SurpriseMemoryError
 
@@ -29,11 +36,12 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``surprise-memory`` with its five subcommands."""
+    """The argument parser of ``surprise-memory`` with its seven subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Surprise-gated episodic memory, offline: process a bag or video into an "
-        "episode store, query it, report on it, evaluate on GEBD.",
+        "episode store, query it, report on it, browse it in a web page, evaluate on GEBD; "
+        "and send the robot to where an episode happened (goto).",
         epilog="Setting options: every setting of the config schema is an option named "
         "--setting-name (the spelling --setting_name is accepted too), with the same name, "
         "default and range as the ROS node parameter.",
@@ -43,11 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_process_commands(sub, fmt)
     add_store_commands(sub, fmt)
     add_gebd_command(sub)
+    add_goto_command(sub, fmt)
+    add_serve_command(sub, fmt)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage, 130 ^C)."""
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage, 130 ^C).
+
+    A job of many recordings or videos in which some failed returns 3.
+    """
     import logging
 
     logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")

@@ -10,31 +10,35 @@ dataclass's default applies, so the command line, the node parameters and
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from surprise_memory.config import ComponentConfig, Setting, settings_of
-from surprise_memory.errors import InputError
 
 __all__ = [
     "ALIASES",
+    "EXIT_INCOMPLETE",
     "PROG",
     "add_config_options",
     "add_setting",
+    "add_time_place_options",
     "given",
     "note",
     "option_strings",
-    "parse_point",
 ]
 
 PROG = "surprise-memory"
+
+EXIT_INCOMPLETE = 3
+"""Exit status of a job of many tasks that ran, but where some failed (listed by it)."""
 
 ALIASES = {
     "encoder_batch": ("--batch",),
     "encoder_weights": ("--weights",),
     "gate_mode": ("--gate",),  # --gate uniform|random: the paper's baselines
+    "goal_standoff_meters": ("--standoff",),
+    "query_device": ("--device",),  # serve: as query's --device
 }
 """Short extra spellings of some settings' options."""
 
@@ -95,22 +99,28 @@ def add_config_options(
                 add_setting(group, spec, extra=ALIASES.get(spec.name, ()))
 
 
+def add_time_place_options(parser: argparse.ArgumentParser) -> None:
+    """``--start``/``--end`` (trigger times) and ``--near``/``--near-frame``/``--radius``.
+
+    The commands that pick episodes (``query``, ``goto``) take them alike; times parse with
+    :func:`surprise_memory.stamps.parse_time`, places with
+    :func:`~surprise_memory.memory.retrieval.parse_point`.
+    """
+    parser.add_argument("--start", help="earliest trigger time (see above)")
+    parser.add_argument("--end", help="latest trigger time (see above)")
+    parser.add_argument("--near", metavar="X,Y[,Z]", help="place in metres, in --near-frame")
+    parser.add_argument(
+        "--near-frame",
+        metavar="FRAME",
+        help="frame of --near (e.g. map); default: the poses' frame when they all share one",
+    )
+    parser.add_argument("--radius", type=float, metavar="M", help="keep episodes within M metres")
+
+
 def given(args: argparse.Namespace, configs: Sequence[type[ComponentConfig]]) -> dict[str, Any]:
     """The settings of ``configs`` that were given on the command line, by name."""
     names = {s.name for cls in configs for s in settings_of(cls)}
     return {k: v for k, v in vars(args).items() if k in names and v is not None}
-
-
-def parse_point(text: str) -> tuple[float, float, float]:
-    """Parse ``x,y`` or ``x,y,z`` (metres) into a point; raises :class:`InputError` otherwise."""
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        values = ()
-    if len(values) not in (2, 3) or not all(math.isfinite(v) for v in values):
-        raise InputError(f"--near {text!r}: expected x,y or x,y,z in metres (e.g. 3.5,-1,0)")
-    x, y, *z = values
-    return (x, y, z[0] if z else 0.0)
 
 
 def note(message: str) -> None:

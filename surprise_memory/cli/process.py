@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from surprise_memory.cli.batch import add_batch_options, run_many
+from surprise_memory.cli.cluster import split_ray_value
 from surprise_memory.cli.options import add_config_options, given, note
 from surprise_memory.errors import InputError
 from surprise_memory.offline.pipeline import PIPELINE_CONFIGS
@@ -30,13 +32,25 @@ def add_process_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     """
     p = sub.add_parser(
         "process",
-        help="run the full pipeline over a bag or a video into a new store",
+        help="run the full pipeline over a bag or a video (or many) into a new store",
         description="Decode -> windows -> batched V-JEPA-2 -> surprise -> gate -> episodes -> "
         "store, streaming in constant memory. Writes STORE/scores.csv (per-frame stamp_ns, "
-        "score, kl, tau, triggered) and STORE/run.json (settings, models, summary).",
+        "score, kl, tau, triggered) and STORE/run.json (settings, models, summary). Many "
+        "recordings: see the 'many recordings' options.",
     )
-    p.add_argument("input", metavar="INPUT", help="rosbag2 folder/.db3/.mcap, ROS 1 .bag, video")
-    p.add_argument("--out", "-o", required=True, metavar="STORE", help="new store folder")
+    p.add_argument(
+        "input",
+        nargs="*",  # not "+": `--ray fleet/` may swallow the only one (split_ray_value)
+        metavar="INPUT",
+        help="rosbag2 folder/.db3/.mcap, ROS 1 .bag, video; or a folder of them, a glob, @FILE",
+    )
+    p.add_argument(
+        "--out",
+        "-o",
+        required=True,
+        metavar="STORE",
+        help="new store folder (many recordings: a folder of stores, or postgresql://...)",
+    )
     p.add_argument(
         "--image-topic", help="camera topic of a bag (needed when it has several image topics)"
     )
@@ -59,6 +73,7 @@ def add_process_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         metavar="STORE",
         help="baseline_episodes_per_minute = that run's episodes per minute (run.json)",
     )
+    add_batch_options(p)
     add_config_options(p, PIPELINE_CONFIGS, excluded=tuple(_PROCESS_EXCLUDED))
     p.set_defaults(func=_cmd_process)
 
@@ -91,9 +106,6 @@ def _cmd_process(args: argparse.Namespace) -> int:
         values.setdefault("encoder_device", args.device)
         values.setdefault("embedder_device", args.device)
     settings = PipelineSettings.from_mapping(values)
-    from surprise_memory.sources import open_source
-
-    open_source(Path(args.input), args.image_topic, fps=args.fps)  # input errors before models
     if settings.episode.frame_history_seconds < (
         settings.episode.episode_before_seconds
         + settings.gate.nms_seconds
@@ -104,6 +116,19 @@ def _cmd_process(args: argparse.Namespace) -> int:
             "frame_history_seconds is shorter than episode_before + nms_seconds + "
             "episode_after: early frames of an episode may be gone when its event is decided"
         )
+    from surprise_memory.memory.store import is_postgres_url
+    from surprise_memory.offline.inputs import is_many
+
+    address, swallowed = split_ray_value(args.ray)
+    args.ray, args.input = address, ([swallowed] if swallowed else []) + args.input
+    if not args.input:
+        raise InputError("process needs an INPUT: a recording, a folder, a glob or @FILE")
+    if address is not None or is_many(args.input) or is_postgres_url(args.out):
+        return run_many(args, settings)
+    from surprise_memory.sources import open_source
+
+    args.input = args.input[0]
+    open_source(Path(args.input), args.image_topic, fps=args.fps)  # input errors before models
     pipeline = OfflinePipeline(settings)
     for role in ("encoder", "embedder"):
         m = getattr(pipeline, role)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 from typing import Any
 
-from surprise_memory.cli.options import note, parse_point
+from surprise_memory.cli.options import add_time_place_options, note
 from surprise_memory.errors import InputError
+from surprise_memory.memory.retrieval import parse_point
 from surprise_memory.stamps import NS_PER_SECOND, parse_time
 
 __all__ = ["add_store_commands"]
@@ -46,15 +46,7 @@ def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     q.add_argument("--robot-id", help="only this robot's episodes (default: every robot's)")
     q.add_argument("--text", help="text query (needs the store's trained embedder)")
     q.add_argument("--image", metavar="PATH", help="image file as the query")
-    q.add_argument("--start", help="earliest trigger time (see above)")
-    q.add_argument("--end", help="latest trigger time (see above)")
-    q.add_argument("--near", metavar="X,Y[,Z]", help="place in metres, in --near-frame")
-    q.add_argument(
-        "--near-frame",
-        metavar="FRAME",
-        help="frame of --near (e.g. map); default: the poses' frame when they all share one",
-    )
-    q.add_argument("--radius", type=float, metavar="M", help="keep episodes within M metres")
+    add_time_place_options(q)
     q.add_argument("-k", "--max-results", type=int, default=5, help="episodes returned")
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
     q.add_argument("--device", default="auto", help="device of the query embedder")
@@ -81,38 +73,6 @@ def _store_origin(store: Any) -> int | None:
     return time_origin_ns(store)
 
 
-def _query_embedder(store: Any, device: str, text: bool) -> Any:
-    """Rebuild the store's embedder from its recorded model name."""
-    name = store.embedder_model
-    if name is None:
-        raise InputError("the store has no episode, nothing to compare with")
-    model, _, weights = str(name).partition(":")
-    seed = 0
-    if not store.embedder_pretrained:
-        if text:
-            raise InputError(
-                f"the store's embeddings come from {name!r}: random, untrained weights, so a "
-                "text query would rank at random. Process the input again with trained "
-                "embedder weights (--embedder-weights meta, or a local folder)."
-            )
-        found = re.search(r"seed (\d+)", weights)
-        seed = int(found.group(1)) if found else 0
-        weights = "random"
-        note(f"image query with the untrained embedder {name!r} (random weights)")
-    from surprise_memory.errors import ModelLoadError
-    from surprise_memory.perception.encoders import ImageTextEmbedder
-
-    try:
-        emb = ImageTextEmbedder(model, weights, device=device, seed=seed)
-    except ModelLoadError as exc:
-        raise ModelLoadError(f"cannot load the store's embedder {name!r}: {exc}") from None
-    if emb.model_name != name:
-        raise InputError(
-            f"the embedder rebuilt for the query is {emb.model_name!r}, the store's is {name!r}"
-        )
-    return emb
-
-
 def _cmd_query(args: argparse.Namespace) -> int:
     from surprise_memory.memory.retrieval import RetrievalQuery
     from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
@@ -131,7 +91,11 @@ def _cmd_query(args: argparse.Namespace) -> int:
         embedding = None
         emb_name = None
         if args.text is not None or args.image is not None:
-            emb = _query_embedder(store, args.device, text=args.text is not None)
+            from surprise_memory.memory.query_embedder import store_query_embedder
+
+            emb = store_query_embedder(store, args.device, text=args.text is not None)
+            if not emb.pretrained:
+                note(f"image query with the untrained embedder {emb.model_name!r} (random weights)")
             if args.text is not None:
                 embedding = emb.embed_text([args.text])[0]
             else:

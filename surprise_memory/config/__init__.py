@@ -14,18 +14,22 @@ allowed range once; from that single declaration
 Field names are unique across all component configs, so one flat namespace serves the
 node parameters, the YAML and the command line. The settings live beside the stage they
 belong to: :mod:`~surprise_memory.config.perception`, :mod:`~surprise_memory.config.surprise`,
-:mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.nodes`; this module
+:mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.navigation`,
+:mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.display`,
+:mod:`~surprise_memory.config.nodes`; this module
 gathers them under one import.
 """
 
 from __future__ import annotations
 
+from surprise_memory.config.display import DisplayConfig
 from surprise_memory.config.memory import (
     ROBOT_ID_PATTERN,
     EpisodeConfig,
     PoseConfig,
     StoreConfig,
 )
+from surprise_memory.config.navigation import GOAL_TRANSPORTS, NavigationConfig
 from surprise_memory.config.nodes import (
     ALL_CONFIGS,
     NODE_CONFIGS,
@@ -46,6 +50,7 @@ from surprise_memory.errors import ConfigError
 
 __all__ = [
     "ALL_CONFIGS",
+    "GOAL_TRANSPORTS",
     "NODE_CONFIGS",
     "ROBOT_ID_PATTERN",
     "SPLIT_NODE_CONFIGS",
@@ -54,11 +59,13 @@ __all__ = [
     "CameraConfig",
     "ComponentConfig",
     "ConfigError",
+    "DisplayConfig",
     "EmbedderConfig",
     "EncoderConfig",
     "EpisodeConfig",
     "GateConfig",
     "HabituationConfig",
+    "NavigationConfig",
     "NodeConfig",
     "PoseConfig",
     "ScorerConfig",

@@ -6,7 +6,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
+from surprise_memory.config.display import DisplayConfig
 from surprise_memory.config.memory import EpisodeConfig, PoseConfig, StoreConfig
+from surprise_memory.config.navigation import NavigationConfig
 from surprise_memory.config.perception import CameraConfig, EmbedderConfig, EncoderConfig
 from surprise_memory.config.schema import ComponentConfig, Setting, setting, settings_of
 from surprise_memory.config.surprise import (
@@ -61,6 +63,8 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     HabituationConfig,
     BudgetConfig,
     BaselineConfig,
+    NavigationConfig,
+    DisplayConfig,
     NodeConfig,
 )
 """Every component config; their field names form one flat namespace."""
@@ -75,7 +79,15 @@ SPLIT_NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
         BudgetConfig,
         PoseConfig,
     ),
-    "memory_node": (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig),
+    "memory_node": (
+        NodeConfig,
+        CameraConfig,
+        EpisodeConfig,
+        EmbedderConfig,
+        StoreConfig,
+        NavigationConfig,
+        DisplayConfig,
+    ),
 }
 """The configs of the three nodes of the split pipeline."""
 

@@ -11,6 +11,9 @@ The Kinetics-GEBD / TAPOS generic event boundary detection benchmark (Shou et al
   (causal, and with tau over the whole video), and on the video files of a folder;
 * ``tables``: the comparison table of the measured rows with the paper's figure.
 
+``sharding`` runs the detector over shards of videos, here or on a Ray cluster, with
+checkpoints to resume (``eval-gebd --ray``, ``--checkpoint``); import it from its module.
+
 Beyond GEBD, ``habituation`` measures habituation on the synthetic recurring-event scene
 (repeats stored, novel events found, events per minute); import it from its module.
 

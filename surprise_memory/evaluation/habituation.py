@@ -3,10 +3,10 @@
 The synthetic scene of :func:`~surprise_memory.offline.synthetic.recurring_events` shows the
 same panel N times among M novel events, with ground truth. One pass runs the paper's
 scorer and gate over an embedding stream; every gate candidate then goes (a) straight to
-memory, as in the paper, and (b) through :class:`~surprise_memory.surprise.habituation.
-Habituation`. For each: how many of the N passes got an event (goal with habituation: at
-most 2), how many of the M novel events got one (goal: as many as the paper's gate), and
-events per minute.
+memory, as in the paper, and (b) through
+:class:`~surprise_memory.surprise.habituation.Habituation`. For each: how many of the N
+passes got an event (goal with habituation: at most 2), how many of the M novel events got
+one (goal: as many as the paper's gate), and events per minute.
 
 An occurrence counts as found when an event's stamp lies in [start - ``match_before_s``,
 end + ``match_after_s``] of it (the window encoder sees a change a little after it

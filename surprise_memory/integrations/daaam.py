@@ -3,9 +3,17 @@
 DAAAM (MIT-SPARK, "Describe Anything, Anywhere, at Any Moment") is not on a package
 registry; where it is installed (``daaam`` importable), the whole integration is::
 
-    from surprise_memory.integrations.daaam import EpisodicMemory
+    from surprise_memory.agents.ros_navigation import GoToEpisodeClient
+    from surprise_memory.integrations.daaam import EpisodicMemory, NavigateToEpisode
 
     agent.tool_registry.register_tool(EpisodicMemory(store, origin=START_TIMES[seq]))
+    agent.tool_registry.register_tool(NavigateToEpisode(GoToEpisodeClient(node)))
+
+The second tool finishes the paper's request ("take me to where it happened"):
+:class:`NavigateToEpisode` is
+:class:`~surprise_memory.agents.navigation_tool.NavigateToEpisodeTool`
+(``navigate_to_episode(episode_id)``, through the memory node's ``go_to_episode``) as a
+DAAAM ``Tool``, built the same way.
 
 :class:`EpisodicMemory` is :class:`~surprise_memory.agents.tool.EpisodicMemoryTool` and a
 subclass of DAAAM's ``daaam.scene_understanding.interfaces.Tool``: DAAAM's registry reads
@@ -26,9 +34,10 @@ import functools
 import importlib
 from typing import Any
 
+from surprise_memory.agents.navigation_tool import NavigateToEpisodeTool
 from surprise_memory.agents.tool import EpisodicMemoryTool
 
-__all__ = ["DAAAM_TOOL_MODULE", "EpisodicMemory", "daaam_tool_base"]  # noqa: F822 - built on access
+__all__ = ["DAAAM_TOOL_MODULE", "EpisodicMemory", "NavigateToEpisode", "daaam_tool_base"]  # noqa: F822 - built on access
 
 DAAAM_TOOL_MODULE = "daaam.scene_understanding.interfaces"
 """The DAAAM module that defines the ``Tool`` base class."""
@@ -55,28 +64,34 @@ def daaam_tool_base() -> type:
 
 
 @functools.cache
-def _episodic_memory_class() -> type:
+def _daaam_tool_class(ours: type, name: str) -> type:
+    """``ours`` (a tool of this package) as a subclass of DAAAM's ``Tool`` too."""
     base: Any = daaam_tool_base()
 
-    class EpisodicMemory(EpisodicMemoryTool, base):  # type: ignore[misc]
-        """:class:`EpisodicMemoryTool` as a DAAAM ``Tool`` (same arguments)."""
+    init: Any = vars(ours)["__init__"]  # not Tool.__init__: see the module's docstring
 
-        def __init__(self, retriever: Any, **kwargs: Any) -> None:
-            EpisodicMemoryTool.__init__(self, retriever, **kwargs)
+    class DaaamTool(ours, base):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **kwargs)
             self.scene_graph = None
             self.config = None
 
         def _get_parameters_schema(self) -> dict[str, Any]:
-            return self.parameters
+            return self.parameters  # type: ignore[no-any-return]
 
         def _build_signature(self) -> None:
             """The signature is a property, always current: nothing to build."""
 
-    EpisodicMemory.__module__ = __name__
-    return EpisodicMemory
+    DaaamTool.__name__ = DaaamTool.__qualname__ = name
+    DaaamTool.__doc__ = f":class:`{ours.__name__}` as a DAAAM ``Tool`` (same arguments)."
+    DaaamTool.__module__ = __name__
+    return DaaamTool
+
+
+_TOOLS = {"EpisodicMemory": EpisodicMemoryTool, "NavigateToEpisode": NavigateToEpisodeTool}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "EpisodicMemory":
-        return _episodic_memory_class()
+    if name in _TOOLS:
+        return _daaam_tool_class(_TOOLS[name], name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,6 +8,8 @@
   PostgreSQL + pgvector backend, migration between them).
 * :mod:`.retrieval`: what a query is (:class:`~.retrieval.RetrievalQuery`): text or image
   embedding, time window, place, robot, top-k.
+* :mod:`.navigation`: an episode as a navigation goal (its pose in the navigation frame,
+  a stand-off, the refusals).
 
 Next: :mod:`surprise_memory.agents` serves the memory to agents and other nodes.
 """

@@ -25,7 +25,13 @@ from surprise_memory.config import ROBOT_ID_PATTERN
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.stamps import NS_PER_SECOND
 
-__all__ = ["EmbedderMismatchError", "RetrievalQuery", "check_robot_id", "one_pose_frame"]
+__all__ = [
+    "EmbedderMismatchError",
+    "RetrievalQuery",
+    "check_robot_id",
+    "one_pose_frame",
+    "parse_point",
+]
 
 _ROBOT_ID_RE = re.compile(ROBOT_ID_PATTERN)
 
@@ -52,6 +58,27 @@ def check_robot_id(robot_id: object, name: str = "robot_id") -> str:
             "letter or digit"
         )
     return robot_id
+
+
+def parse_point(text: str, name: str = "--near") -> tuple[float, float, float]:
+    """Parse a place given by a person, ``x,y`` or ``x,y,z`` in metres, into a point.
+
+    Args:
+        text: The text (``3.5,-1`` or ``3.5,-1,0``; z defaults to 0).
+        name: What the text was given as (an option, a form field), for the message.
+
+    Raises:
+        InputError: Not two or three finite numbers separated by commas.
+
+    """
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) not in (2, 3) or not all(math.isfinite(v) for v in values):
+        raise InputError(f"{name} {text!r}: expected x,y or x,y,z in metres (e.g. 3.5,-1,0)")
+    x, y, *z = values
+    return (x, y, z[0] if z else 0.0)
 
 
 class EmbedderMismatchError(StoreError, InputError):

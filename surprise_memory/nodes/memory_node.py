@@ -1,4 +1,4 @@
-"""memory_node: camera + SurpriseEvent in; stored episodes out; retrieve_episodes served."""
+"""memory_node: camera + SurpriseEvent in; stored episodes out; retrievals and goals served."""
 
 from __future__ import annotations
 
@@ -6,13 +6,7 @@ from typing import Any
 
 from sensor_msgs.msg import CompressedImage, Image
 
-from surprise_memory.config import (
-    CameraConfig,
-    EmbedderConfig,
-    EpisodeConfig,
-    NodeConfig,
-    StoreConfig,
-)
+from surprise_memory.config import NODE_CONFIGS, CameraConfig, NodeConfig
 from surprise_memory.msg import SurpriseEvent
 from surprise_memory.nodes.delivery import CameraDelivery
 from surprise_memory.nodes.diagnostics import NodeStats
@@ -21,15 +15,16 @@ from surprise_memory.nodes.memory_part import MemoryPart
 from surprise_memory.nodes.qos import LATCHED, overridable, subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder, run_node
 
-CONFIGS = (NodeConfig, CameraConfig, EpisodeConfig, EmbedderConfig, StoreConfig)
+CONFIGS = NODE_CONFIGS["memory_node"]
 
 
 class MemoryNode(ManagedNode):
     """Keeps the recent camera frames, stores an episode per event, answers retrievals.
 
-    Subscribes the camera and ``events``; publishes ``episodes`` and serves
-    ``retrieve_episodes``. The work is :class:`~surprise_memory.nodes.memory_part.MemoryPart`
-    (shared with ``pipeline_node``).
+    Subscribes the camera and ``events``; publishes ``episodes``, ``episode_markers`` and
+    ``episode_preview/compressed``, and serves ``retrieve_episodes`` and ``go_to_episode``
+    (an episode as a Nav2 goal). The work is
+    :class:`~surprise_memory.nodes.memory_part.MemoryPart` (shared with ``pipeline_node``).
     """
 
     executor_threads = 2  # camera/events/timer in one group, retrievals in another

@@ -2,7 +2,10 @@
 
 :class:`MemoryPart` is hosted by ``memory_node`` (camera and ``events`` subscribed) and by
 ``pipeline_node`` (frames and events handed over in memory). Either way it publishes
-``episodes`` and serves ``retrieve_episodes``.
+``episodes`` (and, through :class:`~surprise_memory.nodes.episode_display.EpisodeDisplay`,
+``episode_markers`` and ``episode_preview/compressed``) and serves ``retrieve_episodes``
+(and, through its :class:`~surprise_memory.nodes.navigation_part.NavigationPart`,
+``go_to_episode``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from surprise_memory.agents.tool import canonical_model_name
 from surprise_memory.config import (
     CameraConfig,
     ComponentConfig,
+    DisplayConfig,
     EmbedderConfig,
     EpisodeConfig,
     StoreConfig,
@@ -47,12 +51,15 @@ from surprise_memory.memory.store import (
 from surprise_memory.memory.writer import EpisodeWriter
 from surprise_memory.msg import Episode, SurpriseEvent
 from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.episode_display import EpisodeDisplay
 from surprise_memory.nodes.messages import (
+    jpeg_msgs,
     ns_to_time,
     pose_from_msg,
     pose_to_msg,
     time_to_ns,
 )
+from surprise_memory.nodes.navigation_part import NavigationPart
 from surprise_memory.nodes.parameters import Applier
 from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable
 from surprise_memory.nodes.runtime import frame_from_msg
@@ -95,13 +102,7 @@ def episode_to_msg(record: EpisodeRecord, jpegs: Sequence[bytes] = ()) -> Episod
     )
     msg.header.stamp = ns_to_time(record.stamp_ns)
     msg.header.frame_id = record.pose.frame_id
-    frames = []
-    for data, stamp in zip(jpegs, record.frame_stamps_ns, strict=False):
-        image = CompressedImage(format="jpeg", data=data)
-        image.header.stamp = ns_to_time(stamp)
-        image.header.frame_id = record.pose.frame_id
-        frames.append(image)
-    msg.frames = frames
+    msg.frames = jpeg_msgs(jpegs, record.frame_stamps_ns, record.pose.frame_id)
     return msg
 
 
@@ -147,6 +148,9 @@ class MemoryPart:
         self._episode_pub = self._node.create_publisher(
             Episode, "episodes", LATCHED, qos_overriding_options=overridable()
         )
+        display = DisplayConfig.from_mapping(values)  # episode_markers, episode_preview
+        self._display = EpisodeDisplay(self._node, self._stats, self._store, display)
+        self._display.show_store()
         # fires on wall time; compares with the node's clock (sim time during a bag replay)
         self._node.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._writer: EpisodeWriter[EpisodeFrames, EpisodeRecord] = EpisodeWriter(
@@ -157,6 +161,15 @@ class MemoryPart:
         )
         self._stats.add_check(self._health)
         self._stats.add_values(self._applied)
+        self._navigation = NavigationPart(
+            self._node,
+            self._stats,
+            store=self._store,
+            embedder=self._embedder,
+            embed_lock=self._embed_lock,
+            episode_msg=episode_to_msg,
+        )
+        self._navigation.setup(values)  # go_to_episode: an episode as a Nav2 goal
         self._node.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
 
     def appliers(self) -> dict[type[ComponentConfig], Applier]:
@@ -165,6 +178,8 @@ class MemoryPart:
             EpisodeConfig: self._assembler.reconfigure,
             EmbedderConfig: lambda c: setattr(self._embedder, "batch_size", c.embedder_batch),
             StoreConfig: self._store.reconfigure,
+            **self._navigation.appliers(),
+            DisplayConfig: self._display.reconfigure,
         }
 
     def subscribe(self) -> None:
@@ -178,9 +193,12 @@ class MemoryPart:
             self._on_retrieve,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
+        self._navigation.subscribe()
 
     def teardown(self) -> None:
         """Cleanup: store what is pending, close the store, drop the embedder."""
+        if "_navigation" in self.__dict__:
+            self._navigation.teardown()
         self.flush()
         self.__dict__.pop("_embedder", None)
 
@@ -301,6 +319,7 @@ class MemoryPart:
             f"stored episode {record.id}: {len(record.frame_paths)} frames, "
             f"surprise {record.surprise:.3f}"
         )
+        self._display.on_stored(record)
 
     def _on_store_failed(self, episode: EpisodeFrames, exc: BaseException) -> None:
         self._stats.reject("store", f"{type(exc).__name__}: {exc}")

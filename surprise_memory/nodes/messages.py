@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from builtin_interfaces.msg import Time
@@ -10,7 +11,14 @@ from geometry_msgs.msg import Pose as PoseMsg
 from surprise_memory.memory.pose import Pose
 from surprise_memory.stamps import split_ns, stamp_to_ns
 
-__all__ = ["image_msg_from_rgb", "ns_to_time", "pose_from_msg", "pose_to_msg", "time_to_ns"]
+__all__ = [
+    "image_msg_from_rgb",
+    "jpeg_msgs",
+    "ns_to_time",
+    "pose_from_msg",
+    "pose_to_msg",
+    "time_to_ns",
+]
 
 
 def time_to_ns(stamp: Time) -> int:
@@ -53,3 +61,23 @@ def image_msg_from_rgb(rgb: Any, stamp_ns: int = 0, frame_id: str = "") -> Any:
     msg.header.stamp = ns_to_time(stamp_ns)
     msg.header.frame_id = frame_id
     return msg
+
+
+def jpeg_msgs(jpegs: Sequence[bytes], stamps_ns: Sequence[int], frame_id: str) -> list[Any]:
+    """Stored JPEG bytes -> sensor_msgs/CompressedImage (format ``jpeg``), sent as they are.
+
+    Args:
+        jpegs: One JPEG per frame.
+        stamps_ns: Each frame's stamp, int ns (pairs with ``jpegs``; the shorter one ends it).
+        frame_id: The ``frame_id`` of every message.
+
+    """
+    from sensor_msgs.msg import CompressedImage
+
+    out = []
+    for data, stamp in zip(jpegs, stamps_ns, strict=False):
+        image = CompressedImage(format="jpeg", data=data)
+        image.header.stamp = ns_to_time(stamp)
+        image.header.frame_id = frame_id
+        out.append(image)
+    return out

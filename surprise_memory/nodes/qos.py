@@ -4,13 +4,20 @@
 * :data:`LATCHED`: events and episodes (reliable, transient local, keep last
   :data:`LATCHED_DEPTH`): a memory node started late or restarted, or an agent that joins,
   receives the recent events and episodes it missed.
+* :data:`MARKERS`: ``episode_markers`` (reliable, transient local, keep last 1): each
+  message is the whole set of markers, so the last one is all a late display needs.
+* :data:`PREVIEW`: ``episode_preview/compressed`` (reliable, transient local, keep last
+  :data:`PREVIEW_DEPTH`): a late display gets the newest episode's frames.
 * :data:`ODOMETRY`: the odometry subscription (best effort, keep last 50). A best-effort
   subscription matches reliable and best-effort publishers alike (robot drivers use both);
   a reliable one would never hear a best-effort publisher.
 * Camera images: sensor-data QoS (best effort, keep last 5).
+* :data:`GOAL`: navigation goals on ``goal_pose`` (reliable, volatile, keep last 1), as
+  RViz's goal tool publishes them and Nav2's bt_navigator subscribes.
 
 Every subscription made here takes ``qos_overrides.<topic>.subscription.*`` parameters from
-the params file (:func:`overridable`), and so do the publishers of events and episodes.
+the params file (:func:`overridable`), and so do the publishers of events, episodes,
+markers and preview frames.
 """
 
 from __future__ import annotations
@@ -61,19 +68,49 @@ LATCHED = QoSProfile(
 """Events and episodes: reliable and transient local, so a late or restarted subscriber
 catches up on the recent ones. Volatile subscribers (``ros2 topic echo``) still match."""
 
+MARKERS = QoSProfile(
+    depth=1,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+"""Episode markers: every message replaces the display's whole set (it starts with a
+DELETEALL), so keeping the last one is enough for a display that joins late."""
+
+PREVIEW_DEPTH = 8
+"""Preview frames a late subscriber receives: one episode at the default 8 frames (a few
+hundred KB of JPEGs held by the publisher)."""
+
+PREVIEW = QoSProfile(
+    depth=PREVIEW_DEPTH,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+"""Frames of the newest episode (stored JPEGs): reliable and transient local, so a display
+opened after the episode was stored still shows it."""
+
 ODOMETRY = QoSProfile(
     depth=50, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.BEST_EFFORT
 )
 """Odometry: best effort matches reliable and best-effort publishers; 50 deep covers a
 burst at 100 Hz while the scorer is busy."""
 
+GOAL = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+"""Navigation goals: reliable, volatile (an old goal must never reach a navigator that
+joins later), one deep (the newest goal is the one that counts)."""
+
 SENSOR_DATA = qos_profile_sensor_data
 """Camera input: best effort, keep last 5 (a late frame is worth less than the next one)."""
 
 __all__ = [
+    "GOAL",
     "LATCHED",
     "LATCHED_DEPTH",
+    "MARKERS",
     "ODOMETRY",
+    "PREVIEW",
+    "PREVIEW_DEPTH",
     "RELIABLE",
     "SENSOR_DATA",
     "overridable",

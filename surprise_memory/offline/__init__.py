@@ -8,6 +8,12 @@
   truth, for the demo and the tests: :mod:`.synthetic.scene` (events, odometry, rendering,
   ground truth, in memory) and :mod:`.synthetic.recording` (the bag, video and
   ground-truth writers); the package re-exports the public names of both.
+* Many recordings (``process`` with folders, globs, lists; ``--ray``):
+  :mod:`.inputs` (inputs expanded to recordings, their names and robot ids),
+  :mod:`.batch` (the job: its worker, run folders, ``summary.json``, resume),
+  :mod:`.jobs` (the worker shape, the local runner, the progress view, shared with the
+  GEBD shards) and :mod:`.ray_runner` (the same tasks on a Ray cluster; Ray is imported
+  there only).
 * :mod:`.demo`: the README's main job (``make demo``).
 * :mod:`.report`: the HTML report and the surprise curve of a processed store.
 """

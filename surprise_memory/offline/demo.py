@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from surprise_memory.config.browser import BrowserConfig
     from surprise_memory.memory.store import EpisodeStore
     from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, process
     from surprise_memory.offline.report import write_report
@@ -267,6 +268,11 @@ def _run(args: argparse.Namespace) -> int:
     print(
         f"   query it yourself: surprise-memory query {store_dir} --start 20 --end 40 "
         "(after `source tools/activate.sh` in your shell)"
+    )
+    page = BrowserConfig()
+    print(
+        f"6. browse it: surprise-memory serve {store_dir}\n"
+        f"   then open http://{page.host}:{page.port}/ (timeline, search, map, the frames)"
     )
     print(f"demo finished in {time.perf_counter() - t_start:.0f} s")
     if untrained:

@@ -31,6 +31,9 @@ row per scored frame) and ``run.json`` (settings, model names, "untrained" when 
 random, input, counts, summary, the events and the suppressed candidates); their names,
 formats, writers and readers are in :mod:`surprise_memory.offline.run_record`, and
 :mod:`surprise_memory.offline.report` reads them.
+
+Long module: the pass (``_Run``) mirrors the three nodes' order of operations step by step,
+and reads best beside the settings and the entry points that drive it.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ from surprise_memory.surprise.scorer import SurpriseScorer
 from surprise_memory.surprise.trigger_filter import TriggerFilter
 
 if TYPE_CHECKING:
-    from surprise_memory.memory.store import EpisodeStore
+    from surprise_memory.memory.store import EpisodeStoreBackend
     from surprise_memory.perception.encoders import ImageTextEmbedder, VideoEncoder
     from surprise_memory.sources import PoseLookup
 
@@ -244,17 +247,23 @@ class OfflinePipeline:
         pose_lookup: PoseLookup | None = None,
         input_info: Mapping[str, Any] | None = None,
         progress: Callable[[Progress], None] | None = None,
+        store: EpisodeStoreBackend | None = None,
+        episode_tag: str | None = None,
     ) -> RunSummary:
         """Process a stream of frames into a new store (constant memory).
 
         Args:
             frames: Camera frames, stamps strictly increasing (a source, read lazily).
-            store_path: The store folder; created if missing. It must not hold a run or
-                episodes already.
+            store_path: The store folder, created if missing (with ``store``: the folder of
+                ``scores.csv`` and ``run.json``). It must not hold a run or episodes already.
             pose_lookup: Pose of the robot at each event's stamp; None = no pose
                 (``pose_valid`` false).
             input_info: Description of the input for the run record.
             progress: Called after every frame.
+            store: An open store (e.g. a fleet's PostgreSQL) to add the episodes to, closed
+                by the caller; its settings (robot id) are recorded.
+            episode_tag: Episode ids ``ep-<stamp, 19 digits>-<tag>``, so that a re-run finds
+                what an interrupted run stored; None = random ids.
 
         Returns:
             The summary (also written to ``STORE/run.json``).
@@ -270,15 +279,29 @@ class OfflinePipeline:
             raise StoreError(
                 f"{root} already holds an offline run ({RUN_RECORD}); give a new --out folder"
             )
-        store = EpisodeStore(root, self.settings.store)
+        own: EpisodeStore | None = None
+        if store is None:
+            own = store = EpisodeStore(root, self.settings.store)
         try:
-            if len(store):
+            if own is not None and len(own):
                 raise StoreError(
-                    f"{root} already holds {len(store)} episodes; offline runs write a new store"
+                    f"{root} already holds {len(own)} episodes; offline runs write a new store"
                 )
-            return _Run(self, store, pose_lookup, dict(input_info or {}), progress).go(frames)
+            root.mkdir(parents=True, exist_ok=True)
+            where = str(own.path) if own is not None else getattr(store, "location", str(root))
+            return _Run(
+                self,
+                store,
+                root,
+                where,
+                pose_lookup=pose_lookup,
+                input_info=dict(input_info or {}),
+                progress=progress,
+                episode_tag=episode_tag,
+            ).go(frames)
         finally:
-            store.close()
+            if own is not None:
+                own.close()
 
 
 class _Run:
@@ -287,14 +310,20 @@ class _Run:
     def __init__(
         self,
         pipeline: OfflinePipeline,
-        store: EpisodeStore,
+        store: EpisodeStoreBackend,
+        folder: Path,
+        location: str,
+        *,
         pose_lookup: PoseLookup | None,
         input_info: dict[str, Any],
         progress: Callable[[Progress], None] | None,
+        episode_tag: str | None,
     ) -> None:
         s = pipeline.settings
         self.p = pipeline
         self.store = store
+        self.folder = folder
+        self.episode_tag = episode_tag
         self.pose_lookup = pose_lookup
         self.progress = progress
         self.sampler = pipeline.encoder.make_sampler(s.encoder)
@@ -314,7 +343,7 @@ class _Run:
         self.suppressed: list[dict[str, Any]] = []
         self.episode_ids: list[str] = []
         delay = self.gate.max_delay_ns + self.filter.max_delay_ns
-        self.scores = ScoresWriter(store.path / SCORES_CSV, delay)
+        self.scores = ScoresWriter(folder / SCORES_CSV, delay)
         self.record: dict[str, Any] = {
             "format": RUN_FORMAT,
             "status": "running",
@@ -322,14 +351,14 @@ class _Run:
             "input": input_info,
             "settings": {
                 **s.as_dict(),
-                "store": {**s.store.as_dict(), "store_path": str(store.path)},
+                "store": {**store.config.as_dict(), "store_path": location},
             },
             "models": pipeline.models(),
             "untrained": pipeline.untrained,
             "scores_csv": SCORES_CSV,
             "versions": versions(),
         }
-        write_json(store.path / RUN_RECORD, self.record)
+        write_json(folder / RUN_RECORD, self.record)
 
     def go(self, frames: Iterable[Frame]) -> RunSummary:
         sm = self.summary
@@ -492,6 +521,7 @@ class _Run:
             embedder_pretrained=self.p.embedder.pretrained,
             encoder_model=self.p.encoder.model_name,
             encoder_pretrained=self.p.encoder.pretrained,
+            episode_id=self.episode_tag and f"ep-{trig.stamp_ns:019d}-{self.episode_tag}",
         )
         self.summary.episodes += 1
         self.summary.stored_frames += len(frames)
@@ -513,7 +543,7 @@ class _Run:
             suppressed=self.suppressed,
             episodes=self.episode_ids,
         )
-        write_json(self.store.path / RUN_RECORD, self.record)
+        write_json(self.folder / RUN_RECORD, self.record)
 
 
 def process(
@@ -527,12 +557,15 @@ def process(
     pipeline: OfflinePipeline | None = None,
     progress: Callable[[Progress], None] | None = None,
     on_open: Callable[[Any, PoseLookup | None], None] | None = None,
+    store: EpisodeStoreBackend | None = None,
+    episode_tag: str | None = None,
+    input_notes: Mapping[str, Any] | None = None,
 ) -> RunSummary:
     """Process a bag or a video file into a new store (the ``process`` command).
 
     Args:
         input_path: rosbag2 folder or file, ROS 1 ``.bag``, or video file.
-        store_path: New store folder.
+        store_path: New store folder (with ``store``: of ``scores.csv``, ``run.json``).
         settings: All settings (ignored when ``pipeline`` is given).
         image_topic: Camera topic of a bag (detected when the bag has one).
         pose_topic: Odometry/pose/``/tf`` topic of a bag for the episodes' poses; None = none.
@@ -540,6 +573,9 @@ def process(
         pipeline: A pipeline with loaded models (tests, several inputs).
         progress: Called after every frame.
         on_open: Called with the source and pose lookup once opened (the CLI prints them).
+        store: See :meth:`OfflinePipeline.run`.
+        episode_tag: See :meth:`OfflinePipeline.run`.
+        input_notes: More facts about the input for the run record's ``input``.
 
     Returns:
         The run summary.
@@ -578,10 +614,17 @@ def process(
         "pose_topic": pose_topic or None,
         "pose_frames": lookup.describe() if lookup is not None else None,
         "fps": fps or None,
+        **(input_notes or {}),
     }
     try:
         summary = pipe.run(
-            source, store_path, pose_lookup=lookup, input_info=info, progress=progress
+            source,
+            store_path,
+            pose_lookup=lookup,
+            input_info=info,
+            progress=progress,
+            store=store,
+            episode_tag=episode_tag,
         )
     finally:
         if lookup is not None:

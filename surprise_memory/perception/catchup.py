@@ -12,7 +12,7 @@ Between the camera callback and the encoder's worker thread:
   with stride 1, B windows of M frames share all but B - 1 of them, so a batch is
   M + B - 1 frames (M = 64, B = 8: 71 frames, 14 MB at 256 px) instead of B copies of M
   (101 MB). The worker builds the overlapping windows from them on the device
-  (:meth:`~surprise_memory.perception.encoders.VideoEncoder.encode_gathered`).
+  (:meth:`~surprise_memory.perception.encoders.live.LiveWindowEncoder.encode`).
 
 When the encoder keeps up, every batch holds one window and nothing changes against the
 one-window path; when it falls behind (a slow forward, a GPU shared with other work), the

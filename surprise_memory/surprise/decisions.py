@@ -12,7 +12,7 @@ __all__ = ["HABITUATION", "KEPT", "OVER_BUDGET", "SUPPRESSION_REASONS", "Decisio
 KEPT = ""
 """The reason of a kept candidate (none)."""
 HABITUATION = "habituation"
-"""Suppressed: it resembles a recently kept event (:mod:`.habituation`)."""
+"""Suppressed: it resembles a recently kept event (:mod:`~surprise_memory.surprise.habituation`)."""
 OVER_BUDGET = "budget"
 """Suppressed: the episode-rate budget was spent on more surprising candidates (:mod:`.budget`)."""
 SUPPRESSION_REASONS = (HABITUATION, OVER_BUDGET)

@@ -1,7 +1,7 @@
 """Habituation: a candidate that resembles recently kept events is suppressed.
 
 Beyond the paper, which names the limitation ("surprising, yet re-appearing subjects will
-continue to trigger event storage"). The rule, per candidate c that the gate emits:
+continue to trigger event storage"). The rule, per candidate c that the gate emits::
 
     h(c) = max_k  cos(d_c, d_k) * exp(-(t_c - t_k) / T) * exp(-|p_c - p_k| / R)
 

@@ -3,7 +3,7 @@
 The paper's predictive model at step t is a diagonal Gaussian fit on the W previous
 embeddings z_{t-W} .. z_{t-1}: per-dimension mean mu and population standard deviation
 sigma (ddof = 0, floored at eps). The new embedding z_t is scored against it *before* it
-enters the window:
+enters the window::
 
     s(t)  = (1/D) * sum_d |z_t[d] - mu[d]| / sigma[d]            (l1 surrogate)
     KL(t) = 1/(2 W^2) * sum_d (z_t[d] - mu[d])^2 / sigma[d]^2     (KL to leading order)

@@ -14,6 +14,8 @@ calls it and sees only the interface. The files, one job each:
 * :mod:`.schema`: the SQL: tables, schema version and migrations, transactions, row statements.
 * :mod:`.frame_files`: the durable JPEG folder ``frames/`` (fsynced writes, orphan cleaning).
 * :mod:`.records`: :class:`EpisodeRecord`, :class:`RetrievalHit`, JPEG decoding, add checks.
+* :mod:`.summary`: :class:`~surprise_memory.memory.store.summary.EpisodeSummary`, an episode
+  in brief.
 * :mod:`.catalog`: the live episodes in memory (index, ids, sizes) and the eviction choice.
 * :mod:`.search`: the in-memory search, :class:`~.search.EmbeddingIndex` (matrix + filters).
 * :mod:`.postgres`: the PostgreSQL backend (its own schema, row SQL and SQL search).

@@ -87,6 +87,7 @@ class Catalog:
         self._robot_of: dict[int, str] = {}
         self._robot_count: dict[str, int] = {}
         self._robot_bytes: dict[str, int] = {}
+        self._last_key = 0
 
     @property
     def index(self) -> EmbeddingIndex:
@@ -111,6 +112,15 @@ class Catalog:
     def ids(self) -> list[str]:
         """Ids of the live episodes, in the order they were added (ascending key)."""
         return sorted(self._key_of, key=self._key_of.__getitem__)
+
+    def keys(self) -> set[int]:
+        """Keys of the live episodes."""
+        return set(self._key_of.values())
+
+    @property
+    def revision(self) -> tuple[int, int]:
+        """(episodes held, largest key ever added): changes with every add and removal."""
+        return len(self._key_of), self._last_key
 
     def add(
         self,
@@ -143,6 +153,7 @@ class Catalog:
             pose_frame=pose_frame,
         )
         self._key_of[episode_id] = key
+        self._last_key = max(self._last_key, key)
         self._bytes_of[key] = nbytes
         self._total_bytes += nbytes
         self._robot_of[key] = robot_id

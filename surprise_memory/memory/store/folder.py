@@ -19,7 +19,7 @@ import fcntl
 import math
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +32,7 @@ from surprise_memory.memory.store.frame_files import FrameFiles
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit, checked_origin
 from surprise_memory.memory.store.schema import (
     DB_NAME,
+    IndexRow,
     connect,
     count_rows,
     delete_episodes,
@@ -46,7 +47,7 @@ from surprise_memory.memory.store.schema import (
 )
 from surprise_memory.memory.store.search import EmbeddingIndex, SearchResult
 
-__all__ = ["StoreFolder", "import_episode"]
+__all__ = ["StoreFolder", "catch_up", "import_episode"]
 
 _LOCK_NAME = "LOCK"
 _DTYPES = {"float16": "<f2", "float32": "<f4"}
@@ -76,6 +77,35 @@ def _lock_for_writing(root: Path, frames_dir: Path) -> int:
     return fd
 
 
+def _take(catalog: Catalog, rows: Iterable[IndexRow], root: Path) -> None:
+    """Add episodes read from the database to the catalog.
+
+    Raises:
+        StoreError: An episode has no embeddings (a damaged store).
+
+    """
+    for row in rows:
+        if not row.embeddings:
+            raise StoreError(f"{root}: episode {row.episode_id} has no embeddings")
+        catalog.add(
+            row.seq,
+            row.episode_id,
+            row.nbytes,
+            stamp_ns=row.stamp_ns,
+            position=row.position,
+            pose_valid=row.pose_valid,
+            surprise=row.surprise,
+            unit_embeddings=EmbeddingIndex.normalise(np.stack(row.embeddings)),
+            robot_id=row.robot_id,
+            pose_frame=row.pose_frame,
+        )
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    """SQLite's count of commits by other connections to this database, as this one saw it."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
 class StoreFolder:
     """The open folder: writer lock, database, frame files, meta and catalog.
 
@@ -88,6 +118,8 @@ class StoreFolder:
         files: The ``frames/`` folder.
         meta: The ``meta`` entries (embedder, origin) as committed.
         catalog: The live episodes and their search index, as committed.
+        data_version: SQLite's ``data_version`` when the catalog was last read (see
+            :func:`catch_up`).
 
     Raises:
         StoreError: The folder cannot be created or read, another process holds it open
@@ -104,11 +136,17 @@ class StoreFolder:
         self._conn: sqlite3.Connection | None = None
         self.meta = StoreMeta()
         self.catalog = Catalog()
+        self.data_version = 0
         try:
             self._open()
         except BaseException:
             self.close()
             raise
+
+    @property
+    def root(self) -> Path:
+        """The store folder."""
+        return self._root
 
     def reconfigure(self, config: StoreConfig) -> None:
         """Use new limits and JPEG quality from now on (the caller checked the dtype)."""
@@ -132,24 +170,11 @@ class StoreFolder:
             self.files.clean_orphans(keep=self.catalog)
 
     def _load(self, conn: sqlite3.Connection) -> None:
+        self.data_version = _data_version(conn)
         self.meta = StoreMeta(read_meta(conn))
         self.catalog = Catalog(self.meta.embedding_dim)
         self.catalog.index.reserve(*count_rows(conn))
-        for row in index_rows(conn):
-            if not row.embeddings:
-                raise StoreError(f"{self._root}: episode {row.episode_id} has no embeddings")
-            self.catalog.add(
-                row.seq,
-                row.episode_id,
-                row.nbytes,
-                stamp_ns=row.stamp_ns,
-                position=row.position,
-                pose_valid=row.pose_valid,
-                surprise=row.surprise,
-                unit_embeddings=EmbeddingIndex.normalise(np.stack(row.embeddings)),
-                robot_id=row.robot_id,
-                pose_frame=row.pose_frame,
-            )
+        _take(self.catalog, index_rows(conn), self._root)
 
     def close(self) -> None:
         """Close the database and release the writer lock (idempotent)."""
@@ -332,7 +357,7 @@ class StoreFolder:
         return select_records(self.db(), seqs, self._root)
 
     def hits(self, found: SearchResult, *, include_images: bool) -> list[RetrievalHit]:
-        """The episodes of a search result as hits, in its order.
+        """The episodes of a search result as hits, in its order (those still stored).
 
         Args:
             found: The index's answer.
@@ -351,7 +376,9 @@ class StoreFolder:
             found.distances.tolist(),
             strict=True,
         ):
-            rec = records[seq]
+            rec = records.get(seq)
+            if rec is None:  # a read-only store: evicted by the writer since the last refresh
+                continue
             hits.append(
                 RetrievalHit(
                     episode=rec,
@@ -370,6 +397,41 @@ class StoreFolder:
 
         """
         return select_embeddings(self.db(), seq)
+
+
+def catch_up(folder: StoreFolder) -> None:
+    """Take in what other connections committed to a folder since its open or last catch-up.
+
+    Cheap when nothing was committed (one ``PRAGMA data_version``, which changes only
+    with another connection's commits). Otherwise, in one read transaction: the keys
+    still stored (removed episodes leave the catalog), the episodes added after the
+    newest one held (keys only grow), and the ``meta`` entries (the first episode fixes
+    the embedder; the origin may move earlier). A function beside :class:`StoreFolder`,
+    like :func:`import_episode`, to keep the class small.
+
+    Raises:
+        StoreError: The store is closed, or reading failed.
+
+    """
+    conn = folder.db()
+    try:
+        version = _data_version(conn)
+        if version == folder.data_version:
+            return
+        conn.execute("BEGIN")
+        try:
+            stored = {int(r[0]) for r in conn.execute("SELECT seq FROM episodes")}
+            held = folder.catalog.keys()
+            added = list(index_rows(conn, after_seq=max(held, default=0)))
+            meta = read_meta(conn)
+        finally:
+            conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise StoreError(f"{folder.root}: cannot read new episodes: {exc}") from exc
+    folder.data_version = version
+    folder.meta = StoreMeta(meta)
+    folder.catalog.remove(sorted(held - stored))
+    _take(folder.catalog, added, folder.root)
 
 
 def import_episode(

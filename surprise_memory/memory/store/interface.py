@@ -27,6 +27,7 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
+from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.perception.frames import Frame
 
 __all__ = ["EpisodeRetriever", "EpisodeStoreBackend", "HasTimeOrigin", "RetrievesByText"]
@@ -192,6 +193,33 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
 
     def embeddings(self, episode_id: str) -> npt.NDArray[np.float32]:
         """The stored (unit-norm) frame embeddings of an episode, (frames, D) float32."""
+        ...
+
+    def summaries(self, robot_id: str | None = None) -> list[EpisodeSummary]:
+        """Every episode (or ``robot_id``'s) in brief, in the order added: a timeline, a map.
+
+        One statement over the episode rows, no frames or embeddings read.
+        """
+        ...
+
+    def frame_jpeg(self, episode_id: str, index: int) -> bytes:
+        """One frame of an episode, its JPEG bytes as stored (never re-encoded).
+
+        Raises:
+            InputError: ``index`` is not a frame of the episode.
+            StoreError: No such episode, or the frame cannot be read (e.g. evicted).
+
+        """
+        ...
+
+    def refresh(self) -> bool:
+        """Catch up with what other processes committed; whether the episodes changed.
+
+        A read-only folder store sees the episodes committed when it opened until it is
+        refreshed; the PostgreSQL store reads the database live. Either way the answer is
+        whether episodes were added or removed since the previous call (or the open), so
+        a caller polling it (the memory browser's live feed) knows when to look again.
+        """
         ...
 
     def search(self, *, include_images: bool = False, **query: Any) -> list[RetrievalHit]:

@@ -37,6 +37,7 @@ __all__ = [
     "JpegSource",
     "RetrievalHit",
     "check_episode_fields",
+    "check_frame_index",
     "check_frames",
     "check_pose",
     "checked_episode_id",
@@ -282,6 +283,21 @@ def check_frames(frames: Sequence[Frame]) -> None:
                 "frames must be in time order"
             )
         prev = int(fr.stamp_ns)
+
+
+def check_frame_index(index: object, count: int, episode_id: str) -> int:
+    """Check that ``index`` names one of an episode's ``count`` frames.
+
+    Returns:
+        The index.
+
+    Raises:
+        InputError: ``index`` is not an int in ``0 .. count - 1``.
+
+    """
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+        raise InputError(f"frame {index!r} of episode {episode_id}: it has frames 0..{count - 1}")
+    return index
 
 
 def check_episode_fields(

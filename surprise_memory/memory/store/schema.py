@@ -29,6 +29,7 @@ import numpy.typing as npt
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store.records import EpisodeRecord, episode_values, host_robot_id
+from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
 
 __all__ = [
     "DB_NAME",
@@ -44,6 +45,7 @@ __all__ = [
     "read_meta",
     "select_embeddings",
     "select_records",
+    "select_summaries",
     "transaction",
     "upsert_meta",
 ]
@@ -295,8 +297,12 @@ def count_rows(conn: sqlite3.Connection) -> tuple[int, int]:
     return int(n_ep), int(n_fr)
 
 
-def index_rows(conn: sqlite3.Connection) -> Iterator[IndexRow]:
+def index_rows(conn: sqlite3.Connection, after_seq: int = 0) -> Iterator[IndexRow]:
     """Every episode with its embeddings, in the order they were added (two cursors, merged).
+
+    Args:
+        conn: The database.
+        after_seq: Only the episodes added after the one with this key (0 = all).
 
     Yields:
         One :class:`IndexRow` per episode; ``embeddings`` is empty for an episode that has
@@ -305,10 +311,13 @@ def index_rows(conn: sqlite3.Connection) -> Iterator[IndexRow]:
     """
     rows = conn.execute(
         "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
-        "robot_id, pose_frame_id FROM episodes ORDER BY seq"
+        "robot_id, pose_frame_id FROM episodes WHERE seq > ? ORDER BY seq",
+        (after_seq,),
     )
     emb_rows = conn.execute(
-        "SELECT episode_seq, dim, dtype, data FROM embeddings ORDER BY episode_seq, idx"
+        "SELECT episode_seq, dim, dtype, data FROM embeddings WHERE episode_seq > ? "
+        "ORDER BY episode_seq, idx",
+        (after_seq,),
     )
     pending = next(emb_rows, None)
     for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes, robot, frame in rows:
@@ -432,6 +441,26 @@ def select_records(
             root=root,
         )
     return out
+
+
+def select_summaries(
+    conn: sqlite3.Connection, robot_id: str | None
+) -> Iterator[tuple[int, EpisodeSummary]]:
+    """Every episode (or one robot's) in brief with its key, in the order added.
+
+    Raises:
+        sqlite3.Error: The statement failed.
+
+    """
+    if robot_id is None:
+        rows = conn.execute(f"SELECT seq, {SUMMARY_COLUMNS} FROM episodes ORDER BY seq")
+    else:
+        rows = conn.execute(
+            f"SELECT seq, {SUMMARY_COLUMNS} FROM episodes WHERE robot_id = ? ORDER BY seq",
+            (robot_id,),
+        )
+    for row in rows:
+        yield int(row[0]), EpisodeSummary.from_row(row[1:])
 
 
 def select_embeddings(conn: sqlite3.Connection, seq: int) -> npt.NDArray[np.float32]:

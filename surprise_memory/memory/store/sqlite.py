@@ -26,15 +26,16 @@ Durability (what a ``kill -9`` or a power cut leaves):
   is only safe under that lock. ``read_only=True`` opens without it (for an offline query
   next to a running node); such a store sees the episodes committed when it opened.
 
-Schema and migrations: :mod:`.schema` (an older store is migrated on open, a newer one
-refused with a :class:`StoreError`).
+Schema and migrations: :mod:`~surprise_memory.memory.store.schema` (an older store is
+migrated on open, a newer one refused with a :class:`StoreError`).
 
 Embeddings are stored unit-normalised (only their direction matters to a cosine), as
 ``float16`` by default (``embedding_dtype``: 2 KiB instead of 4 KiB per 1024-d frame; the
-cosine error, about 1e-3, does not change a ranking that matters), with their dimension.
-In memory they are one float32 matrix (:mod:`.search`, kept by :mod:`.catalog`), loaded
-once at open and appended at each add; a query does not read the database except to fetch
-the k episodes it returns (one statement with a bound JSON list, no SQL built from strings).
+cosine error, about 1e-3, does not change a ranking that matters), with their dimension. In
+memory they are one float32 matrix (:mod:`~surprise_memory.memory.store.search`, kept by
+:mod:`~surprise_memory.memory.store.catalog`), loaded once at open and appended at each add;
+a query does not read the database except to fetch the k episodes it returns (one statement
+with a bound JSON list, no SQL built from strings).
 
 Disk budget (``max_episodes``, ``max_store_bytes``; 0 = no limit), per robot, checked
 after each add over the adding robot's episodes: while over budget, evict that robot's live
@@ -71,14 +72,17 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.errors import ConfigError, InputError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store.folder import StoreFolder, import_episode
+from surprise_memory.memory.store.folder import StoreFolder, catch_up, import_episode
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
     RetrievalHit,
+    check_frame_index,
     checked_import,
     new_episode,
     with_source,
 )
+from surprise_memory.memory.store.schema import select_summaries
+from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.perception.frames import Frame
 
 __all__ = ["EpisodeStore"]
@@ -90,7 +94,8 @@ class EpisodeStore:
     Implements :class:`~surprise_memory.memory.store.interface.EpisodeStoreBackend`.
 
     Long class: it is the store's public face only (the work is in :mod:`.folder`,
-    :mod:`.catalog`, :mod:`.schema`, :mod:`.search`); its length is the documented API.
+    :mod:`~surprise_memory.memory.store.catalog`, :mod:`~surprise_memory.memory.store.schema`,
+    :mod:`~surprise_memory.memory.store.search`); its length is the documented API.
 
     Args:
         path: The store folder (created with its parents if missing, unless read-only).
@@ -117,6 +122,7 @@ class EpisodeStore:
         self._read_only = read_only
         self._lock = threading.RLock()
         self._folder = StoreFolder(self._root, self._config, read_only=read_only)
+        self._revision = self._folder.catalog.revision
 
     # ----------------------------------------------------------------- properties
     @property
@@ -339,14 +345,72 @@ class EpisodeStore:
         with self._lock:
             seq = self._folder.key(episode_id)
             try:
-                return self._folder.records([seq])[seq]
+                found = self._folder.records([seq])
             except sqlite3.Error as exc:
                 raise StoreError(f"{self._root}: cannot read episode {episode_id}: {exc}") from exc
+        if seq not in found:  # a read-only store: the writer evicted it since the last refresh
+            raise StoreError(f"no episode {episode_id!r} in {self._root} (evicted)")
+        return found[seq]
 
     def episode_ids(self) -> list[str]:
         """Ids of all episodes, in the order they were added."""
         with self._lock:
             return self._folder.catalog.ids()
+
+    def summaries(self, robot_id: str | None = None) -> list[EpisodeSummary]:
+        """Every episode (or ``robot_id``'s) in brief, in the order added.
+
+        The episodes this store holds (a read-only store: as of its open or last
+        :meth:`refresh`), read from the database in one statement.
+
+        Raises:
+            StoreError: The store is closed, or reading failed.
+
+        """
+        with self._lock:
+            catalog = self._folder.catalog
+            try:
+                rows = list(select_summaries(self._folder.db(), robot_id))
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self._root}: cannot list episodes: {exc}") from exc
+            return [summary for seq, summary in rows if catalog.key(summary.id) == seq]
+
+    def frame_jpeg(self, episode_id: str, index: int) -> bytes:
+        """One frame's JPEG bytes as stored: its file, read once (never re-encoded).
+
+        Raises:
+            InputError: ``index`` is not a frame of the episode.
+            StoreError: No such episode, a frame path outside the store, or the file is
+                gone (evicted meanwhile).
+
+        """
+        files = self.get(episode_id).frame_files()
+        path = files[check_frame_index(index, len(files), episode_id)]
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise StoreError(f"episode {episode_id}: cannot read frame {index}: {exc}") from exc
+
+    def refresh(self) -> bool:
+        """Take in the episodes other processes committed or removed; whether they changed.
+
+        A read-only store otherwise sees only what was committed when it opened (a
+        writable store is the only writer of its folder, so it has nothing to take in).
+        The check costs one pragma when nothing was committed.
+
+        Returns:
+            Whether episodes were added or removed since the previous call (or the open).
+
+        Raises:
+            StoreError: The store is closed, or reading failed.
+
+        """
+        with self._lock:
+            catch_up(self._folder)
+            revision = self._folder.catalog.revision
+            changed = revision != self._revision
+            self._revision = revision
+            return changed
 
     def embeddings(self, episode_id: str) -> npt.NDArray[np.float32]:
         """The stored (unit-norm) frame embeddings of an episode, (frames, D) float32.

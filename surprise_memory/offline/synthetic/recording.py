@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -93,6 +93,7 @@ def write_synthetic_bag(
     odom_topic: str = "/odom",
     tf: bool = False,
     latency_ns: int = 5_000_000,
+    custom_data: Mapping[str, str] | None = None,
 ) -> SyntheticRecording:
     """Write the recording as a real bag, and its ground truth beside it.
 
@@ -108,6 +109,8 @@ def write_synthetic_bag(
         tf: Also write ``/tf`` (``odom -> base_link`` with each odometry sample) and
             ``/tf_static`` (``map -> odom``, a fixed offset of (1, 2, 0) m).
         latency_ns: Log time minus header stamp.
+        custom_data: rosbag2 only: ``custom_data`` of ``metadata.yaml`` (what
+            ``ros2 bag record --custom-data KEY=VALUE`` writes, e.g. a ``robot_id``).
 
     Returns:
         Paths and message counts.
@@ -127,6 +130,8 @@ def write_synthetic_bag(
         raise ConfigError(f"storage={storage!r}: must be one of sqlite3, mcap, ros1")
     if path.exists():
         raise ConfigError(f"{str(path)!r} exists already; the bag writer only creates new bags")
+    if custom_data and storage == "ros1":
+        raise ConfigError("custom_data: ROS 1 bags have no custom metadata")
     ros1 = storage == "ros1"
     typestore = get_typestore(Stores.ROS1_NOETIC if ros1 else Stores.ROS2_KILTED)
     if ros1:  # noetic's store lacks tf2_msgs; its definition is one line
@@ -139,6 +144,8 @@ def write_synthetic_bag(
     else:
         plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
         writer = Writer2(path, version=8, storage_plugin=plugin)
+        for key, value in (custom_data or {}).items():
+            writer.set_custom_data(key, value)
 
     def images() -> Iterator[tuple[int, int, str, Any]]:
         for i, frame in enumerate(synthetic_frames(scene)):

@@ -20,6 +20,7 @@ from pgvector import HalfVector
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store.frame_files import FrameFiles
 from surprise_memory.memory.store.records import EpisodeRecord, JpegSource, episode_values
+from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
 
 __all__ = [
     "add_robot_counts",
@@ -27,16 +28,20 @@ __all__ = [
     "claim_meta",
     "delete_episodes",
     "eviction_order",
+    "frame_count",
     "insert_episode",
     "key_of",
     "keys_of",
     "lower_origin",
     "pooled_vector",
     "read_meta",
+    "revision",
     "robot_counts",
     "select_embeddings",
+    "select_frame",
     "select_jpegs",
     "select_records",
+    "select_summaries",
     "store_counts",
 ]
 
@@ -375,3 +380,51 @@ def select_embeddings(conn: Conn, seq: int) -> npt.NDArray[np.float32]:
     if not rows:
         return np.empty((0, 0), dtype=np.float32)
     return np.stack([r[0].to_numpy() for r in rows]).astype(np.float32)
+
+
+def select_summaries(conn: Conn, robot_id: str | None) -> list[EpisodeSummary]:
+    """Every episode (or one robot's) in brief, in the order added."""
+    if robot_id is None:
+        rows = conn.execute(
+            "SELECT " + SUMMARY_COLUMNS + " FROM surprise_memory.episodes ORDER BY seq"
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT " + SUMMARY_COLUMNS + " FROM surprise_memory.episodes WHERE robot_id = %s "
+            "ORDER BY seq",
+            (robot_id,),
+        ).fetchall()
+    return [EpisodeSummary.from_row(r) for r in rows]
+
+
+def frame_count(conn: Conn, seq: int) -> int:
+    """How many frames an episode has."""
+    row = conn.execute(
+        "SELECT count(*) FROM surprise_memory.frames WHERE episode_seq = %s", (seq,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def select_frame(conn: Conn, seq: int, index: int) -> bytes:
+    """The JPEG bytes of one frame of an episode (``index`` checked by the caller)."""
+    row = conn.execute(
+        "SELECT jpeg FROM surprise_memory.frames WHERE episode_seq = %s AND idx = %s",
+        (seq, index),
+        binary=True,
+    ).fetchone()
+    assert row is not None
+    return bytes(row[0])
+
+
+def revision(conn: Conn) -> tuple[int, int]:
+    """(episodes stored, largest key ever used): changes with every add and every removal.
+
+    Two index-only lookups (the robots' counters, the key's maximum), whatever the size.
+    """
+    row = conn.execute(
+        "SELECT (SELECT coalesce(sum(episodes), 0) FROM surprise_memory.robots), "
+        "(SELECT coalesce(max(seq), 0) FROM surprise_memory.episodes)"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])

@@ -294,7 +294,8 @@ def ensure_schema(conn: psycopg.Connection[Any], where: str, *, read_only: bool)
             f"{where}: store schema version {version} needs migrating to "
             f"{SCHEMA_VERSION}; open it once without read_only"
         )
-    # one opener at a time creates or migrates; the others then find it done
+    # one opener at a time creates or migrates; the others then find it done (CREATE
+    # EXTENSION IF NOT EXISTS fails in the loser of a race, so it is under the lock too)
     conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
     try:
         _ensure_extension(conn, where)

@@ -38,7 +38,7 @@ class Session:
 
     Raises:
         StoreError: The server cannot be reached, the login fails, or the schema check
-            fails (see :func:`~.schema.ensure_schema`).
+            fails (see :func:`~surprise_memory.memory.store.postgres.schema.ensure_schema`).
 
     """
 

@@ -27,9 +27,10 @@ test suite runs on both):
   returned episode. A dropped connection (a server restart) is opened again on the next
   call.
 
-Where things are: :mod:`.schema` (tables, versions, migrations, the HNSW index),
-:mod:`.rows` (the row statements), :mod:`.search` (queries, exact and approximate),
-:mod:`.session` (the connection), :mod:`.writes` (the add's transaction).
+Where things are: :mod:`~surprise_memory.memory.store.postgres.schema` (tables, versions,
+migrations, the HNSW index), :mod:`~surprise_memory.memory.store.postgres.rows` (the row
+statements), :mod:`~surprise_memory.memory.store.postgres.search` (queries, exact and
+approximate), :mod:`.session` (the connection), :mod:`.writes` (the add's transaction).
 """
 
 from __future__ import annotations
@@ -57,11 +58,13 @@ from surprise_memory.memory.store.postgres.writes import commit_episode
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
     RetrievalHit,
+    check_frame_index,
     checked_import,
     checked_origin,
     new_episode,
     with_source,
 )
+from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.perception.frames import Frame
 
 __all__ = ["PostgresEpisodeStore"]
@@ -96,6 +99,12 @@ class PostgresEpisodeStore:
         self._config = config or StoreConfig()
         self._read_only = read_only
         self._session = Session(url, read_only=read_only)
+        try:
+            with self._session.reading("count episodes") as conn:
+                self._revision = rows.revision(conn)  # what refresh() compares with
+        except BaseException:
+            self._session.close()
+            raise
 
     # ----------------------------------------------------------------- properties
     @property
@@ -325,6 +334,45 @@ class PostgresEpisodeStore:
         with self._session.reading("list episodes") as conn:
             return rows.all_ids(conn)
 
+    def summaries(self, robot_id: str | None = None) -> list[EpisodeSummary]:
+        """Every episode (or ``robot_id``'s) in brief, in the order added (one statement).
+
+        Raises:
+            StoreError: The store is closed, or reading failed.
+
+        """
+        with self._session.reading("list episodes") as conn:
+            return rows.select_summaries(conn, robot_id)
+
+    def frame_jpeg(self, episode_id: str, index: int) -> bytes:
+        """One frame's JPEG bytes as stored (one row read; never re-encoded).
+
+        Raises:
+            InputError: ``index`` is not a frame of the episode.
+            StoreError: No such episode, or reading failed.
+
+        """
+        with self._session.reading(f"read frame {index} of {episode_id}") as conn:
+            seq = self._key(conn, episode_id)
+            index = check_frame_index(index, rows.frame_count(conn, seq), episode_id)
+            return rows.select_frame(conn, seq, index)
+
+    def refresh(self) -> bool:
+        """Whether episodes were added or removed since the previous call (or the open).
+
+        Every read goes to the database, so there is nothing to take in; this compares
+        the store's revision (episodes held, newest key), two index lookups.
+
+        Raises:
+            StoreError: The store is closed, or reading failed.
+
+        """
+        with self._session.reading("check for new episodes") as conn:
+            revision = rows.revision(conn)
+        changed = revision != self._revision
+        self._revision = revision
+        return changed
+
     def embeddings(self, episode_id: str) -> npt.NDArray[np.float32]:
         """The stored (unit-norm, float16-rounded) frame embeddings, (frames, D) float32.
 
@@ -338,8 +386,9 @@ class PostgresEpisodeStore:
     def retrieve(
         self, query: RetrievalQuery, *, include_images: bool = False
     ) -> list[RetrievalHit]:
-        """Answer a query: filters, then ranking, best first (see :mod:`.search`).
+        """Answer a query: filters, then ranking, best first.
 
+        The statements are built in :mod:`~surprise_memory.memory.store.postgres.search`.
         Arguments, return value and errors as
         :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.retrieve`.
         """

@@ -1,0 +1,144 @@
+"""The memory node's ``go_to_episode`` service from any rclpy program.
+
+:class:`GoToEpisodeClient` asks the memory node to send the robot to an episode (by id, or
+the best hit of a text/time/place query) and returns what it did as a
+:class:`~surprise_memory.agents.navigation_tool.NavigationResult`; a refusal raises
+:class:`~surprise_memory.memory.navigation.GoalRefusedError` with the node's reason. It is
+the :class:`~surprise_memory.agents.navigation_tool.Navigator` of the agent function
+``navigate_to_episode`` and what ``surprise-memory goto`` calls. Like
+:class:`~surprise_memory.agents.ros_client.EpisodicMemoryClient`, it calls from a private
+node, so it works from any callback of the host node.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rclpy.node import Node
+
+from surprise_memory.agents.navigation_tool import NavigationResult
+from surprise_memory.agents.ros_client import ServiceCaller
+from surprise_memory.errors import InputError
+from surprise_memory.memory.navigation import GoalRefusedError
+from surprise_memory.nodes.messages import ns_to_time, pose_from_msg, time_to_ns
+from surprise_memory.srv import GoToEpisode
+
+__all__ = ["GoToEpisodeClient", "result_from_response"]
+
+
+def result_from_response(response: GoToEpisode.Response) -> NavigationResult:
+    """A successful ``go_to_episode`` response in plain Python types."""
+    ep = response.episode
+    return NavigationResult(
+        episode_id=ep.id,
+        robot_id=ep.robot_id,
+        episode_stamp_ns=time_to_ns(ep.header.stamp),
+        episode_pose=pose_from_msg(ep.pose, ep.header.frame_id),
+        goal=pose_from_msg(response.goal.pose, response.goal.header.frame_id),
+        sent_via=response.sent_via,
+        message=response.message,
+    )
+
+
+class GoToEpisodeClient:
+    """Client of ``go_to_episode``, usable from any callback of the caller's node.
+
+    Args:
+        node: The host node (its context and namespace are used; nothing is added to it).
+        service: Name of the service; a relative name resolves in the host's namespace.
+        timeout: Seconds to wait for the service and its answer; the node itself waits
+            up to its ``goal_timeout_seconds`` for Nav2, so keep this longer.
+
+    """
+
+    def __init__(
+        self,
+        node: Node,
+        service: str = "/surprise_memory/go_to_episode",
+        timeout: float = 15.0,
+    ) -> None:
+        self._timeout = timeout
+        self._caller = ServiceCaller(node, GoToEpisode, service)
+
+    def go_to_episode(
+        self, episode_id: str, *, standoff_m: float | None = None, dry_run: bool = False
+    ) -> NavigationResult:
+        """Send the robot to an episode by id (the agent tool's :class:`Navigator` call).
+
+        Raises:
+            GoalRefusedError: The node sent no goal (its message says why).
+            ServiceTimeoutError: The node did not answer in time.
+
+        """
+        return self.go_to(episode_id=episode_id, standoff_m=standoff_m, dry_run=dry_run)
+
+    def go_to(
+        self,
+        *,
+        episode_id: str | None = None,
+        text: str | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        near: Sequence[float] | None = None,
+        near_frame: str | None = None,
+        radius: float | None = None,
+        robot_id: str | None = None,
+        allow_other_robots: bool = False,
+        standoff_m: float | None = None,
+        dry_run: bool = False,
+    ) -> NavigationResult:
+        """Send the robot to an episode: by id, or the best hit of the query fields.
+
+        Args:
+            episode_id: The episode (not with query fields).
+            text: What happened, in words (the node embeds it).
+            start: Earliest trigger stamp, int ns.
+            end: Latest trigger stamp, int ns.
+            near: (x, y, z) in metres, in ``near_frame``.
+            near_frame: Frame of ``near`` (None = the poses' frame).
+            radius: Metres around ``near`` (None = nearest first).
+            robot_id: Whose episodes (None = the node's robot).
+            allow_other_robots: Allow another robot's episode.
+            standoff_m: Metres short of the pose (None = the node's setting).
+            dry_run: Make the goal, send nothing.
+
+        Raises:
+            InputError: A field is invalid (nothing was sent to the node).
+            GoalRefusedError: The node sent no goal (its message says why).
+            ServiceTimeoutError: The node did not answer in time.
+
+        """
+        request = GoToEpisode.Request()
+        request.episode_id = episode_id or ""
+        request.text = text or ""
+        for name, value in (("start", start), ("end", end)):
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise InputError(f"{name}={value!r}: must be int nanoseconds >= 0")
+                setattr(request, name, ns_to_time(value))
+        if near is not None:
+            xyz = [float(v) for v in near]
+            if len(xyz) != 3 or not all(math.isfinite(v) for v in xyz):
+                raise InputError(f"near={near!r}: expected three finite numbers (x, y, z)")
+            request.use_location = True
+            request.location.x, request.location.y, request.location.z = xyz
+            request.location_frame = near_frame or ""
+            request.radius = float(radius or 0.0)
+        elif radius is not None or near_frame is not None:
+            raise InputError("radius and near_frame need near")
+        request.robot_id = robot_id or ""
+        request.allow_other_robots = bool(allow_other_robots)
+        if standoff_m is not None:
+            if not math.isfinite(standoff_m) or standoff_m < 0:
+                raise InputError(f"standoff_m={standoff_m!r}: must be a finite number >= 0")
+            request.standoff = float(standoff_m)
+        request.dry_run = bool(dry_run)
+        response = self._caller.call(request, self._timeout)
+        if not response.success:
+            raise GoalRefusedError(f"go_to_episode: no goal: {response.message}")
+        return result_from_response(response)
+
+    def destroy(self) -> None:
+        """Remove the service client and its private node (idempotent)."""
+        self._caller.destroy()

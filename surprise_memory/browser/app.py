@@ -1,0 +1,447 @@
+"""The memory browser's web application (Starlette): one page and the JSON it reads.
+
+Routes (all ``GET`` but the image search; nothing writes to the store, which is open
+read-only):
+
+* ``/``: the page (``static/index.html``; its script and style under ``/static``, shipped
+  with the package: nothing is fetched from elsewhere, so it works on a robot offline);
+* ``/api/store``: what the store is (backend, episodes, models; whether text and image
+  search can work, and why not);
+* ``/api/timeline``: every episode in brief, as columns (``?robot_id=`` for one robot);
+* ``/api/curve``: the per-frame surprise curve with tau, where ``process`` left ``scores.csv``;
+* ``/api/episodes/{id}``: one episode, with why it was kept;
+* ``/api/episodes/{id}/frames/{n}``: its frame n, the JPEG bytes as stored;
+* ``/api/search``: ``GET`` with ``text`` and/or filters (``start``, ``end``, ``near``,
+  ``near_frame``, ``radius``, ``robot_id``, ``k``), or ``POST`` with an image as the body
+  and the filters in the query string: the same retrieval as the CLI and the service;
+* ``/api/live``: server-sent events when episodes are added or evicted
+  (:mod:`~surprise_memory.browser.live`).
+
+A request the store cannot answer gets a JSON ``{"error": "..."}`` with a 4xx status
+(400 malformed, 404 unknown episode or frame, 413 upload too large), never a stack
+trace; a frame is read only by the store from the path it recorded, so no request can
+name a file. Responses forbid loading anything from another origin (Content Security
+Policy), and a server bound to the loopback answers only requests addressed to it (a
+web page elsewhere cannot reach it through a rebound DNS name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import ipaddress
+import logging
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from surprise_memory.browser.live import ChangeFeed, watch
+from surprise_memory.browser.run_notes import RunFiles, why_kept
+from surprise_memory.browser.views import episode_view, hit_views, search_query, timeline_columns
+from surprise_memory.config.browser import BrowserConfig
+from surprise_memory.errors import InputError, ModelLoadError, StoreError
+from surprise_memory.memory.query_embedder import check_text_queries, store_query_embedder
+from surprise_memory.memory.retrieval import EmbedderMismatchError
+from surprise_memory.memory.store import describe_location, is_postgres_url
+from surprise_memory.memory.store.interface import EpisodeStoreBackend
+from surprise_memory.memory.store.records import is_episode_id
+from surprise_memory.memory.store.summary import EpisodeSummary
+from surprise_memory.offline.report import time_origin_ns
+
+if TYPE_CHECKING:
+    from surprise_memory.perception.encoders import ImageTextEmbedder
+
+__all__ = ["STATIC_DIR", "Browser", "create_app"]
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+"""The page's HTML, script and style, installed with the package."""
+
+_LOG = logging.getLogger(__name__)
+
+_SECURITY_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'self'; img-src 'self' blob: data:; object-src 'none'; "
+        b"frame-ancestors 'none'; base-uri 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class _SecurityHeaders:
+    """ASGI middleware adding :data:`_SECURITY_HEADERS` to every HTTP response."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *_SECURITY_HEADERS]
+            await send(message)
+
+        await self._app(scope, receive, with_headers if scope["type"] == "http" else send)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": " ".join(message.split())}, status_code=status)
+
+
+class Browser:
+    """What the routes share: the store, its query model, its run files, the live feed.
+
+    Args:
+        store: The store, opened read-only.
+        location: Where it is (a folder or a ``postgresql://`` URI), for the page.
+        config: The server's settings.
+
+    """
+
+    def __init__(self, store: EpisodeStoreBackend, location: str, config: BrowserConfig) -> None:
+        self.store = store
+        self.config = config
+        self.location = describe_location(location)
+        self.backend = "postgresql" if is_postgres_url(location) else "folder"
+        folder = getattr(store, "path", None)
+        self.run_files = RunFiles(Path(folder) if folder is not None else None)
+        self.feed = ChangeFeed()
+        self._model_lock = threading.Lock()
+        self._model: ImageTextEmbedder | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timeline_cache: tuple[int, bytes] | None = None
+
+    # ----------------------------------------------------------------- helpers
+    def close_streams(self) -> None:
+        """End the pages' live streams; callable from any thread (e.g. a signal handler)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.feed.close)
+
+    def origin(self) -> int | None:
+        """The store's time origin (as the CLI and the report count from it)."""
+        return time_origin_ns(self.store)
+
+    def _embed(self, text: str | None, image: bytes | None) -> npt.NDArray[np.float32] | None:
+        """The query vector of a text or an image, by the store's own embedder (built once)."""
+        if text is None and image is None:
+            return None
+        # refuse what cannot be embedded before loading a model
+        if text is not None:
+            check_text_queries(self.store)
+        rgb = None if image is None else _decode_upload(image)
+        with self._model_lock:
+            if self._model is None or self._model.model_name != self.store.embedder_model:
+                self._model = store_query_embedder(
+                    self.store, self.config.query_device, text=text is not None
+                )
+            model = self._model
+        vectors = model.embed_images([rgb]) if rgb is not None else model.embed_text([str(text)])
+        query: npt.NDArray[np.float32] = vectors[0]
+        return query
+
+    def _held(self, episode_id: str) -> None:
+        """A 404 unless the store holds this episode (an id is never a path)."""
+        if not is_episode_id(episode_id) or episode_id not in self.store:
+            raise HTTPException(404, f"no episode {episode_id!r} in this store")
+
+    def _gone(self, episode_id: str) -> None:
+        """After a store error reading an episode: a 404 if it was evicted meanwhile."""
+        if episode_id not in self.store:
+            raise HTTPException(404, f"episode {episode_id!r} was evicted") from None
+
+    def search_capabilities(self) -> dict[str, Any]:
+        """Whether text and image queries can run on this store, and why not."""
+        text_reason = None
+        try:
+            check_text_queries(self.store)
+        except InputError as exc:
+            text_reason = str(exc)
+        has_episodes = self.store.embedder_model is not None
+        return {
+            "text": {"ok": text_reason is None, "reason": text_reason},
+            "image": {
+                "ok": has_episodes,
+                "reason": None if has_episodes else "the store has no episode yet",
+                "untrained": self.store.embedder_pretrained is False,
+            },
+        }
+
+    # ----------------------------------------------------------------- routes
+    def index(self, request: Request) -> Response:
+        """The page."""
+        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+    def store_info(self, request: Request) -> Response:
+        """What the store is, for the page's header."""
+        run = self.run_files.run()
+        origin = self.origin()
+        return JSONResponse(
+            {
+                "location": self.location,
+                "backend": self.backend,
+                "read_only": True,
+                "episodes": len(self.store),
+                "origin_ns": None if origin is None else str(origin),
+                "embedder": {
+                    "model": self.store.embedder_model,
+                    "pretrained": self.store.embedder_pretrained,
+                },
+                "search": self.search_capabilities(),
+                "untrained": bool(run and run.get("untrained"))
+                or self.store.embedder_pretrained is False,
+                "run": None if run is None else {"summary": run.get("summary") or {}},
+                "max_results_cap": self.store.config.max_results_cap,
+                "live_poll_seconds": self.config.live_poll_seconds,
+            }
+        )
+
+    def timeline(self, request: Request) -> Response:
+        """Every episode in brief, as columns (``?robot_id=``: one robot's, read now).
+
+        Every robot's, as the live feed last took them from the store, encoded once per
+        change: a page's first load does not wait for 10,000 episodes to be read and
+        encoded, and what changed since reaches it over the live stream.
+        """
+        robot = request.query_params.get("robot_id") or None
+        if robot is not None:
+            return JSONResponse(_timeline(self.store.summaries(robot), self.origin()))
+        version, summaries, origin = self.feed.snapshot()
+        cached = self._timeline_cache
+        if cached is None or cached[0] != version:
+            cached = (version, bytes(JSONResponse(_timeline(summaries, origin)).body))
+            self._timeline_cache = cached
+        return Response(cached[1], media_type="application/json")
+
+    def curve(self, request: Request) -> Response:
+        """The surprise curve of ``scores.csv`` (``{"available": false}`` without one)."""
+        curve = self.run_files.curve(self.origin())
+        if curve is None:
+            reason = (
+                "a database store keeps no per-frame scores"
+                if self.backend == "postgresql"
+                else "no scores.csv in the store folder (written by `surprise-memory process`)"
+            )
+            return JSONResponse({"available": False, "reason": reason})
+        return JSONResponse({"available": True, **curve})
+
+    def episode_info(self, request: Request) -> Response:
+        """One episode, with why it was kept."""
+        episode_id = request.path_params["episode_id"]
+        self._held(episode_id)
+        try:
+            rec = self.store.get(episode_id)
+        except StoreError:
+            self._gone(episode_id)
+            raise
+        origin = self.origin()
+        return JSONResponse(episode_view(rec, origin, why_kept(rec, self.run_files.run(), origin)))
+
+    def frame(self, request: Request) -> Response:
+        """One frame's JPEG, the bytes as stored."""
+        episode_id = request.path_params["episode_id"]
+        index = request.path_params["index"]
+        self._held(episode_id)
+        try:
+            if not index.isdigit():
+                raise InputError(f"frame {index!r} of episode {episode_id}: not a frame number")
+            data = self.store.frame_jpeg(episode_id, int(index))
+        except InputError as exc:  # not one of its frames
+            raise HTTPException(404, str(exc)) from None
+        except StoreError:
+            self._gone(episode_id)
+            raise
+        # an episode's frames never change: the browser may keep them
+        return Response(
+            data, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=86400"}
+        )
+
+    async def search(self, request: Request) -> Response:
+        """Retrieval by text, an uploaded image (POST body), time, place and robot."""
+        params = dict(request.query_params)
+        image = await self._upload(request) if request.method == "POST" else None
+        text = (params.get("text") or "").strip() or None
+        if text is not None and image is not None:
+            raise InputError("search by text or by image, not both at once")
+
+        def run() -> dict[str, Any]:
+            embedding = self._embed(text, image)
+            origin = self.origin()
+            query = search_query(
+                params,
+                origin,
+                max_results_cap=self.store.config.max_results_cap,
+                embedding=embedding,
+                embedder_model=None if embedding is None else self.store.embedder_model,
+            )
+            hits = self.store.retrieve(query)
+            if embedding is not None:
+                ranked = "image" if image is not None else "text"
+            else:
+                ranked = "distance" if query.near is not None else "time"
+            return {"ranked_by": ranked, "hits": hit_views(hits, origin)}
+
+        return JSONResponse(await run_in_threadpool(run))
+
+    async def _upload(self, request: Request) -> bytes:
+        """The request body, refused (413) beyond ``max_upload_bytes``, or empty (400)."""
+        limit = self.config.max_upload_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise HTTPException(413, f"the image is {declared} bytes; at most {limit} accepted")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HTTPException(413, f"the image is over {limit} bytes")
+            chunks.append(chunk)
+        if size == 0:
+            raise InputError("an image search needs the image as the request body")
+        return b"".join(chunks)
+
+    async def live(self, request: Request) -> Response:
+        """Server-sent events: episodes added and evicted (:mod:`~surprise_memory.browser.live`)."""
+        queue = self.feed.subscribe()
+        return StreamingResponse(
+            self.feed.stream(queue),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """Start from the store's episodes, watch it while serving, end the streams after."""
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self.store.refresh)
+        summaries = await asyncio.to_thread(self.store.summaries)
+        self.feed.reset(summaries, await asyncio.to_thread(self.origin))
+        task = asyncio.create_task(
+            watch(self.store, self.feed, self.config.live_poll_seconds, self.origin)
+        )
+        # a long recording's scores.csv takes seconds to read: not on the first page's time
+        warm = asyncio.create_task(asyncio.to_thread(self._warm_curve))
+        try:
+            yield
+        finally:
+            self.feed.close()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await warm
+
+    def _warm_curve(self) -> None:
+        """Read the store's per-frame scores once, so the first page finds them ready."""
+        try:
+            self.run_files.curve(self.origin())
+        except StoreError as exc:  # the page's request will say it again
+            _LOG.warning("cannot read the surprise curve: %s", exc)
+
+
+def _timeline(summaries: Sequence[EpisodeSummary], origin_ns: int | None) -> dict[str, Any]:
+    return {
+        "origin_ns": None if origin_ns is None else str(origin_ns),
+        "count": len(summaries),
+        **timeline_columns(summaries, origin_ns),
+    }
+
+
+def _decode_upload(data: bytes) -> npt.NDArray[np.uint8]:
+    """An uploaded image as (H, W, 3) uint8 RGB.
+
+    Raises:
+        InputError: Not an image Pillow can read, or one over Pillow's pixel limit.
+
+    """
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            return np.array(img.convert("RGB"), dtype=np.uint8)  # writable, as torch wants
+    except Image.DecompressionBombError:
+        raise InputError(f"the image has over {Image.MAX_IMAGE_PIXELS} pixels") from None
+    except (OSError, ValueError):
+        raise InputError("the upload is not an image that can be read (JPEG, PNG, ...)") from None
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def create_app(store: EpisodeStoreBackend, location: str, config: BrowserConfig) -> Starlette:
+    """The browser's application over an open (read-only) store.
+
+    Args:
+        store: The store, opened with ``read_only=True``.
+        location: Its folder or URI (shown on the page, password-free).
+        config: Host, live period, upload limit, query device.
+
+    Returns:
+        The ASGI application (``app.state.browser`` is its :class:`Browser`).
+
+    """
+    b = Browser(store, location, config)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        detail = exc.detail if exc.status_code != 404 or exc.detail != "Not Found" else None
+        return _error(exc.status_code, detail or f"nothing at {request.url.path}")
+
+    def handler(status: int) -> Callable[[Request, Exception], Awaitable[Response]]:
+        async def handle(request: Request, exc: Exception) -> Response:
+            return _error(status, str(exc))
+
+        return handle
+
+    async def internal(request: Request, exc: Exception) -> Response:
+        return _error(500, f"internal error ({type(exc).__name__}); see the server's log")
+
+    hosts = ["127.0.0.1", "localhost", "::1", "[::1]"] if _loopback(config.host) else ["*"]
+    app = Starlette(
+        routes=[
+            Route("/", b.index),
+            Route("/api/store", b.store_info),
+            Route("/api/timeline", b.timeline),
+            Route("/api/curve", b.curve),
+            Route("/api/episodes/{episode_id}", b.episode_info),
+            Route("/api/episodes/{episode_id}/frames/{index}", b.frame),
+            Route("/api/search", b.search, methods=["GET", "POST"]),
+            Route("/api/live", b.live),
+            Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
+        ],
+        middleware=[
+            Middleware(_SecurityHeaders),
+            Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
+        ],
+        exception_handlers={
+            HTTPException: http_error,
+            EmbedderMismatchError: handler(400),
+            InputError: handler(400),
+            ModelLoadError: handler(503),
+            StoreError: handler(500),
+            Exception: internal,
+        },
+        lifespan=b.lifespan,
+    )
+    app.state.browser = b
+    return app

@@ -1,0 +1,77 @@
+"""One episode in brief, as a listing shows it: :class:`EpisodeSummary`.
+
+What the memory browser's timeline and map need of every episode of a store, read by
+``summaries()`` of both backends from the same columns (:data:`SUMMARY_COLUMNS`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+__all__ = ["SUMMARY_COLUMNS", "EpisodeSummary"]
+
+
+class EpisodeSummary(NamedTuple):
+    """One episode in brief: what a listing needs to place it on a timeline and a map.
+
+    A named tuple, not a dataclass: a listing makes one per stored episode (10,000 and
+    more), and a tuple is made several times faster.
+
+    Attributes:
+        id: Episode id.
+        robot_id: The robot that recorded it.
+        stamp_ns: Trigger stamp, int ns.
+        surprise: Surprise s(t) of the trigger frame.
+        threshold: Gate threshold tau at the trigger (NaN when unknown).
+        pose_valid: Whether its pose is known.
+        x: Position in metres in ``pose_frame`` (0 without a pose).
+        y: Position in metres.
+        z: Position in metres.
+        pose_frame: The frame of its pose (e.g. ``map``; empty when unknown).
+
+    """
+
+    id: str
+    robot_id: str
+    stamp_ns: int
+    surprise: float
+    threshold: float
+    pose_valid: bool
+    x: float
+    y: float
+    z: float
+    pose_frame: str
+
+    @property
+    def position(self) -> tuple[float, float, float]:
+        """(x, y, z) in metres."""
+        return (self.x, self.y, self.z)
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> EpisodeSummary:
+        """From a row of the columns :data:`SUMMARY_COLUMNS` (a NULL threshold: unknown).
+
+        Both backends' drivers give the columns' Python types already (text, int, float);
+        only the NULL threshold and SQLite's 0/1 for a boolean need converting.
+        """
+        ep_id, robot, stamp, surprise, threshold, valid, x, y, z, frame = row
+        return cls(
+            ep_id,
+            robot,
+            stamp,
+            surprise,
+            math.nan if threshold is None else threshold,
+            bool(valid),
+            x,
+            y,
+            z,
+            frame,
+        )
+
+
+SUMMARY_COLUMNS = (
+    "id, robot_id, stamp_ns, surprise, threshold, pose_valid, pos_x, pos_y, pos_z, pose_frame_id"
+)
+"""The ``episodes`` columns :meth:`EpisodeSummary.from_row` reads, in order (both backends)."""

@@ -1,0 +1,205 @@
+"""The ``go_to_episode`` service inside a node: an episode to a Nav2 goal.
+
+:class:`NavigationPart` is created by :class:`~surprise_memory.nodes.memory_part.MemoryPart`,
+so ``memory_node`` and ``pipeline_node`` both serve it, on their store and with their
+embedder. The choice of the episode and the goal's geometry are the core's
+(:mod:`surprise_memory.memory.navigation`); here are the request, the node's clock, tf and
+the sending (:mod:`surprise_memory.nodes.goal_sender`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+
+from surprise_memory.config import ComponentConfig, NavigationConfig, settings_of
+from surprise_memory.errors import SurpriseMemoryError
+from surprise_memory.memory.navigation import (
+    GoalQuery,
+    GoalRefusedError,
+    NavigationGoal,
+    choose_episode,
+    goal_from_episode,
+)
+from surprise_memory.memory.store import EpisodeRecord, EpisodeStoreBackend
+from surprise_memory.memory.store.records import resolve_robot_id
+from surprise_memory.msg import Episode
+from surprise_memory.nodes.diagnostics import NodeStats
+from surprise_memory.nodes.goal_sender import GoalSender, TransformLookup, goal_msg
+from surprise_memory.nodes.messages import time_to_ns
+from surprise_memory.nodes.parameters import Applier
+from surprise_memory.perception.encoders import ImageTextEmbedder
+from surprise_memory.srv import GoToEpisode
+
+__all__ = ["NavigationPart", "goal_query_from_request"]
+
+
+class NavigationPart:
+    """Serves ``go_to_episode``: choose an episode, make its goal, send it to Nav2.
+
+    Each request is answered with the goal sent and how (``sent_via``), or
+    ``success=false`` and why not; the node keeps serving. Counted in the diagnostics:
+    ``goals_sent``, ``goals_refused`` (the request or the episode did not allow a goal, or
+    no navigator took it).
+
+    Args:
+        node: The host node.
+        stats: The host's counters.
+        store: The episode store.
+        embedder: Embeds text queries (refused while its weights are random).
+        embed_lock: Held while the embedder runs (the episode writer shares it).
+        episode_msg: Converts the chosen episode for the response.
+
+    """
+
+    def __init__(
+        self,
+        node: Any,
+        stats: NodeStats,
+        *,
+        store: EpisodeStoreBackend,
+        embedder: ImageTextEmbedder,
+        embed_lock: threading.Lock,
+        episode_msg: Callable[[EpisodeRecord], Episode],
+    ) -> None:
+        self._node = node
+        self._stats = stats
+        self._store = store
+        self._embedder = embedder
+        self._embed_lock = embed_lock
+        self._episode_msg = episode_msg
+
+    def setup(self, values: Mapping[str, Any]) -> None:
+        """Configure: the settings, the goal publisher or action client."""
+        self._config = NavigationConfig.from_mapping(values)
+        self._own_robot = resolve_robot_id(None, self._store.config.robot_id)
+        # the action's answers come in another group than the service's (which waits)
+        self._sender = GoalSender(self._node, self._config, ReentrantCallbackGroup())
+        self._stats.set(goal_via=self._sender.via)
+        self._stats.add_values(self._applied)
+
+    def appliers(self) -> dict[type[ComponentConfig], Applier]:
+        """Live changes (frame, stand-off, timeout; the transport and names are read-only)."""
+        return {NavigationConfig: self._apply}
+
+    def _apply(self, config: NavigationConfig) -> None:
+        self._config = config
+
+    def _applied(self) -> dict[str, object]:
+        """The writable settings as the next request uses them (``applied.<name>``)."""
+        writable = (s.name for s in settings_of(NavigationConfig) if not s.read_only)
+        return {f"applied.{name}": getattr(self._config, name) for name in writable}
+
+    def subscribe(self) -> None:
+        """Activate: ``go_to_episode`` served, in its own thread (it waits for Nav2)."""
+        self._node.create_service(
+            GoToEpisode,
+            "go_to_episode",
+            self._on_go_to_episode,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
+
+    def teardown(self) -> None:
+        """Cleanup: the action client (the node's lists hold the rest); let the model go."""
+        if "_sender" in self.__dict__:
+            self._sender.destroy()
+        self.__dict__.pop("_embedder", None)
+
+    def _on_go_to_episode(
+        self, request: GoToEpisode.Request, response: GoToEpisode.Response
+    ) -> GoToEpisode.Response:
+        config = self._config  # one request, one set of settings
+        try:
+            goal = self._goal(request, config, response)
+            response.goal = goal_msg(self._node, goal.pose)
+            if not request.dry_run:
+                response.sent_via = self._sender.send(response.goal, config.goal_timeout_seconds)
+        except Exception as exc:  # a bad request, or tf/Nav2 failing, never ends the node
+            response.success = False
+            response.sent_via = ""
+            response.message = str(exc)
+            if isinstance(exc, SurpriseMemoryError):
+                self._stats.count("goals_refused")
+            else:
+                response.message = f"{type(exc).__name__}: {exc}"
+                self._stats.reject("goal", response.message)
+            self._node.get_logger().warning(f"go_to_episode: no goal: {response.message}")
+            return response
+        response.success = True
+        ep = goal.episode
+        done = "dry run, not sent" if request.dry_run else f"sent via {response.sent_via}"
+        response.message = (
+            f"episode {ep.id} ({ep.robot_id}): goal ({goal.pose.x:.2f}, {goal.pose.y:.2f}, "
+            f"{goal.pose.z:.2f}) in {goal.pose.frame_id}, stand-off {goal.standoff_m:g} m; {done}"
+            + (f"; {goal.note}" if goal.note else "")
+        )
+        if not request.dry_run:
+            self._stats.count("goals_sent")
+        self._node.get_logger().info(f"go_to_episode: {response.message}")
+        return response
+
+    def _goal(
+        self, request: GoToEpisode.Request, config: NavigationConfig, response: Any
+    ) -> NavigationGoal:
+        embedding = None
+        if request.text:
+            if not self._embedder.pretrained:
+                raise GoalRefusedError(
+                    f"text query {request.text!r}: the node's embedder "
+                    f"{self._embedder.model_name!r} has random weights, so the text would pick "
+                    "an episode at random; give an episode_id, a time window or a place"
+                )
+            with self._embed_lock:
+                embedding = self._embedder.embed_text([request.text])[0]
+        query = goal_query_from_request(request, embedding, self._embedder.model_name)
+        now = self._node.get_clock().now().nanoseconds
+        episode = choose_episode(self._store, query, self._own_robot, now)
+        response.episode = self._episode_msg(episode)
+        transform, note = None, ""
+        frame = episode.pose.frame_id
+        if episode.pose_valid and frame and frame != config.navigation_frame:
+            with TransformLookup(self._node) as tf:  # tf heard only while needed
+                transform, note = tf.lookup(
+                    config.navigation_frame, frame, episode.stamp_ns, config.goal_timeout_seconds
+                )
+        standoff = config.goal_standoff_meters if request.standoff < 0 else request.standoff
+        return goal_from_episode(
+            episode,
+            config.navigation_frame,
+            transform=transform,
+            standoff_m=standoff,
+            own_robot=self._own_robot,
+            allow_other_robots=request.allow_other_robots,
+            now_ns=now,
+            note=note,
+        )
+
+
+def goal_query_from_request(
+    request: GoToEpisode.Request, embedding: Any, embedder_model: str
+) -> GoalQuery:
+    """The core's :class:`GoalQuery` from a request (zero and empty fields = not given).
+
+    Args:
+        request: The service request.
+        embedding: The request's text, embedded (None without text).
+        embedder_model: The model that embedded it.
+
+    """
+    loc = request.location
+    use_location = request.use_location
+    return GoalQuery(
+        episode_id=request.episode_id or None,
+        embedding=embedding,
+        embedder_model=embedder_model if embedding is not None else None,
+        start_ns=time_to_ns(request.start) or None,
+        end_ns=time_to_ns(request.end) or None,
+        near=(loc.x, loc.y, loc.z) if use_location else None,
+        near_frame=(request.location_frame or None) if use_location else None,
+        radius_m=float(request.radius) if use_location and request.radius != 0 else None,
+        robot_id=request.robot_id or None,
+        allow_other_robots=request.allow_other_robots,
+    )
