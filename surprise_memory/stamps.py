@@ -50,6 +50,8 @@ def split_ns(ns: int) -> tuple[int, int]:
 
 _REL_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?s?$")
 _NS_RE = re.compile(r"^\d+ns$")
+# Python 3.10's datetime.fromisoformat reads a fraction of 3 or 6 digits only, and no "Z"
+_ISO_FRACTION_RE = re.compile(r"(\d{2}:\d{2}:\d{2})[.,](\d+)")
 
 
 def parse_time(text: str, origin_ns: int | None) -> int:
@@ -71,7 +73,7 @@ def parse_time(text: str, origin_ns: int | None) -> int:
             raise InputError(f"time {text!r} is relative, but the store has no episode yet")
         return origin_ns + seconds_to_ns(float(value.rstrip("s")))
     try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        when = datetime.fromisoformat(_iso_for_fromisoformat(value))
     except ValueError:
         raise InputError(
             f"time {text!r}: expected seconds from the recording start (12.5), nanoseconds "
@@ -82,3 +84,13 @@ def parse_time(text: str, origin_ns: int | None) -> int:
         raise InputError(f"time {text!r}: an ISO 8601 time needs a zone (Z or +01:00)")
     seconds = int(when.timestamp())
     return seconds * NS_PER_SECOND + when.microsecond * 1000
+
+
+def _iso_for_fromisoformat(value: str) -> str:
+    """ISO 8601 as Python 3.10's ``fromisoformat`` reads it.
+
+    "Z" becomes "+00:00" and the fraction is padded or cut to microseconds, as Python
+    3.11+ does by itself.
+    """
+    value = value.replace("Z", "+00:00")
+    return _ISO_FRACTION_RE.sub(lambda m: f"{m[1]}.{(m[2] + '00000')[:6]}", value, count=1)

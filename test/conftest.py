@@ -11,7 +11,16 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # DDS discovery on loopback only, and a domain of this run's own so that concurrent runs
 # (or a robot on the same host) never see each other's topics. Child processes inherit it.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+if os.environ.get("ROS_DISTRO") == "humble":  # Humble ignores the line above
+    os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 232)))
 
+# `pytest --ros-free`: the tests that need no ROS 2 (the robot stage, tools/test_robot.sh);
 # the store's two backends and a real PostgreSQL server, for the tests that ask for them
+from ros_free import (  # noqa: F401
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_ignore_collect,
+    pytest_report_collectionfinish,
+)
 from store_backends import backend, new_location, pg_server, pg_url, store_location  # noqa: F401

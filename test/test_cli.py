@@ -10,9 +10,9 @@ import json
 import os
 import pickle
 import shutil
+import site
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -230,9 +230,9 @@ def test_eval_gebd_on_a_tiny_fixture(tmp_path: Path) -> None:
 def test_pip_install_gives_the_command(tmp_path: Path) -> None:
     """A wheel built from the sources holds the package, its data and the console script.
 
-    Installed (``--no-deps``) into a fresh venv whose site-packages reaches the project
-    venv's only through a ``.pth`` appended *after* its own (for torch & co., which a test
-    must not download), ``surprise-memory --help`` runs from the wheel's copy.
+    Installed (``--no-deps``) into a fresh venv whose site-packages reaches this
+    interpreter's only through a ``.pth`` appended *after* its own (for torch & co., which a
+    test must not download), ``surprise-memory --help`` runs from the wheel's copy.
     """
     src = tmp_path / "src"
     src.mkdir()
@@ -290,7 +290,9 @@ def test_pip_install_gives_the_command(tmp_path: Path) -> None:
         text=True,
         check=True,
     ).stdout.strip()
-    (Path(purelib) / "zz_project_venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # every site folder of this interpreter: a robot's venv (--system-site-packages) takes
+    # numpy & co. from the system's dist-packages, not from its own purelib
+    (Path(purelib) / "zz_project_venv.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     cmd = venv / "bin" / "surprise-memory"
     assert cmd.is_file()
     proc = subprocess.run(
@@ -315,6 +317,7 @@ def test_pip_install_gives_the_command(tmp_path: Path) -> None:
     assert where.startswith(str(venv)), where
 
 
+@pytest.mark.ros  # the colcon install: the main stage only
 def test_the_command_is_on_path_in_the_colcon_install() -> None:
     # issue 12, item 12: after `source install/setup.bash` (tools/activate.sh) the README's
     # `surprise-memory ...` lines work as written

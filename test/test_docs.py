@@ -73,6 +73,7 @@ def _section(page_html: str, anchor: str) -> str:
 
 
 @pytest.mark.parametrize("node", list(NODE_CONFIGS))
+@pytest.mark.ros  # the API pages import the nodes (rclpy): the main stage only
 def test_the_parameter_page_lists_every_parameter_of_each_node(site: Path, node: str) -> None:
     page = (site / "reference" / "parameters.html").read_text(encoding="utf-8")
     section = _section(page, node.replace("_", "-"))
@@ -85,12 +86,14 @@ def test_the_parameter_page_lists_every_parameter_of_each_node(site: Path, node:
         assert repr(spec.default) in html.unescape(re.sub(r"<[^>]+>", "", row)), spec.name
 
 
+@pytest.mark.ros  # the API pages import the nodes (rclpy): the main stage only
 def test_every_component_config_is_documented(site: Path) -> None:
     text = _text(site / "reference" / "parameters.html")
     for cls in ALL_CONFIGS:
         assert cls.__name__ in text
 
 
+@pytest.mark.ros  # the API pages import the nodes (rclpy): the main stage only
 def test_the_cli_page_is_the_parsers_help(site: Path) -> None:
     text = _text(site / "reference" / "cli.html")
     parser = build_parser()
@@ -102,6 +105,7 @@ def test_the_cli_page_is_the_parsers_help(site: Path) -> None:
                 assert option in text, (command, option)
 
 
+@pytest.mark.ros  # the API pages import the nodes (rclpy): the main stage only
 def test_the_interfaces_page_has_every_definition(site: Path) -> None:
     text = _text(site / "reference" / "interfaces.html")
     for path in [*ROOT.glob("msg/*.msg"), *ROOT.glob("srv/*.srv")]:
@@ -110,6 +114,7 @@ def test_the_interfaces_page_has_every_definition(site: Path) -> None:
         assert first.strip() in text, path.name
 
 
+@pytest.mark.ros  # the API pages import the nodes (rclpy): the main stage only
 def test_every_module_has_an_api_page(site: Path) -> None:
     modules = surprise_memory_docs.api_modules()
     assert "surprise_memory.surprise.gate" in modules
@@ -145,6 +150,7 @@ def _chromium_dom(url: str, profile: Path) -> str:
     return proc.stdout
 
 
+@pytest.mark.ros  # the API pages import the nodes (rclpy): the main stage only
 def test_the_site_in_headless_chromium(site: Path, tmp_path: Path) -> None:
     index = _chromium_dom((site / "index.html").as_uri(), tmp_path / "p1")
     assert "<title>surprise_memory" in index

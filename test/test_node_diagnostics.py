@@ -18,6 +18,7 @@ from typing import Any
 
 import rclpy
 import synthetic_frames as sf
+import torch
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.node import Node
@@ -94,6 +95,9 @@ def test_killed_encoder_makes_the_scorer_warn_no_encoder(tmp_path: Path) -> None
                 i += 1
                 assert i < 40 * sf.FPS, monitor.status
             assert monitor.status["encoder_node"].message == "encoder weights are untrained"
+            # the README's check that the GPU is used: encoder_device auto -> what torch sees
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            assert monitor.values("encoder_node")["device"] == device
             assert spin_until(node, lambda: len(embeddings) > 0, 30.0)
             # the scorer hears the encoder: it says the embeddings are untrained, not missing
             assert spin_until(

@@ -39,7 +39,7 @@ pip_install() {
 }
 pip_install --upgrade pip
 # torch first and pinned: an unpinned torch pulled in by another package is a multi-GB download
-pip_install torch==2.14.1 torchvision==0.29.1
+pip_install -r "$ROOT/requirements/torch.txt"
 pip_install -c "$ROOT/requirements/constraints.txt" \
   -r "$ROOT/requirements/ros-kilted.txt" -r "$ROOT/requirements/ml.txt" \
   -r "$ROOT/requirements/store.txt" -r "$ROOT/requirements/browser.txt" \

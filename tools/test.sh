@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command (`make test`, also .ci/run): set up the venv, colcon build,
-# lint and type-check, then run the whole test suite against the colcon install.
+# lint and type-check, then run the whole test suite against the colcon install; then the
+# robot stage (tools/test_robot.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -31,4 +32,14 @@ fi
 echo "== pytest ($(command -v pytest))"
 # `pytest`, not `python -m pytest`: the latter puts the repo root on sys.path, and the source
 # tree (which lacks the generated msg/srv modules) would shadow the colcon install.
-pytest "$@"
+main=0
+pytest "$@" || main=$?
+# The robot stage (a robot's system Python with apt's numpy 1.x, the README's robot set-up,
+# the ROS-free tests): after the main suite, so that both report even when one fails; only
+# on a full run (with arguments, the caller chose which tests to run).
+robot=0
+if [[ $# -eq 0 ]]; then
+  echo "== robot stage (tools/test_robot.sh)"
+  bash "$ROOT/tools/test_robot.sh" || robot=$?
+fi
+exit $((main != 0 ? main : robot))

@@ -15,12 +15,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.clock import Clock
-from rclpy.clock_type import ClockType
 from rclpy.node import Node
 
 from surprise_memory.config import NodeConfig
 from surprise_memory.health import Finding, InputWatch, Level, PeriodCounts, summarize
+from surprise_memory.nodes.clock import steady_clock
 
 __all__ = ["HealthCheck", "NodeStats"]
 
@@ -60,7 +59,7 @@ class NodeStats:
         self.message = "starting"
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
         # wall time: with use_sim_time the counters must still come when a bag has ended
-        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        steady = steady_clock()
         self._timer = node.create_timer(self._period_s, self.publish, clock=steady)
 
     def count(self, key: str, n: int = 1) -> int:

@@ -100,6 +100,7 @@ class EncoderPart:
         self._stats.set(
             model=self._encoder.model_name,
             pretrained=str(self._encoder.pretrained),
+            device=str(self._encoder.device),  # the README's check that a robot uses its GPU
             latency_mean_ms="",
             latency_p95_ms="",
             batch_max="0",

@@ -4,8 +4,8 @@
 ``pipeline_node`` (frames and events handed over in memory). Either way it publishes
 ``episodes`` (and, through :class:`~surprise_memory.nodes.episode_display.EpisodeDisplay`,
 ``episode_markers`` and ``episode_preview/compressed``) and serves ``retrieve_episodes``
-(and, through its :class:`~surprise_memory.nodes.navigation_part.NavigationPart`,
-``go_to_episode``).
+(:class:`~surprise_memory.nodes.retrieval_part.RetrievalPart`) and ``go_to_episode``
+(:class:`~surprise_memory.nodes.navigation_part.NavigationPart`).
 """
 
 from __future__ import annotations
@@ -13,16 +13,11 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, cast
 
-import numpy as np
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.clock import Clock
-from rclpy.clock_type import ClockType
 from sensor_msgs.msg import CompressedImage, Image
 
-from surprise_memory.agents.tool import canonical_model_name
 from surprise_memory.config import (
     CameraConfig,
     ComponentConfig,
@@ -31,7 +26,7 @@ from surprise_memory.config import (
     EpisodeConfig,
     StoreConfig,
 )
-from surprise_memory.errors import InputError, SurpriseMemoryError
+from surprise_memory.errors import SurpriseMemoryError
 from surprise_memory.health import (
     Finding,
     Level,
@@ -44,66 +39,32 @@ from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import (
     EpisodeRecord,
-    RetrievalHit,
     describe_location,
     open_store,
 )
 from surprise_memory.memory.writer import EpisodeWriter
 from surprise_memory.msg import Episode, SurpriseEvent
+from surprise_memory.nodes.clock import steady_clock
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.episode_display import EpisodeDisplay
-from surprise_memory.nodes.messages import (
-    jpeg_msgs,
-    ns_to_time,
-    pose_from_msg,
-    pose_to_msg,
-    time_to_ns,
-)
+from surprise_memory.nodes.messages import episode_to_msg, pose_from_msg, time_to_ns
 from surprise_memory.nodes.navigation_part import NavigationPart
 from surprise_memory.nodes.parameters import Applier
 from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable
+from surprise_memory.nodes.retrieval_part import RetrievalPart
 from surprise_memory.nodes.runtime import frame_from_msg
 from surprise_memory.perception.encoders import ImageTextEmbedder
 from surprise_memory.perception.frames import (
     CompressedFrame,
     Frame,
     compressed_frame_from_msg,
-    rgb_from_image_msg,
 )
-from surprise_memory.srv import RetrieveEpisodes
 from surprise_memory.surprise.gate import SurpriseTrigger
 
-__all__ = ["MemoryPart", "episode_to_msg", "query_from_request"]
+__all__ = ["MemoryPart"]
 
 _PENDING_EPISODES = 32  # episodes waiting for the embedder; more means it cannot keep up
 _CLOSE_TIMEOUT_S = 45.0  # shutdown's wait for pending episodes (launch: sigterm_timeout 60 s)
-
-
-def episode_to_msg(record: EpisodeRecord, jpegs: Sequence[bytes] = ()) -> Episode:
-    """A stored episode as a surprise_memory/Episode message.
-
-    Args:
-        record: The episode.
-        jpegs: Its stored JPEG bytes, one per frame, sent as they are (``CompressedImage``,
-            format ``jpeg``, each with its frame's stamp); empty = no images.
-
-    """
-    msg = Episode(
-        id=record.id,
-        robot_id=record.robot_id,
-        start=ns_to_time(record.start_ns),
-        end=ns_to_time(record.end_ns),
-        pose=pose_to_msg(record.pose),
-        pose_valid=record.pose_valid,
-        surprise=record.surprise,
-        threshold=record.threshold,
-        frame_stamps=[ns_to_time(t) for t in record.frame_stamps_ns],
-        frame_uris=list(record.frame_paths),
-    )
-    msg.header.stamp = ns_to_time(record.stamp_ns)
-    msg.header.frame_id = record.pose.frame_id
-    msg.frames = jpeg_msgs(jpegs, record.frame_stamps_ns, record.pose.frame_id)
-    return msg
 
 
 class MemoryPart:
@@ -152,7 +113,7 @@ class MemoryPart:
         self._display = EpisodeDisplay(self._node, self._stats, self._store, display)
         self._display.show_store()
         # fires on wall time; compares with the node's clock (sim time during a bag replay)
-        self._node.create_timer(1.0, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._node.create_timer(1.0, self._on_timer, clock=steady_clock())
         self._writer: EpisodeWriter[EpisodeFrames, EpisodeRecord] = EpisodeWriter(
             self._store_episode,
             on_done=self._on_stored,
@@ -161,13 +122,15 @@ class MemoryPart:
         )
         self._stats.add_check(self._health)
         self._stats.add_values(self._applied)
+        self._retrieval = RetrievalPart(
+            self._node, self._stats, self._store, self._embedder, self._embed_lock
+        )
         self._navigation = NavigationPart(
             self._node,
             self._stats,
             store=self._store,
             embedder=self._embedder,
             embed_lock=self._embed_lock,
-            episode_msg=episode_to_msg,
         )
         self._navigation.setup(values)  # go_to_episode: an episode as a Nav2 goal
         self._node.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
@@ -183,16 +146,8 @@ class MemoryPart:
         }
 
     def subscribe(self) -> None:
-        """Activate: retrievals served."""
-        # queries (which may run the text/image tower) in their own group and thread, so a
-        # retrieval never holds up the camera callback; the store and the embedder lock
-        # make the two safe together
-        self._node.create_service(
-            RetrieveEpisodes,
-            "retrieve_episodes",
-            self._on_retrieve,
-            callback_group=MutuallyExclusiveCallbackGroup(),
-        )
+        """Activate: retrievals and goals served."""
+        self._retrieval.subscribe()
         self._navigation.subscribe()
 
     def teardown(self) -> None:
@@ -348,39 +303,6 @@ class MemoryPart:
             encoder_pretrained=encoder_pretrained,
         )
 
-    # --- retrieval (executor thread) ---
-    def _on_retrieve(
-        self, request: RetrieveEpisodes.Request, response: RetrieveEpisodes.Response
-    ) -> RetrieveEpisodes.Response:
-        response.interface_version = RetrieveEpisodes.Request.INTERFACE_VERSION
-        try:
-            hits = self._store.retrieve(
-                query_from_request(request, self._embedder, self._embed_lock),
-                include_images=request.include_images,
-            )
-            for hit in hits:  # the stored JPEGs as they are: no decoding, no raw rgb8
-                response.episodes.append(episode_to_msg(hit.episode, hit.jpegs))
-                response.scores.append(_hit_score(hit))
-        except Exception as exc:  # a bad query or a torch error never ends the node
-            response.success = False
-            response.episodes, response.scores = [], []
-            response.message = str(exc)
-            if isinstance(exc, SurpriseMemoryError):
-                self._stats.count("retrievals_refused")
-            else:
-                response.message = f"{type(exc).__name__}: {exc}"
-                self._stats.reject("retrieval", response.message)
-            return response
-        origin = self._store.origin_ns
-        if origin is not None:
-            response.origin = ns_to_time(origin)
-        response.success = True
-        response.message = f"{len(hits)} episode(s)"
-        if (request.text or request.image.width) and not self._embedder.pretrained:
-            response.message += " (untrained embedder: similarity scores are not meaningful)"
-        self._stats.count("retrievals")
-        return response
-
     def flush(self) -> None:
         """Store the episodes still pending (end of a bag), then close the store.
 
@@ -407,68 +329,3 @@ class MemoryPart:
                 f"{not_stored} episode(s) not stored within {_CLOSE_TIMEOUT_S:.0f} s of shutdown"
             )
         self._store.close()
-
-
-def query_from_request(
-    request: RetrieveEpisodes.Request, embedder: ImageTextEmbedder, embed_lock: threading.Lock
-) -> RetrievalQuery:
-    """A validated core query from a service request (zero fields = not given).
-
-    A query embedding from the caller ranks as it is (its model must be the store's);
-    else ``text`` or ``image`` is embedded here with the node's embedder (under
-    ``embed_lock``: the episode writer uses the same model).
-
-    Raises:
-        InputError: The request mixes query kinds or names an unknown pretrained flag.
-
-    """
-    has_image = bool(request.image.width or request.image.height or request.image.data)
-    if len(request.embedding) and has_image:
-        raise InputError("give a query embedding or an image query, not both")
-    if request.text and has_image:
-        raise InputError("give a text or an image query, not both")
-    embedding = None
-    model: str | None = embedder.model_name
-    pretrained: bool | None = embedder.pretrained
-    if len(request.embedding):
-        embedding = np.asarray(request.embedding, dtype=np.float32)
-        model = canonical_model_name(request.embedding_model)
-        pretrained = _PRETRAINED.get(request.embedding_pretrained)
-        if request.embedding_pretrained not in _PRETRAINED:
-            raise InputError(
-                f"embedding_pretrained={request.embedding_pretrained}: expected one of "
-                f"{sorted(_PRETRAINED)} (UNKNOWN, TRUE, FALSE)"
-            )
-    elif request.text:
-        with embed_lock:
-            embedding = embedder.embed_text([request.text])[0]
-    elif has_image:
-        rgb = rgb_from_image_msg(request.image)
-        with embed_lock:
-            embedding = embedder.embed_images([rgb])[0]
-    loc = request.location
-    return RetrievalQuery(
-        embedding=embedding,
-        embedder_model=model if embedding is not None else None,
-        embedder_pretrained=pretrained if embedding is not None else None,
-        start_ns=time_to_ns(request.start) or None,
-        end_ns=time_to_ns(request.end) or None,
-        near=(loc.x, loc.y, loc.z) if request.use_location else None,
-        near_frame=request.location_frame or None if request.use_location else None,
-        radius_m=request.radius if request.use_location and request.radius != 0 else None,
-        max_results=request.max_results or None,
-        robot_id=request.robot_id or None,
-    )
-
-
-_PRETRAINED = {
-    RetrieveEpisodes.Request.PRETRAINED_UNKNOWN: None,
-    RetrieveEpisodes.Request.PRETRAINED_TRUE: True,
-    RetrieveEpisodes.Request.PRETRAINED_FALSE: False,
-}
-
-
-def _hit_score(hit: RetrievalHit) -> float:
-    if hit.score is not None:
-        return hit.score
-    return hit.distance_m if hit.distance_m is not None else 0.0

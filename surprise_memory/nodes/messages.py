@@ -9,9 +9,12 @@ from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Pose as PoseMsg
 
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.store import EpisodeRecord
+from surprise_memory.msg import Episode
 from surprise_memory.stamps import split_ns, stamp_to_ns
 
 __all__ = [
+    "episode_to_msg",
     "image_msg_from_rgb",
     "jpeg_msgs",
     "ns_to_time",
@@ -81,3 +84,30 @@ def jpeg_msgs(jpegs: Sequence[bytes], stamps_ns: Sequence[int], frame_id: str) -
         image.header.frame_id = frame_id
         out.append(image)
     return out
+
+
+def episode_to_msg(record: EpisodeRecord, jpegs: Sequence[bytes] = ()) -> Episode:
+    """A stored episode as a surprise_memory/Episode message.
+
+    Args:
+        record: The episode.
+        jpegs: Its stored JPEG bytes, one per frame, sent as they are (``CompressedImage``,
+            format ``jpeg``, each with its frame's stamp); empty = no images.
+
+    """
+    msg = Episode(
+        id=record.id,
+        robot_id=record.robot_id,
+        start=ns_to_time(record.start_ns),
+        end=ns_to_time(record.end_ns),
+        pose=pose_to_msg(record.pose),
+        pose_valid=record.pose_valid,
+        surprise=record.surprise,
+        threshold=record.threshold,
+        frame_stamps=[ns_to_time(t) for t in record.frame_stamps_ns],
+        frame_uris=list(record.frame_paths),
+    )
+    msg.header.stamp = ns_to_time(record.stamp_ns)
+    msg.header.frame_id = record.pose.frame_id
+    msg.frames = jpeg_msgs(jpegs, record.frame_stamps_ns, record.pose.frame_id)
+    return msg

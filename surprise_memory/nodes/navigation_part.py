@@ -10,7 +10,7 @@ the sending (:mod:`surprise_memory.nodes.goal_sender`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -24,12 +24,11 @@ from surprise_memory.memory.navigation import (
     choose_episode,
     goal_from_episode,
 )
-from surprise_memory.memory.store import EpisodeRecord, EpisodeStoreBackend
+from surprise_memory.memory.store import EpisodeStoreBackend
 from surprise_memory.memory.store.records import resolve_robot_id
-from surprise_memory.msg import Episode
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.goal_sender import GoalSender, TransformLookup, goal_msg
-from surprise_memory.nodes.messages import time_to_ns
+from surprise_memory.nodes.messages import episode_to_msg, time_to_ns
 from surprise_memory.nodes.parameters import Applier
 from surprise_memory.perception.encoders import ImageTextEmbedder
 from surprise_memory.srv import GoToEpisode
@@ -51,7 +50,6 @@ class NavigationPart:
         store: The episode store.
         embedder: Embeds text queries (refused while its weights are random).
         embed_lock: Held while the embedder runs (the episode writer shares it).
-        episode_msg: Converts the chosen episode for the response.
 
     """
 
@@ -63,14 +61,12 @@ class NavigationPart:
         store: EpisodeStoreBackend,
         embedder: ImageTextEmbedder,
         embed_lock: threading.Lock,
-        episode_msg: Callable[[EpisodeRecord], Episode],
     ) -> None:
         self._node = node
         self._stats = stats
         self._store = store
         self._embedder = embedder
         self._embed_lock = embed_lock
-        self._episode_msg = episode_msg
 
     def setup(self, values: Mapping[str, Any]) -> None:
         """Configure: the settings, the goal publisher or action client."""
@@ -157,7 +153,7 @@ class NavigationPart:
         query = goal_query_from_request(request, embedding, self._embedder.model_name)
         now = self._node.get_clock().now().nanoseconds
         episode = choose_episode(self._store, query, self._own_robot, now)
-        response.episode = self._episode_msg(episode)
+        response.episode = episode_to_msg(episode)
         transform, note = None, ""
         frame = episode.pose.frame_id
         if episode.pose_valid and frame and frame != config.navigation_frame:

@@ -75,7 +75,7 @@ class SurpriseScorer:
 
         A read-only view (empty before the first embedding); copy it to keep it.
         """
-        view = self._mean.view()
+        view: npt.NDArray[np.float64] = self._mean.view()
         view.flags.writeable = False
         return view
 

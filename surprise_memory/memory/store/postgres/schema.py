@@ -48,7 +48,7 @@ from psycopg import sql
 from surprise_memory.errors import StoreError
 
 if TYPE_CHECKING:
-    from typing import LiteralString  # Python 3.11+, only for the type checker
+    from typing_extensions import LiteralString  # typing's from Python 3.11 (we run on 3.10)
 
 __all__ = [
     "MIGRATIONS",

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The robot set-up step (README "On a robot"): a virtual environment over the robot's own
+# Python for the packages rosdep does not have, the way ROS 2's docs add such packages.
+# Nothing is installed into the system Python.
+#
+#   cd ~/ros2_ws && bash src/surprise_memory/tools/setup_robot.sh venv
+#
+# * The venv (here ~/ros2_ws/venv) is made with --system-site-packages, so rclpy, the
+#   messages and cv_bridge from /opt/ros and the apt packages (python3-numpy, -yaml, -pil,
+#   -matplotlib, -opencv: rosdep's keys of package.xml) stay visible; a COLCON_IGNORE in it
+#   keeps colcon from crawling it as part of the workspace.
+# * A constraints file made now from what the interpreter already has keeps the system's
+#   numpy (ROS 2's compiled modules from apt are built against numpy 1.x) and, where the
+#   robot has one, its torch and torchvision (a Jetson's NVIDIA build); where it has none,
+#   the pins of requirements/torch.txt are installed. It stays in the venv as
+#   surprise_memory-constraints.txt: pass it (-c) to anything installed there later.
+# * Then the package's ranges (setup.cfg) go in under those constraints; what was kept and
+#   what was installed is printed.
+#
+# The Python: $ROBOT_PYTHON, default /usr/bin/python3, the one ROS 2 from apt runs on (3.10
+# on Ubuntu 22.04 and JetPack 6, 3.12 on 24.04). Run it again after an apt upgrade or a
+# change of setup.cfg: it redoes the install only when one of them changed.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${ROBOT_PYTHON:-/usr/bin/python3}"
+if [[ $# -ne 1 || "$1" == -* ]]; then
+  echo "usage: bash tools/setup_robot.sh VENV_DIR   (the README: cd ~/ros2_ws, then ... venv)" >&2
+  exit 2
+fi
+VENV="$(realpath -m "$1")"
+CONSTRAINTS="$VENV/surprise_memory-constraints.txt"
+STAMP="$VENV/.surprise_memory_robot_setup"
+
+pyver="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+case "$pyver" in
+  3.10|3.11|3.12) ;;
+  *) echo "setup_robot: $PYTHON is Python $pyver; supported: 3.10-3.12." >&2; exit 1 ;;
+esac
+ci_venv="${SURPRISE_MEMORY_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/surprise_memory/venv}"
+if [[ "$VENV" == "$(realpath -m "$ci_venv")" ]]; then
+  echo "setup_robot: $VENV is the project's CI venv (tools/setup_venv.sh); choose another folder." >&2
+  exit 1
+fi
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  echo "setup_robot: creating $VENV (Python $pyver at $PYTHON, with its system packages)"
+  "$PYTHON" -m venv --system-site-packages "$VENV" || {
+    echo "setup_robot: no venv module here (Debian/Ubuntu: sudo apt install python3-venv)" >&2
+    exit 1
+  }
+fi
+touch "$VENV/COLCON_IGNORE"
+py="$VENV/bin/python"
+
+# redo the install when the ranges, the pins, these scripts or the system's numpy/torch
+# (an apt upgrade) changed; otherwise only report
+have="$("$py" -c 'from importlib import metadata as m
+for n in ("numpy", "torch", "torchvision"):
+    try: print(n, m.version(n))
+    except m.PackageNotFoundError: print(n, "none")')"
+want="$(cat "$ROOT/setup.cfg" "$ROOT/requirements/torch.txt" "$ROOT/tools/setup_robot.sh" \
+  "$ROOT/tools/robot_env.py" <(echo "$have") | sha256sum | cut -d' ' -f1)"
+if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
+  mapfile -t requirements < <("$py" "$ROOT/tools/robot_env.py" plan --setup-cfg "$ROOT/setup.cfg" \
+    --torch-pins "$ROOT/requirements/torch.txt" --constraints "$CONSTRAINTS")
+  echo "setup_robot: constraints ($CONSTRAINTS):"
+  sed 's/^/  /' "$CONSTRAINTS"
+  echo "setup_robot: installing into $VENV: ${requirements[*]}"
+  # pip's default upgrade strategy (only-if-needed) keeps every system package that meets
+  # its range; this machine's pip config may name local index folders that lack packages,
+  # which pip warns about once per package
+  "$py" -m pip --disable-pip-version-check install -q -c "$CONSTRAINTS" "${requirements[@]}" 2>&1 \
+    | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
+  echo "$want" > "$STAMP"
+fi
+"$py" "$ROOT/tools/robot_env.py" report --setup-cfg "$ROOT/setup.cfg"
+
+# --- Middleware settings for large frames: RESERVED for issue 20 (Fast DDS shared memory and
+# socket buffers for raw camera images). A robot runs this step before it launches, so they
+# go here once issue 20 settles them; nothing is set yet.
+
+echo "setup_robot: ready. Before colcon build and ros2 launch: source $VENV/bin/activate"
