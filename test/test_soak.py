@@ -12,8 +12,9 @@ threshold the memory node's floor rose by 34 MB/min here; see benchmarks/RESULTS
 Delivery, with the shipped configuration (``config/fastdds_large_frames.xml`` for the
 camera's process and the nodes): the middleware loses next to nothing (Fast DDS's defaults
 delivered 19% of these frames), and what each camera node took in is what it says on
-``/diagnostics``: its own count (the publisher's sequence numbers, or the stamps) agrees with the test's within
-two points, and a node that took in under 95% said WARN "camera frames lost". On a busy
+``/diagnostics``: its own count (by the publisher's sequence numbers, or the stamps) agrees
+with the test's within two points, and a node that took in under 95% said WARN "camera
+frames lost". On a busy
 machine a node starved of CPU loses frames in its own queue; that is reported, not
 hidden, which is the bar a loaded CI machine can hold (the 95% itself is measured on a
 quiet one: benchmarks/bench_frame_delivery.py, RESULTS.md).
