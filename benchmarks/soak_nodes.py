@@ -235,6 +235,7 @@ class _Diagnostics(brl._Inbox):
     def __init__(self) -> None:
         super().__init__()
         self.loss_warnings: dict[str, list[str]] = {}
+        self.loss_times: dict[str, list[float]] = {}  # when each came (monotonic)
 
     def on_diag(self, msg: Any) -> None:
         super().on_diag(msg)
@@ -242,6 +243,7 @@ class _Diagnostics(brl._Inbox):
             if "camera frames lost" in status.message:
                 name = status.name.split(": ")[-1]
                 self.loss_warnings.setdefault(name, []).append(status.message)
+                self.loss_times.setdefault(name, []).append(time.monotonic())
 
 
 def profile_env(profile: str) -> dict[str, str | None]:
@@ -501,6 +503,7 @@ def run(
         "rss_mb": samples,
         "nodes": {},
         "delivery": delivery(published, inbox, names, bare_count),
+        "loss_warnings_s": {n: [t - t0 for t in ts] for n, ts in inbox.loss_times.items()},
         "diagnostics": inbox.diagnostics,
     }
     for name in names:
