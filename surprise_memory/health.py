@@ -14,8 +14,8 @@ The levels (documented in the README, "Diagnostics"):
 * **WARN** — the node runs but its output is degraded or missing an input: windows or
   episodes dropped in the last period, untrained (random) weights, event poses fallen back
   from tf to odometry or to none, an input topic with no publisher ("no encoder") or
-  silent for longer than ``input_silent_seconds``, camera frames lost in transport (or
-  the encoder's windows missing frames) above ``camera_loss_warn``.
+  silent for longer than ``input_silent_seconds``, camera frames lost (or the encoder's
+  windows missing frames) above ``camera_loss_warn``.
 * **OK** — none of the above; the message reads ``running``.
 
 The message lists the reasons of the worst level first, then the lesser ones, joined by
@@ -230,7 +230,7 @@ def camera_loss_finding(
 
     Args:
         fraction_lost: Frames lost over frames the camera published, in the last period
-            (estimated from the stamps: :mod:`surprise_memory.perception.delivery`).
+            (:mod:`surprise_memory.nodes.delivery`: by sequence numbers or stamps).
         received_hz: Frames received per second of camera time in the period (None:
             unknown yet).
         camera_hz: The camera's estimated rate (None: unknown yet).

@@ -27,9 +27,9 @@ class CameraConfig(ComponentConfig):
     camera_loss_warn: float = setting(
         0.05,
         "Diagnostics WARN when the node lost more than this share of the camera's frames in "
-        "the last period (estimated from the gaps between header stamps), or when the "
-        "encoder's windows miss more than this share of their frames. README: 'Large "
-        "camera frames: middleware settings'.",
+        "the last period (counted by the publisher's sequence numbers, else estimated from "
+        "the header stamps), or when the encoder's windows miss more than this share of "
+        "their frames. README: 'Large camera frames: middleware settings'.",
         low=0.0,
         high=1.0,
         read_only=True,
