@@ -7,7 +7,8 @@ of every frame it accepts. The frames lost are counted
 
 * by the **publisher's sequence numbers** where rclpy passes them (``MessageInfo``, Iron
   and later; Fast DDS fills them): exact, every frame lost wherever it was lost, pauses
-  of the camera no loss;
+  of the camera no loss (or by the middleware's count where that is larger); frames lost
+  after the last one received count once a later one arrives;
 * else by the **stamps** (:class:`~surprise_memory.perception.delivery.FrameLossEstimator`,
   ROS-free, O(1) per frame: ROS headers have no sequence number), or by the middleware's
   count where that is larger.
@@ -61,7 +62,7 @@ class CameraDelivery:
         self._last_sequence: int | None = None
         self._one_publisher = True
         # at the end of the last period: the counts, and that period's shares
-        self._previous = (0, 0, 0)  # delivered, in transport, by sequence
+        self._previous = (0, 0)  # delivered, in transport
         self._judged = DeliveryCounts()
         self._lost = 0
         self._loss = 0.0
@@ -76,8 +77,12 @@ class CameraDelivery:
         return self._estimator.period_ns
 
     def watch(self, subscription: Any) -> None:
-        """The camera subscription (its publisher count decides whether sequences count)."""
+        """A new camera subscription (activate): the frames before it are not loss.
+
+        Its publisher count decides whether the sequence numbers count.
+        """
         self._subscription = subscription
+        self._last_sequence = None
 
     def delivered(self, sequence: int | None) -> None:
         """Count a message the subscription delivered, with its publisher's sequence number.
@@ -109,24 +114,29 @@ class CameraDelivery:
         self._in_transport += count
 
     def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
-        now = (self._delivered, self._in_transport, self._by_sequence)
-        delivered, in_transport, by_sequence = (
-            a - b for a, b in zip(now, self._previous, strict=True)
-        )
+        now = (self._delivered, self._in_transport)
+        delivered, in_transport = (a - b for a, b in zip(now, self._previous, strict=True))
         self._previous = now
         judged = self._estimator.counts
         by_stamps = judged.since(self._judged).fraction_lost  # over the frames it judged
         self._judged = judged
-        transport_share = in_transport / (delivered + in_transport) if in_transport else 0.0
+        # the total lost: the larger count (they see some of the same frames, at times
+        # in different periods), so a period's share is the increase of that total
         if self._sequenced and self._sequenced == self._delivered:  # each had its number
             self._counted_by = "sequence numbers"
-            self._lost += by_sequence
-            self._loss = by_sequence / (delivered + by_sequence)
+            total = max(self._by_sequence, self._in_transport)
         else:
             self._counted_by = "stamps"
-            self._lost = max(self._lost, judged.lost, self._in_transport)
-            self._loss = max(by_stamps, transport_share)
-        self._loss_in_transport = min(self._loss, transport_share)
+            total = max(judged.lost, self._in_transport)
+        lost = max(0, total - self._lost, in_transport)
+        self._lost = max(self._lost, total)
+        expected = delivered + lost
+        transport = in_transport / expected if expected else 0.0
+        if self._counted_by == "stamps":  # the stamps' share over the frames they judged
+            self._loss = max(by_stamps, transport)
+        else:
+            self._loss = lost / expected if expected else 0.0
+        self._loss_in_transport = min(self._loss, transport)
         self._follow_publishers()
         camera_hz = self._estimator.camera_hz
         return [
