@@ -240,9 +240,10 @@ def camera_loss_finding(
             too slow for the camera), or the camera never sent it.
 
     Returns:
-        ``"camera frames lost: 81% in the last period (5.7 of 30.0 Hz received; 80% in
-        transport, 1% in this node's queue or never sent); see README ..."`` at WARN, or
-        None.
+        A WARN naming the share lost, the rates and the shares in transport and in the
+        node's queue, and the README section (e.g. "camera frames lost: 81% in the last
+        period (5.7 of 30.0 Hz received; 80% in transport, 1% in this node's queue or
+        never sent); see README ..."), or None.
 
     """
     if fraction_lost <= warn_above:
