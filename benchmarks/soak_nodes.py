@@ -1,28 +1,42 @@
-"""Soak: the three live nodes at camera rate for minutes, and the memory each one holds.
+"""Soak: the live nodes at camera rate for minutes: the memory each holds, the frames each got.
 
 Run (venv active and the colcon install sourced, ``install/setup.bash``)::
 
     python benchmarks/soak_nodes.py [--minutes 60] [--fps 30] [--size 640x480] [--out DIR]
+        [--shape split|one_process] [--transport raw|compressed]
+        [--fastdds-profile shipped|none] [--bare-subscriber]
 
-The installed ``encoder_node``, ``scorer_node`` and ``memory_node`` run as their own
-processes (the tiny V-JEPA-2 and PE-Core presets, random weights, on the CPU) on a random
-``ROS_DOMAIN_ID`` with DDS discovery on this host only. This process publishes rgb8
-``sensor_msgs/Image`` frames at ``--fps`` (sensor-data QoS, as a camera driver does) of a
-scene that changes every 20 s, so the gate fires and episodes are stored, and samples each
-node's resident memory (``VmRSS`` of ``/proc/PID/status``) every ``--sample-s`` seconds.
-The fit starts after ``--warmup-s`` (models loaded, the frame history and the gate's
-history filled) and never spans the first stored episode (received on ``episodes``): the
-first write allocates once what every later one reuses (the writer thread's heap arena,
-the JPEG encoder, SQLite's page cache, the first ``Episode`` message), a step that is not
-growth; the longer side of it is fitted (:func:`fit_window`). Two growth figures per node
-from there, in MB per minute: the least-squares line
-through the samples, and the line through the *floor* of each ``--floor-s`` window (its
-smallest sample). Frames
-held, episodes being embedded and JPEGs being written come and go by tens of MB between
-samples; a leak raises the floor, transients do not, so the floor's slope is the figure a
-test can hold to a few MB per minute over minutes. It
-prints the table and writes ``soak.json`` and ``soak.png`` (RSS over time, one line per
-node) into ``--out``.
+The installed ``encoder_node``, ``scorer_node`` and ``memory_node`` (``--shape split``) or
+``pipeline_node`` (``one_process``) run as their own processes (the tiny V-JEPA-2 and
+PE-Core presets, random weights, on the CPU) on a random ``ROS_DOMAIN_ID`` with DDS
+discovery on this host only. This process publishes ``sensor_msgs/Image`` rgb8 frames
+(``--transport compressed``: ``CompressedImage`` JPEG) at ``--fps`` (sensor-data QoS, as
+a camera driver does, stamped by the camera's schedule) of a scene that changes every
+20 s, so the gate fires and episodes are stored, and samples each node's resident memory
+(``VmRSS`` of ``/proc/PID/status``) every ``--sample-s`` seconds.
+
+**Delivery.** The camera publishes only once every camera node has subscribed, so every
+frame published was meant for every node. ``--fastdds-profile shipped`` (the default, the
+package's shipped configuration) gives this process (the camera driver's side) and the
+nodes ``config/fastdds_large_frames.xml``; ``none`` runs Fast DDS's defaults. At the end
+each camera node's last ``/diagnostics`` gives what it took in (``frames_in``) and its own
+estimate from the stamps (``camera_frames_received``, ``camera_frames_lost``): per node
+the delivered share (frames_in / published) against the estimate (received / (received +
+lost)), and whether it said WARN "camera frames lost". ``--bare-subscriber`` adds an
+rclpy process that only counts the frames (transport loss alone, against which the
+nodes' loss from a busy CPU shows).
+
+**Memory.** The fit starts after ``--warmup-s`` (models loaded, the frame history and the
+gate's history filled) and never spans the first stored episode (received on
+``episodes``): the first write allocates once what every later one reuses (the writer
+thread's heap arena, the JPEG encoder, SQLite's page cache, the first ``Episode``
+message), a step that is not growth; the longer side of it is fitted (:func:`fit_window`).
+Two growth figures per node from there, in MB per minute: the least-squares line through
+the samples, and the line through the *floor* of each ``--floor-s`` window (its smallest
+sample). Frames held, episodes being embedded and JPEGs being written come and go by tens
+of MB between samples; a leak raises the floor, transients do not, so the floor's slope is
+the figure a test can hold to a few MB per minute over minutes. It prints the table and
+writes ``soak.json`` and ``soak.png`` (RSS over time, one line per node) into ``--out``.
 
 The node processes get SIGINT at the end, SIGKILL if they linger, also on errors.
 """
@@ -33,6 +47,7 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,8 +60,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmar
 
 import bench_ros_latency as brl
 
-NODES = ("encoder_node", "scorer_node", "memory_node")
+SHAPES = {
+    "split": ("encoder_node", "scorer_node", "memory_node"),
+    "one_process": ("pipeline_node",),
+}
+"""The ``--shape`` -> the node processes it starts."""
+
+CAMERA_NODES = ("encoder_node", "memory_node", "pipeline_node")
+"""The nodes that subscribe to the camera (and report their delivery)."""
+
 SCENE_SECONDS = 20.0
+BARE = "bare_subscriber"
+"""The name of the ``--bare-subscriber`` process in the results."""
 
 
 def rss_mb(pid: int) -> float:
@@ -108,16 +133,22 @@ def fit_window(
     return max(before, after, key=lambda span: span[1] - span[0])
 
 
-def _params(store: Path) -> dict[str, Any]:
+def _params(
+    store: Path, shape: str, transport: str, diagnostics_s: float, camera_depth: int
+) -> dict[str, Any]:
     from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 
-    return {
-        "/**/encoder_node": {
-            "ros__parameters": {
-                "encoder_weights": TINY_VIDEO_WEIGHTS,
-                "encoder_device": "cpu",
-                "clip_frames": 16,
-            }
+    def camera() -> dict[str, Any]:  # a new dict per node: YAML aliases break rcl's parser
+        values: dict[str, Any] = {"image_transport": transport}
+        if camera_depth:  # the camera subscription's queue (sensor-data QoS: 5)
+            values["qos_overrides"] = {brl.CAMERA: {"subscription": {"depth": camera_depth}}}
+        return values
+
+    sections: dict[str, dict[str, Any]] = {
+        "encoder_node": {
+            "encoder_weights": TINY_VIDEO_WEIGHTS,
+            "encoder_device": "cpu",
+            "clip_frames": 16,
         },
         # gamma 3: about the paper's rate of episodes with random weights, not one every few
         # seconds; the embedder must keep up, or the writer's backlog (bounded at 32
@@ -125,27 +156,176 @@ def _params(store: Path) -> dict[str, Any]:
         # a short scorer window and gate warm-up (16 windows each, not 64 + 32): the first
         # episode comes within the first minute, so even a 3-minute run fits its slope
         # after the first write's one-time allocations
-        "/**/scorer_node": {"ros__parameters": {"window": 16, "warmup": 16, "gamma": 3.0}},
-        "/**/memory_node": {
-            "ros__parameters": {
-                # a history bounded by count, not by the (varying, best-effort) receive rate:
-                # its size, the largest thing the node holds, stays put and the trend shows
-                "frame_history_max": 64,
-                "episode_before_seconds": 0.5,
-                "episode_after_seconds": 0.5,
-                "embedder_model": TINY_EMBEDDER_MODEL,
-                "embedder_weights": "random",
-                "embedder_device": "cpu",
-                "store_path": str(store),
-            }
+        "scorer_node": {"window": 16, "warmup": 16, "gamma": 3.0},
+        "memory_node": {
+            # a history bounded by count, not by the (varying, best-effort) receive rate:
+            # its size, the largest thing the node holds, stays put and the trend shows
+            "frame_history_max": 64,
+            "episode_before_seconds": 0.5,
+            "episode_after_seconds": 0.5,
+            "embedder_model": TINY_EMBEDDER_MODEL,
+            "embedder_weights": "random",
+            "embedder_device": "cpu",
+            "store_path": str(store),
         },
     }
+    if shape == "one_process":  # the three sections in one, as the launch file merges them
+        merged = {k: v for section in sections.values() for k, v in section.items()}
+        sections = {"pipeline_node": merged}
+    for name, values in sections.items():
+        values["diagnostics_period_seconds"] = diagnostics_s
+        if name in CAMERA_NODES:
+            values.update(camera())
+    return {f"/**/{name}": {"ros__parameters": values} for name, values in sections.items()}
 
 
-def _scenes(size: tuple[int, int]) -> list[np.ndarray]:
-    rng = np.random.default_rng(7)
-    w, h = size
-    return [rng.integers(0, 256, size=(h, w * 2, 3), dtype=np.uint8) for _ in range(3)]
+class _Camera:
+    """The published frames: a slow pan over a scene that changes every 20 s.
+
+    The scenes are smooth (noise at 1/8 of the size, upscaled), so their JPEG has about
+    the size of a camera's (a 640x480 frame of pure noise would be 500 KB).
+    """
+
+    def __init__(self, size: tuple[int, int], fps: float, compressed: bool) -> None:
+        import cv2
+
+        rng = np.random.default_rng(7)
+        w, h = size
+        self._size = size
+        self._fps = fps
+        self._compressed = compressed
+        self._scenes = [
+            cv2.resize(
+                rng.integers(0, 256, size=(h // 8, w // 4, 3), dtype=np.uint8),
+                (w * 2, h),
+                interpolation=cv2.INTER_LINEAR,
+            )
+            for _ in range(3)
+        ]
+        self._last: tuple[tuple[int, int], Any] | None = None
+
+    def frame(self, k: int, stamp_ns: int) -> Any:
+        """The message of frame ``k`` (an Image, or a CompressedImage JPEG) at ``stamp_ns``."""
+        from sensor_msgs.msg import CompressedImage
+
+        from surprise_memory.memory.store.frame_files import encode_jpeg
+        from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time
+
+        t = k / self._fps
+        scene = int(t // SCENE_SECONDS) % len(self._scenes)
+        off = int(t * 20) % self._size[0]  # a slow pan across the scene
+        key = (scene, off)
+        if self._last is None or self._last[0] != key:  # the pan moves every few frames
+            rgb = np.ascontiguousarray(self._scenes[scene][:, off : off + self._size[0]], np.uint8)
+            if self._compressed:
+                msg = CompressedImage(format="rgb8; jpeg compressed bgr8")
+                msg.data = encode_jpeg(rgb, 90)
+            else:
+                msg = image_msg_from_rgb(rgb, stamp_ns, "camera")
+            self._last = (key, msg)
+        msg = self._last[1]
+        msg.header.stamp = ns_to_time(stamp_ns)
+        msg.header.frame_id = "camera"
+        return msg
+
+
+class _Diagnostics(brl._Inbox):
+    """The latest diagnostics per node, and every "camera frames lost" WARN each said."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loss_warnings: dict[str, list[str]] = {}
+        self.loss_times: dict[str, list[float]] = {}  # when each came (monotonic)
+
+    def on_diag(self, msg: Any) -> None:
+        super().on_diag(msg)
+        for status in msg.status:
+            if "camera frames lost" in status.message:
+                name = status.name.split(": ")[-1]
+                self.loss_warnings.setdefault(name, []).append(status.message)
+                self.loss_times.setdefault(name, []).append(time.monotonic())
+
+
+def profile_env(profile: str) -> dict[str, str | None]:
+    """The profile variables for ``--fastdds-profile`` (None: unset the variable).
+
+    ``shipped``: the installed ``config/fastdds_large_frames.xml``, for this process (the
+    camera) and the nodes; ``none``: Fast DDS's defaults (every profile variable unset).
+    """
+    from ament_index_python.packages import get_package_share_directory
+
+    from surprise_memory.middleware import PROFILE_VARIABLES, profile_variables, shipped_profile
+
+    unset: dict[str, str | None] = dict.fromkeys(PROFILE_VARIABLES)
+    if profile == "none":
+        return unset
+    path = shipped_profile(Path(get_package_share_directory("surprise_memory")) / "config")
+    return {**unset, **profile_variables(path, os.environ.get("ROS_DISTRO"))}
+
+
+def delivery(
+    published: int, diagnostics: _Diagnostics, names: tuple[str, ...], bare: int | None
+) -> dict[str, dict[str, Any]]:
+    """Per camera node: the share of the published frames it took in, against its estimate.
+
+    Args:
+        published: Frames published (all after every camera node had subscribed).
+        diagnostics: The nodes' last diagnostics and their loss WARNs.
+        names: The node processes.
+        bare: Frames the bare subscriber counted (None: none ran).
+
+    Returns:
+        Node -> ``frames_in``, ``delivered`` (frames_in / published), the node's own
+        ``received`` and ``lost`` (from the stamps), ``estimated`` (received / (received +
+        lost)), ``loss_warnings`` (how many periods said WARN "camera frames lost") and
+        the last such message; ``bare_subscriber`` -> its count and share.
+
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if name not in CAMERA_NODES:
+            continue
+        received = diagnostics.count(name, "camera_frames_received")
+        lost = diagnostics.count(name, "camera_frames_lost")
+        warnings = diagnostics.loss_warnings.get(name, [])
+        frames_in = diagnostics.count(name, "frames_in")
+        out[name] = {
+            "frames_in": frames_in,
+            "delivered": frames_in / published if published else float("nan"),
+            "received": received,
+            "lost": lost,
+            "estimated": received / (received + lost) if received + lost else float("nan"),
+            "loss_warnings": len(warnings),
+            "last_loss_warning": warnings[-1] if warnings else "",
+        }
+    if bare is not None:
+        out[BARE] = {"frames_in": bare, "delivered": bare / published if published else 0.0}
+    return out
+
+
+def count_frames(topic: str, compressed: bool, out: Path) -> None:
+    """The ``--bare-subscriber`` process: count the distinct frames received until SIGINT."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import CompressedImage, Image
+
+    stamps: set[tuple[int, int]] = set()
+    rclpy.init()
+    node = rclpy.create_node("soak_bare_subscriber")
+    node.create_subscription(
+        CompressedImage if compressed else Image,
+        topic,
+        lambda m: stamps.add((m.header.stamp.sec, m.header.stamp.nanosec)),
+        qos_profile_sensor_data,
+    )
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        out.write_text(json.dumps({"frames_in": len(stamps)}), encoding="utf-8")
+        rclpy.try_shutdown()
 
 
 def run(
@@ -157,22 +337,39 @@ def run(
     sample_s: float = 5.0,
     warmup_s: float = 60.0,
     floor_s: float = 30.0,
+    shape: str = "split",
+    transport: str = "raw",
+    profile: str = "shipped",
+    bare_subscriber: bool = False,
+    diagnostics_s: float = 2.0,
+    camera_depth: int = 0,
     log: Any = None,
 ) -> dict[str, Any]:
     """Run the soak and return its figures (also written to ``out/soak.json``).
 
+    Run it in a process of its own: Fast DDS reads its profile once per process, at the
+    first participant, so ``profile`` reaches this process's camera only if no DDS
+    participant was created in it before.
+
     Args:
-        minutes: Length of the run, including the warm-up.
+        minutes: Length of the run, including the nodes' start and the warm-up.
         fps: Camera rate in Hz.
         size: (width, height) of the published frames.
         out: Folder for soak.json, soak.png, the node logs and the episode store.
         sample_s: Seconds between two RSS samples.
         warmup_s: Samples before this are plotted but not fitted.
         floor_s: Window of the floor (minimum) whose growth is the second figure.
+        shape: ``split`` (three nodes) or ``one_process`` (``pipeline_node``).
+        transport: ``raw`` (Image rgb8) or ``compressed`` (CompressedImage JPEG).
+        profile: ``shipped`` (the package's Fast DDS profile) or ``none`` (defaults).
+        bare_subscriber: Also count the frames in a process that does nothing else.
+        diagnostics_s: The nodes' ``diagnostics_period_seconds``.
+        camera_depth: The camera subscriptions' queue depth (0: sensor-data QoS's 5).
         log: Where progress lines go (a text stream; None = silent).
 
     Returns:
-        Settings, samples, per-node slopes and final RSS, and what the nodes did.
+        Settings, samples, per-node slopes and final RSS, the delivery per camera node,
+        and what the nodes did.
 
     Raises:
         FileNotFoundError: The node executables are not installed.
@@ -185,36 +382,62 @@ def run(
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.qos import qos_profile_sensor_data
-    from sensor_msgs.msg import Image
+    from sensor_msgs.msg import CompressedImage, Image
 
     from surprise_memory.msg import Episode
-    from surprise_memory.nodes.messages import image_msg_from_rgb
     from surprise_memory.nodes.qos import LATCHED
 
+    names = SHAPES[shape]
     out.mkdir(parents=True, exist_ok=True)
     env = os.environ.copy()
     env.setdefault("ROS_DOMAIN_ID", str(random.randint(101, 232)))
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
-    inbox = brl._Inbox()
-    samples: dict[str, list[float]] = {n: [] for n in NODES}
+    for key, value in profile_env(profile).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    for key in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", *profile_env("none")):
+        if key in env:
+            os.environ[key] = env[key]
+        else:
+            os.environ.pop(key, None)
+    inbox = _Diagnostics()
+    samples: dict[str, list[float]] = {n: [] for n in names}
     times: list[float] = []
-    scenes = _scenes(size)
+    camera = _Camera(size, fps, compressed=transport == "compressed")
+    subscribers = sum(n in CAMERA_NODES for n in names) + bare_subscriber
     context = Context()
     rclpy.init(context=context)
     node = Node("soak_camera", context=context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
-    pub = node.create_publisher(Image, brl.CAMERA, qos_profile_sensor_data)
+    msg_type = CompressedImage if transport == "compressed" else Image
+    pub = node.create_publisher(msg_type, brl.CAMERA, qos_profile_sensor_data)
     node.create_subscription(DiagnosticArray, "/diagnostics", inbox.on_diag, 50)
     stored_s: list[float] = []  # when each stored episode arrived, seconds from t0
     node.create_subscription(
         Episode, f"{brl.NS}/episodes", lambda _: stored_s.append(time.monotonic() - t0), LATCHED
     )
     published = 0
+    first_frame_s = None
+    bare_out = out / f"{BARE}.json"
+    bare_cmd = [sys.executable, __file__, "--count-frames", "--transport", transport]
+    bare_cmd += ["--out", str(bare_out)]
     try:
-        with brl.node_processes(out, _params(out / "store"), env, names=NODES) as procs:
-            pids = dict(zip(NODES, (p.pid for p in procs), strict=True))
+        with brl.node_processes(
+            out,
+            _params(out / "store", shape, transport, diagnostics_s, camera_depth),
+            env,
+            names=names,
+        ) as procs:
+            bare = None
+            if bare_subscriber:
+                with open(out / f"{BARE}.log", "wb") as bare_log:
+                    bare = subprocess.Popen(
+                        bare_cmd, cwd=out, env=env, stdout=bare_log, stderr=subprocess.STDOUT
+                    )
+            pids = dict(zip(names, (p.pid for p in procs), strict=True))
             t0 = time.monotonic()
             next_frame, next_sample = t0, t0
             end = t0 + minutes * 60.0
@@ -227,19 +450,24 @@ def run(
                     for name, pid in pids.items():
                         samples[name].append(rss_mb(pid))
                     if log is not None:
-                        rss = ", ".join(f"{n} {samples[n][-1]:.0f}" for n in NODES)
+                        rss = ", ".join(f"{n} {samples[n][-1]:.0f}" for n in names)
                         print(f"  t={now - t0:5.0f} s  RSS MiB: {rss}", file=log, flush=True)
                     next_sample += sample_s
                 if now >= next_frame:
-                    t = now - t0
-                    scene = scenes[int(t // SCENE_SECONDS) % len(scenes)]
-                    off = int(t * 20) % size[0]  # a slow pan across the scene
-                    rgb = np.ascontiguousarray(scene[:, off : off + size[0]])
-                    stamp = stamp0 + round(t * 1e9)
-                    pub.publish(image_msg_from_rgb(rgb, stamp, "camera"))
-                    published += 1
+                    k = round((next_frame - t0) * fps)  # the camera's schedule
+                    # publish once every camera subscriber is there: each frame is for all
+                    if published or pub.get_subscription_count() >= subscribers:
+                        first_frame_s = now - t0 if first_frame_s is None else first_frame_s
+                        pub.publish(camera.frame(k, stamp0 + round(k * 1e9 / fps)))
+                        published += 1
                     next_frame += 1.0 / fps
                 executor.spin_once(timeout_sec=max(0.0, min(next_frame, next_sample) - now))
+            # the nodes' last word: a whole diagnostics period after the last frame
+            settle = time.monotonic() + diagnostics_s + 1.5
+            while time.monotonic() < settle:
+                executor.spin_once(timeout_sec=0.1)
+            if bare is not None:
+                brl.stop_process(bare)
     finally:
         executor.shutdown()
         node.destroy_node()
@@ -249,6 +477,9 @@ def run(
         warmup_s, minutes * 60.0, stored_s[0] if stored_s else None, sample_s
     )
     fit = [i for i, t in enumerate(times) if fit_from <= t < fit_to]
+    bare_count = None
+    if bare_subscriber:
+        bare_count = json.loads(bare_out.read_text())["frames_in"] if bare_out.exists() else 0
     result: dict[str, Any] = {
         "settings": {
             "minutes": minutes,
@@ -257,17 +488,25 @@ def run(
             "sample_s": sample_s,
             "warmup_s": warmup_s,
             "floor_s": floor_s,
+            "shape": shape,
+            "transport": transport,
+            "fastdds_profile": profile,
+            "camera_depth": camera_depth,
         },
+        "load_average": os.getloadavg(),
         "frames_published": published,
+        "first_frame_s": first_frame_s,
         "episodes_stored_s": stored_s,
         "fit_from_s": fit_from,
         "fit_to_s": fit_to,
         "times_s": times,
         "rss_mb": samples,
         "nodes": {},
+        "delivery": delivery(published, inbox, names, bare_count),
+        "loss_warnings_s": {n: [t - t0 for t in ts] for n, ts in inbox.loss_times.items()},
         "diagnostics": inbox.diagnostics,
     }
-    for name in NODES:
+    for name in names:
         values = samples[name]
         ft, fv = [times[i] for i in fit], [values[i] for i in fit]
         result["nodes"][name] = {
@@ -289,13 +528,15 @@ def _plot(result: dict[str, Any], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 4))
     t = np.asarray(result["times_s"]) / 60.0
-    for name in NODES:
+    for name in result["nodes"]:
         slope = result["nodes"][name]["slope_mb_per_min"]
         ax.plot(t, result["rss_mb"][name], marker=".", label=f"{name} ({slope:+.2f} MB/min)")
     for edge in (result["fit_from_s"], result["fit_to_s"]):  # the fitted span
         ax.axvline(edge / 60.0, color="grey", linestyle=":")
     s = result["settings"]
-    ax.set_title(f"RSS of the live nodes, {s['fps']:g} Hz {s['size'][0]}x{s['size'][1]} rgb8")
+    ax.set_title(
+        f"RSS of the live nodes, {s['fps']:g} Hz {s['size'][0]}x{s['size'][1]} {s['transport']}"
+    )
     ax.set_xlabel("minutes")
     ax.set_ylabel("RSS (MiB)")
     ax.legend()
@@ -313,8 +554,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-s", type=float, default=5.0)
     parser.add_argument("--warmup-s", type=float, default=60.0)
     parser.add_argument("--floor-s", type=float, default=30.0)
+    parser.add_argument("--shape", choices=list(SHAPES), default="split")
+    parser.add_argument("--transport", choices=("raw", "compressed"), default="raw")
+    parser.add_argument("--fastdds-profile", choices=("shipped", "none"), default="shipped")
+    parser.add_argument("--bare-subscriber", action="store_true")
+    parser.add_argument("--diagnostics-s", type=float, default=2.0)
+    parser.add_argument("--camera-depth", type=int, default=0, help="0: sensor-data QoS's 5")
     parser.add_argument("--out", type=Path, default=None, help="default: a temporary folder")
+    parser.add_argument("--count-frames", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.count_frames:  # the bare subscriber's own process
+        count_frames(brl.CAMERA, args.transport == "compressed", args.out)
+        return 0
     width, height = (int(v) for v in args.size.lower().split("x"))
     out = args.out or Path(tempfile.mkdtemp(prefix="soak_"))
     res = run(
@@ -325,9 +576,19 @@ def main(argv: list[str] | None = None) -> int:
         sample_s=args.sample_s,
         warmup_s=args.warmup_s,
         floor_s=args.floor_s,
+        shape=args.shape,
+        transport=args.transport,
+        profile=args.fastdds_profile,
+        bare_subscriber=args.bare_subscriber,
+        diagnostics_s=args.diagnostics_s,
+        camera_depth=args.camera_depth,
         log=sys.stdout,
     )
-    print(f"soak: {args.minutes:g} min at {args.fps:g} Hz {width}x{height}, out {out}")
+    load = ", ".join(f"{v:.1f}" for v in res["load_average"])
+    print(
+        f"soak: {args.minutes:g} min at {args.fps:g} Hz {width}x{height} {args.transport}, "
+        f"{args.shape}, Fast DDS profile {args.fastdds_profile}, load {load}, out {out}"
+    )
     print(
         f"  {len(res['episodes_stored_s'])} episodes stored; "
         f"fit from t = {res['fit_from_s']:.0f} s to {res['fit_to_s']:.0f} s "
@@ -339,6 +600,15 @@ def main(argv: list[str] | None = None) -> int:
             f"(floor {fig['floor_slope_mb_per_min']:+7.2f}), "
             f"final {fig['final_rss_mb']:.0f} MiB, max {fig['max_rss_mb']:.0f} MiB"
         )
+    print(f"  {res['frames_published']} frames published from t = {res['first_frame_s']} s")
+    for name, got in res["delivery"].items():
+        line = f"  {name:15s} took in {got['frames_in']} ({got['delivered']:.1%})"
+        if "estimated" in got:
+            line += (
+                f", its estimate {got['estimated']:.1%} ({got['lost']} lost), "
+                f"{got['loss_warnings']} loss WARN(s)"
+            )
+        print(line)
     return 0
 
 

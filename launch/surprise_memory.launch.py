@@ -22,6 +22,11 @@ stands; given, they override it on the nodes named there.
 episode markers, the newest episode's frames) and ``rviz_fixed_frame`` as its fixed frame,
 where rviz2 is installed; where it is not, one log line says so and the nodes run alone.
 
+Large camera frames: ``fastdds_profile`` (default ``auto``) gives the nodes the Fast DDS
+profile the environment names, else the shipped ``config/fastdds_large_frames.xml``
+(``surprise_memory.middleware``); the camera driver needs it too (README "Large camera
+frames: middleware settings").
+
 The nodes are managed (lifecycle) nodes. With ``autostart:=true`` (the default) this file
 drives each one through configure and activate with lifecycle launch events; with
 ``autostart:=false`` it starts them unconfigured and leaves the transitions to the robot's
@@ -51,6 +56,7 @@ from launch_ros.parameter_descriptions import ParameterValue
 from lifecycle_msgs.msg import Transition
 
 from launch import LaunchDescription
+from surprise_memory.middleware import profile_environment
 from surprise_memory.nodes.params_file import one_process_parameters
 
 SHAPES = {
@@ -101,6 +107,10 @@ def _nodes(context: LaunchContext) -> list[object]:
     autostart = LaunchConfiguration("autostart").perform(context).strip().lower() == "true"
     shape = LaunchConfiguration("pipeline").perform(context).strip()
     params_file = LaunchConfiguration("params_file").perform(context)
+    # large camera frames: the Fast DDS profile (README "Large camera frames: middleware settings")
+    profile = LaunchConfiguration("fastdds_profile").perform(context)
+    config_dir = os.path.join(get_package_share_directory("surprise_memory"), "config")
+    environment = profile_environment(profile, config_dir, os.environ)
     nodes: list[object] = []
     for name in SHAPES[shape]:  # the argument's choices are the keys
         overrides: dict[str, object] = {"use_sim_time": sim_time, "autostart": False}
@@ -123,6 +133,7 @@ def _nodes(context: LaunchContext) -> list[object]:
             output="screen",
             emulate_tty=True,
             sigterm_timeout=SIGTERM_TIMEOUT_S[name],
+            additional_env=environment,
         )
         nodes.append(node)
         if autostart:  # configure now; activate once it is inactive (configured)
@@ -201,6 +212,14 @@ def generate_launch_description() -> LaunchDescription:
         ),
         DeclareLaunchArgument(
             "log_level", default_value="info", description="Log level of the nodes"
+        ),
+        DeclareLaunchArgument(
+            "fastdds_profile",
+            default_value="auto",
+            description="Fast DDS profile of the nodes: auto = the one the environment names "
+            "(FASTDDS_/FASTRTPS_DEFAULT_PROFILES_FILE), else the shipped "
+            "config/fastdds_large_frames.xml (16 MiB shared memory: large frames); a path; "
+            "none = leave the environment as it is. The camera driver needs it too (README)",
         ),
         DeclareLaunchArgument(
             "autostart",

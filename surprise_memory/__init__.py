@@ -1,6 +1,6 @@
 """surprise_memory: surprise-gated episodic memory for robots.
 
-The subpackages follow the pipeline (README, "Layout"):
+The subpackages follow the pipeline (doc/guides/layout.md):
 
 * :mod:`.perception`: camera frames -> V-JEPA-2 embeddings of M-frame windows;
 * :mod:`.surprise`: embeddings -> Bayesian surprise per frame -> gated events;

@@ -6,7 +6,7 @@ why, and key-values (the counters). The rules that pick the level live here, apa
 rclpy, so they are tested directly; ``surprise_memory.nodes.diagnostics`` only gathers the
 inputs (counters, publisher counts, thread states) and publishes.
 
-The levels (documented in the README, "Diagnostics"):
+The levels (documented in doc/guides/nodes.md, "Diagnostics"):
 
 * **ERROR** — the node cannot do its job: a worker thread died while the node runs (the
   encoder's model thread, the memory node's episode writer), or the store refused a write
@@ -14,7 +14,8 @@ The levels (documented in the README, "Diagnostics"):
 * **WARN** — the node runs but its output is degraded or missing an input: windows or
   episodes dropped in the last period, untrained (random) weights, event poses fallen back
   from tf to odometry or to none, an input topic with no publisher ("no encoder") or
-  silent for longer than ``input_silent_seconds``.
+  silent for longer than ``input_silent_seconds``, camera frames lost (or the encoder's
+  windows missing frames) above ``camera_loss_warn``.
 * **OK** — none of the above; the message reads ``running``.
 
 The message lists the reasons of the worst level first, then the lesser ones, joined by
@@ -35,12 +36,17 @@ __all__ = [
     "InputWatch",
     "Level",
     "PeriodCounts",
+    "camera_loss_finding",
     "counted_finding",
     "pose_finding",
     "summarize",
     "untrained_finding",
+    "window_span_finding",
     "worker_finding",
 ]
+
+LARGE_FRAMES_DOC = "doc/guides/large-frames.md"
+"""Where a robot's operator reads what to set when camera frames are lost."""
 
 
 class Level(enum.IntEnum):
@@ -210,3 +216,73 @@ class InputWatch:
         return Finding(
             Level.WARN, f"{self.missing}: nothing on '{self.topic}' for {age_s:.0f} s{since}"
         )
+
+
+def camera_loss_finding(
+    fraction_lost: float,
+    received_hz: float | None,
+    camera_hz: float | None,
+    warn_above: float,
+    *,
+    in_transport: float | None = None,
+) -> Finding | None:
+    """WARN when the node lost more than ``warn_above`` of the camera's frames.
+
+    Args:
+        fraction_lost: Frames lost over frames the camera published, in the last period
+            (:mod:`surprise_memory.nodes.delivery`: by sequence numbers or stamps).
+        received_hz: Frames received per second of camera time in the period (None:
+            unknown yet).
+        camera_hz: The camera's estimated rate (None: unknown yet).
+        warn_above: ``camera_loss_warn``.
+        in_transport: The share the middleware reported lost in transport (None: the RMW
+            does not report it); the rest was overwritten in the node's own queue (a node
+            too slow for the camera), or the camera never sent it.
+
+    Returns:
+        A WARN naming the share lost, the rates and the shares in transport and in the
+        node's queue, and the page to read (e.g. "camera frames lost: 81% in the last
+        period (5.7 of 30.0 Hz received; 80% in transport, 1% in this node's queue or
+        never sent); see doc/guides/large-frames.md"), or None.
+
+    """
+    if fraction_lost <= warn_above:
+        return None
+    details = []
+    if received_hz is not None and camera_hz is not None:
+        details.append(f"{received_hz:.1f} of {camera_hz:.1f} Hz received")
+    if in_transport is not None:
+        queue = max(0.0, fraction_lost - in_transport)
+        details.append(
+            f"{in_transport:.0%} in transport, {queue:.0%} in this node's queue or never sent"
+        )
+    said = f" ({'; '.join(details)})" if details else ""
+    return Finding(
+        Level.WARN,
+        f"camera frames lost: {fraction_lost:.0%} in the last period{said}; see {LARGE_FRAMES_DOC}",
+    )
+
+
+def window_span_finding(
+    figures: tuple[float, float, float] | None, warn_above: float
+) -> Finding | None:
+    """WARN when the encoder's windows missed more than ``warn_above`` of their frames.
+
+    Args:
+        figures: :meth:`surprise_memory.perception.delivery.WindowSpan.take` of the period:
+            (share of frames missing, mean span s, mean span s at the input rate), or None.
+        warn_above: ``camera_loss_warn``.
+
+    Returns:
+        A WARN saying how far apart the windows' frames were, or None.
+
+    """
+    if figures is None or figures[0] <= warn_above:
+        return None
+    missing, span_s, nominal_s = figures
+    return Finding(
+        Level.WARN,
+        f"encoder windows span {span_s:.2f} s instead of {nominal_s:.2f} s ({missing:.0%} "
+        f"of their frames missing: the model sees another time scale); see "
+        f"{LARGE_FRAMES_DOC}",
+    )

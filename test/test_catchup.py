@@ -185,6 +185,23 @@ def test_reset_starts_a_new_sequence_and_keeps_the_queued_windows() -> None:
     assert [ids for _, ids, _ in got] == [[10] * 4, [10, 10, 10, 11], [10, 10, 11, 12], [0] * 4]
 
 
+def test_each_queued_window_says_how_much_time_its_frames_span() -> None:
+    batcher = CatchUpBatcher(config(), (2, 3))  # M = 4, warm-up 'pad'
+    ids = [0, 1, 2, 5, 6, 7, 8]  # frames 3 and 4 never came
+    spans = []
+    for i in ids:
+        batcher.push(frame(i))
+        assert batcher.last_window is not None
+        spans.append(batcher.last_window.span_ns)
+    step = frame(1).stamp_ns - frame(0).stamp_ns
+    # padded windows span their distinct frames only; a window over the gap spans more
+    assert spans == [s * step for s in (0, 1, 2, 5, 5, 5, 3)]
+    stride = CatchUpBatcher(config(clip_stride=2), (2, 3))
+    stride.push(frame(0))
+    stride.push(frame(1))
+    assert stride.last_window is None  # that frame made no window
+
+
 def test_windows_overwritten_while_queued_are_dropped_not_encoded() -> None:
     cfg = config()
     batcher = CatchUpBatcher(cfg, (2, 3))

@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 
 from surprise_memory.agents.tool import EpisodicMemoryTool
-from surprise_memory.config import DisplayConfig, NavigationConfig, NodeConfig, iter_settings
+from surprise_memory.config import (
+    CameraConfig,
+    DisplayConfig,
+    NavigationConfig,
+    NodeConfig,
+    iter_settings,
+)
 from surprise_memory.evaluation import evaluate_gebd, load_ground_truth, load_predictions
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.synthetic import (
@@ -86,8 +92,9 @@ def test_help_lists_every_setting_with_its_default() -> None:
     helps = {cmd: run(REPO.parent, cmd, "--help").stdout for cmd in ("process", "goto")}
     # argparse wraps lines, also at hyphens
     text, goto = ("".join(helps[cmd].split()) for cmd in ("process", "goto"))
-    excluded = {"store_path", "odom_topic", "image_transport"}
-    live_only = (NodeConfig, DisplayConfig)  # the live nodes' own: diagnostics, displays
+    excluded = {"store_path", "odom_topic"}
+    # the live nodes' own: diagnostics, displays, the camera subscription and its loss
+    live_only = (NodeConfig, DisplayConfig, CameraConfig)
     for _cls, spec in iter_settings():  # every setting but the live nodes' own
         if spec.name in excluded or _cls in live_only:
             continue

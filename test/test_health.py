@@ -7,10 +7,12 @@ from surprise_memory.health import (
     InputWatch,
     Level,
     PeriodCounts,
+    camera_loss_finding,
     counted_finding,
     pose_finding,
     summarize,
     untrained_finding,
+    window_span_finding,
     worker_finding,
 )
 
@@ -102,3 +104,29 @@ def test_a_sparse_input_is_judged_by_its_publishers_only() -> None:
     assert watch.check(1, now_ns=3600 * S) is None
     found = watch.check(0, now_ns=3600 * S)
     assert found is not None and found.reason == "no scorer: no publisher on 'events'"
+
+
+def test_camera_loss_warns_above_the_setting_with_the_rates_and_where_to_read() -> None:
+    assert camera_loss_finding(0.05, 28.5, 30.0, 0.05) is None
+    assert camera_loss_finding(0.0, None, None, 0.0) is None
+    found = camera_loss_finding(0.81, 5.7, 30.0, 0.05)
+    assert found == Finding(
+        Level.WARN,
+        "camera frames lost: 81% in the last period (5.7 of 30.0 Hz received); see "
+        "doc/guides/large-frames.md",
+    )
+    unknown = camera_loss_finding(0.5, None, 30.0, 0.05)
+    assert unknown is not None and "Hz received" not in unknown.reason
+    split = camera_loss_finding(0.81, 5.7, 30.0, 0.05, in_transport=0.8)
+    assert split is not None and split.reason.startswith(
+        "camera frames lost: 81% in the last period (5.7 of 30.0 Hz received; 80% in "
+        "transport, 1% in this node's queue or never sent); see README"
+    )
+
+
+def test_windows_missing_frames_warn_with_their_span() -> None:
+    assert window_span_finding(None, 0.05) is None
+    assert window_span_finding((0.05, 2.2, 2.1), 0.05) is None
+    found = window_span_finding((0.5, 4.2, 2.1), 0.05)
+    assert found is not None and found.level == Level.WARN
+    assert found.reason.startswith("encoder windows span 4.20 s instead of 2.10 s (50% of")

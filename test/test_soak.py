@@ -1,4 +1,5 @@
-"""The live nodes for 3 minutes at 30 Hz, 640x480: memory stops growing (issue 12).
+"""The live nodes for 3 minutes at 30 Hz, 640x480: memory stops growing (issue 12), and no
+camera frame is lost silently (issue 20).
 
 Runs ``benchmarks/soak_nodes.py`` (the 60-minute version is in ``make bench``) and checks
 that each node's resident memory has a floor slope (the growth of each 30 s window's
@@ -7,6 +8,16 @@ stored episode (whose one-time allocations are a step, not growth; when the rand
 gate fires is chance): the frame history, the gate's history,
 the queues and the in-memory index are all bounded. With glibc's default (adaptive) mmap
 threshold the memory node's floor rose by 34 MB/min here; see benchmarks/RESULTS.md.
+
+Delivery, with the shipped configuration (``config/fastdds_large_frames.xml`` for the
+camera's process and the nodes): the middleware loses next to nothing (Fast DDS's defaults
+delivered 19% of these frames), and what each camera node took in is what it says on
+``/diagnostics``: its own count (by the publisher's sequence numbers, or the stamps) agrees
+with the test's within two points, and a node that took in under 95% said WARN "camera
+frames lost". On a busy
+machine a node starved of CPU loses frames in its own queue; that is reported, not
+hidden, which is the bar a loaded CI machine can hold (the 95% itself is measured on a
+quiet one: benchmarks/bench_frame_delivery.py, RESULTS.md).
 """
 
 from __future__ import annotations
@@ -19,8 +30,11 @@ from pathlib import Path
 
 import pytest
 
+from surprise_memory.config import CameraConfig
+
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FLOOR_SLOPE_MB_PER_MIN = 5.0
+CAMERA_LOSS_WARN = CameraConfig().camera_loss_warn
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from soak_nodes import fit_window  # noqa: E402
@@ -52,12 +66,19 @@ def test_three_minutes_at_camera_rate_hold_memory_flat(tmp_path: Path) -> None:
     assert proc.returncode == 0
     result = json.loads((out / "soak.json").read_text())
     assert (out / "soak.png").stat().st_size > 0
-    assert result["frames_published"] > 0.9 * 3 * 60 * 30
+    # the camera kept its rate from when the nodes had subscribed (models loaded)
+    assert result["frames_published"] > 0.9 * (3 * 60 - result["first_frame_s"]) * 30
     # the fitted span (never across the first episode's one-time step) holds two floor windows
     assert result["fit_to_s"] - result["fit_from_s"] >= 55.0, result["episodes_stored_s"]
     for name, figures in result["nodes"].items():
         assert figures["floor_slope_mb_per_min"] < MAX_FLOOR_SLOPE_MB_PER_MIN, (name, figures)
-    # the memory node did the real work: it took in frames all along (best effort: some are
-    # lost in DDS on a loaded machine; whether the random-weight gate fires is not the point)
-    frames_in = int(result["diagnostics"].get("memory_node", {}).get("frames_in", "0"))
-    assert frames_in > 0.2 * result["frames_published"]
+    published = result["frames_published"]
+    for name in ("encoder_node", "memory_node"):
+        got = result["delivery"][name]
+        # no silent loss: the node's own figure is the test's
+        assert abs(got["estimated"] - got["delivered"]) <= 0.02, (name, got)
+        if got["delivered"] < 1.0 - CAMERA_LOSS_WARN:
+            assert got["loss_warnings"] > 0, (name, got)
+        # the shipped profile works: next to nothing lost in transport
+        in_transport = int(result["diagnostics"][name]["camera_frames_lost_in_transport"])
+        assert in_transport <= 0.02 * published, (name, got, in_transport)

@@ -75,8 +75,15 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
 fi
 "$py" "$ROOT/tools/robot_env.py" report --setup-cfg "$ROOT/setup.cfg"
 
-# --- Middleware settings for large frames: RESERVED for issue 20 (Fast DDS shared memory and
-# socket buffers for raw camera images). A robot runs this step before it launches, so they
-# go here once issue 20 settles them; nothing is set yet.
-
+# Middleware for large frames: what the camera driver's environment needs is the robot's to
+# set (its bringup, systemd unit or /etc/profile.d; doc/guides/large-frames.md); this step
+# installs nothing system-wide, so it says the lines. The launch file gives our nodes the
+# same profile.
 echo "setup_robot: ready. Before colcon build and ros2 launch: source $VENV/bin/activate"
+cat <<'MSG'
+setup_robot: camera frames of 640x480 and larger need the shipped Fast DDS profile in the
+  camera driver's environment, before it starts (doc/guides/large-frames.md):
+    PROFILE=$(ros2 pkg prefix surprise_memory)/share/surprise_memory/config/fastdds_large_frames.xml
+    export FASTDDS_DEFAULT_PROFILES_FILE=$PROFILE    # Kilted and later
+    export FASTRTPS_DEFAULT_PROFILES_FILE=$PROFILE   # Humble, Jazzy
+MSG

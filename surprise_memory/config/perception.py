@@ -24,6 +24,16 @@ class CameraConfig(ComponentConfig):
         choices=("raw", "compressed"),
         read_only=True,
     )
+    camera_loss_warn: float = setting(
+        0.05,
+        "Diagnostics WARN when the node lost more than this share of the camera's frames in "
+        "the last period (counted by the publisher's sequence numbers, else estimated from "
+        "the header stamps), or when the encoder's windows miss more than this share of "
+        "their frames. See doc/guides/large-frames.md.",
+        low=0.0,
+        high=1.0,
+        read_only=True,
+    )
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.config import CameraConfig, EncoderConfig, NodeConfig
 from surprise_memory.msg import FrameEmbedding
+from surprise_memory.nodes.delivery import CameraDelivery
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.encoder_part import EncoderPart
 from surprise_memory.nodes.lifecycle import ManagedNode
@@ -20,7 +21,8 @@ class EncoderNode(ManagedNode):
 
     The work is :class:`~surprise_memory.nodes.encoder_part.EncoderPart` (shared with
     ``pipeline_node``); this node converts the camera messages (``/diagnostics``:
-    frames_in) and publishes each embedding on ``embedding``, in stamp order.
+    frames_in, and the camera's delivery: :mod:`~surprise_memory.nodes.delivery`) and
+    publishes each embedding on ``embedding``, in stamp order.
     """
 
     def __init__(self) -> None:
@@ -32,7 +34,8 @@ class EncoderNode(ManagedNode):
         self._stats = NodeStats(self, NodeConfig.from_mapping(values))
         self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
         self._pub = self.create_publisher(FrameEmbedding, "embedding", RELIABLE)
-        self._part = EncoderPart(self, self._stats, self._pub.publish)
+        self._delivery = CameraDelivery(self._stats, self._camera.camera_loss_warn)
+        self._part = EncoderPart(self, self._stats, self._pub.publish, self._delivery)
         self._part.setup(values)
         self._order = StampOrder(self, self._stats, self._part.reset)
         self.apply_parts(values, self._stats, self._part.appliers())
@@ -40,7 +43,7 @@ class EncoderNode(ManagedNode):
     def subscribe(self) -> None:
         """Activate: camera frames in."""
         self._stats.restart_inputs()
-        subscribe_camera(self, self._camera, self._on_image)
+        subscribe_camera(self, self._camera, self._on_image, self._delivery)
 
     def teardown(self) -> None:
         """Cleanup: stop the model thread and drop the model (its GPU memory goes back)."""
@@ -56,6 +59,7 @@ class EncoderNode(ManagedNode):
         frame = frame_from_msg(msg, self._stats)
         if frame is None or not self._order.check(frame.stamp_ns):
             return
+        self._delivery.observe(frame.stamp_ns)
         if self._part.push(frame):
             self._order.commit(frame.stamp_ns)
 

@@ -16,22 +16,26 @@ from typing import Any
 
 import numpy as np
 
-from surprise_memory.config import ComponentConfig, EncoderConfig
+from surprise_memory.config import CameraConfig, ComponentConfig, EncoderConfig
 from surprise_memory.errors import InputError
 from surprise_memory.health import (
     Finding,
     Level,
     counted_finding,
     untrained_finding,
+    window_span_finding,
     worker_finding,
 )
 from surprise_memory.msg import FrameEmbedding
+from surprise_memory.nodes.delivery import CameraDelivery
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import ns_to_time
 from surprise_memory.nodes.parameters import Applier
 from surprise_memory.perception.catchup import CatchUpBatcher, FrameBatch
+from surprise_memory.perception.delivery import WindowSpan
 from surprise_memory.perception.encoders import LiveWindowEncoder, VideoEncoder
 from surprise_memory.perception.frames import Frame
+from surprise_memory.stamps import NS_PER_SECOND
 
 __all__ = ["EncoderPart"]
 
@@ -45,19 +49,29 @@ class EncoderPart:
     ``encoder_batch``) in one forward and emits them in stamp order; only an overflow of
     the bounded queue (``encoder_queue``) drops windows, oldest first, counted
     (``/diagnostics``: windows_encoded, windows_dropped, batches, batch_max, latency). Each
-    embedding carries the stamp of its newest frame.
+    embedding carries the stamp of its newest frame. Each window's span is judged against
+    the input period (``1/input_fps``, else the camera's): ``window_frames_missing``
+    counts the frames it lacks, and a WARN says so above ``camera_loss_warn``.
 
     Args:
         node: The host node (its logger).
         stats: The host's counters.
         emit: Called from the model thread with each embedding, oldest first.
+        camera: The host's camera delivery (the camera's period, when every frame is kept).
 
     """
 
-    def __init__(self, node: Any, stats: NodeStats, emit: Callable[[FrameEmbedding], None]) -> None:
+    def __init__(
+        self,
+        node: Any,
+        stats: NodeStats,
+        emit: Callable[[FrameEmbedding], None],
+        camera: CameraDelivery,
+    ) -> None:
         self._node = node
         self._stats = stats
         self._emit = emit
+        self._camera = camera
 
     def setup(self, values: Mapping[str, Any]) -> None:
         """Configure: load the model (slow, can fail) and start its thread."""
@@ -72,6 +86,9 @@ class EncoderPart:
             config, (crop, crop), self._encoder.prepare_frame, self._live.host_buffer
         )
         self._window_frames = config.clip_frames
+        self._input_period_ns = round(NS_PER_SECOND / config.input_fps) if config.input_fps else 0
+        self._spans = WindowSpan()
+        self._loss_warn = CameraConfig.from_mapping(values).camera_loss_warn
         if not self._encoder.pretrained:
             self._node.get_logger().warning(
                 f"encoder weights {self._encoder.model_name}: UNTRAINED, surprise is meaningless"
@@ -121,6 +138,12 @@ class EncoderPart:
             return False
         if dropped:
             self._stats.count("windows_dropped", dropped)
+        window = self._batcher.last_window
+        if window is not None:
+            period = self._input_period_ns or self._camera.period_ns
+            missing = self._spans.add(window.span_ns, self._window_frames - window.padded, period)
+            if missing:
+                self._stats.count("window_frames_missing", missing)
         return True
 
     def reset(self) -> None:
@@ -131,6 +154,7 @@ class EncoderPart:
         return [
             worker_finding("encoder", self._worker.is_alive() or self._stop.is_set()),
             counted_finding(delta, "windows_dropped", Level.WARN, "windows dropped"),
+            window_span_finding(self._spans.take(), self._loss_warn),
             untrained_finding("encoder", self._encoder.pretrained),
         ]
 

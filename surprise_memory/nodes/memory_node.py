@@ -8,6 +8,7 @@ from sensor_msgs.msg import CompressedImage, Image
 
 from surprise_memory.config import NODE_CONFIGS, CameraConfig, NodeConfig
 from surprise_memory.msg import SurpriseEvent
+from surprise_memory.nodes.delivery import CameraDelivery
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.lifecycle import ManagedNode
 from surprise_memory.nodes.memory_part import MemoryPart
@@ -37,6 +38,7 @@ class MemoryNode(ManagedNode):
         self._stats = NodeStats(self, NodeConfig.from_mapping(values))
         self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
         self._events_watch = self._stats.watch_input("events", "no scorer", streaming=False)
+        self._delivery = CameraDelivery(self._stats, self._camera.camera_loss_warn)
         self._part = MemoryPart(self, self._stats)
         self._part.setup(values)
         self._order = StampOrder(self, self._stats, self._part.reset)
@@ -45,7 +47,7 @@ class MemoryNode(ManagedNode):
     def subscribe(self) -> None:
         """Activate: camera and events in, retrievals served."""
         self._stats.restart_inputs()
-        subscribe_camera(self, self._camera, self._on_image)
+        subscribe_camera(self, self._camera, self._on_image, self._delivery)
         # transient local: events published before this node joined (or restarted) arrive
         self.create_subscription(
             SurpriseEvent,
@@ -71,6 +73,7 @@ class MemoryNode(ManagedNode):
         if frame is None or not self._order.check(frame.stamp_ns):
             return
         self._order.commit(frame.stamp_ns)
+        self._delivery.observe(frame.stamp_ns)
         self._part.add_frame(frame)
 
     def _on_event(self, msg: SurpriseEvent) -> None:

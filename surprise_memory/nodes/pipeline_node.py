@@ -19,6 +19,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from surprise_memory.config import NODE_CONFIGS, CameraConfig, NodeConfig
 from surprise_memory.errors import SurpriseMemoryError
 from surprise_memory.msg import FrameEmbedding
+from surprise_memory.nodes.delivery import CameraDelivery
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.encoder_part import EncoderPart
 from surprise_memory.nodes.lifecycle import ManagedNode
@@ -68,7 +69,8 @@ class PipelineNode(ManagedNode):
         self._guard = self.create_guard_condition(self._score_handed_over)
         self._memory = MemoryPart(self, self._stats)
         self._scorer = ScorerPart(self, self._stats, on_event=self._memory.on_event)
-        self._encoder = EncoderPart(self, self._stats, self._hand_over)
+        self._delivery = CameraDelivery(self._stats, self._camera.camera_loss_warn)
+        self._encoder = EncoderPart(self, self._stats, self._hand_over, self._delivery)
         self._memory.setup(values)  # first: the store fails fast
         self._scorer.setup(values)
         self._encoder.setup(values)  # last: its thread starts emitting
@@ -85,7 +87,7 @@ class PipelineNode(ManagedNode):
         self._stats.restart_inputs()
         self._scorer.subscribe()
         self._memory.subscribe()
-        subscribe_camera(self, self._camera, self._on_image)
+        subscribe_camera(self, self._camera, self._on_image, self._delivery)
 
     def teardown(self) -> None:
         """Cleanup: stop the model thread, store what is pending, drop both models."""
@@ -119,6 +121,7 @@ class PipelineNode(ManagedNode):
         if frame is None or not self._order.check(frame.stamp_ns):
             return
         self._order.commit(frame.stamp_ns)
+        self._delivery.observe(frame.stamp_ns)
         kept: Frame | CompressedFrame = frame
         if self._compressed:  # the history keeps the bytes, as memory_node does
             try:

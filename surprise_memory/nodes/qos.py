@@ -22,7 +22,8 @@ markers and preview frames.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rclpy.node import Node
 from rclpy.qos import (
@@ -33,8 +34,23 @@ from rclpy.qos import (
     qos_profile_sensor_data,
 )
 from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.subscription import Subscription
 
 from surprise_memory.config import CameraConfig
+
+if TYPE_CHECKING:
+    from surprise_memory.nodes.delivery import CameraDelivery
+
+try:  # Iron and later
+    from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
+except ImportError:  # Humble
+    from rclpy.qos_event import (  # type: ignore[no-redef,unused-ignore]
+        SubscriptionEventCallbacks,
+        UnsupportedEventTypeError,
+    )
+
+# rclpy passes a callback of two parameters the message's MessageInfo (Iron and later)
+_MESSAGE_INFO = hasattr(getattr(Subscription, "CallbackType", None), "WithMessageInfo")
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 """Embeddings and scores: every message matters, and a burst may queue."""
@@ -110,15 +126,66 @@ def overridable() -> QoSOverridingOptions:
     return QoSOverridingOptions.with_default_policies()
 
 
-def subscribe_camera(node: Node, camera: CameraConfig, callback: Any) -> Any:
+def subscribe_camera(
+    node: Node,
+    camera: CameraConfig,
+    callback: Any,
+    delivery: CameraDelivery | None = None,
+) -> Any:
     """Subscribe ``callback`` to the node's ``image`` input (Image, or CompressedImage).
 
     Sensor-data QoS (best effort, keep last 5) unless the params file overrides it, e.g.
     ``qos_overrides./camera/image_raw.subscription.reliability: reliable``.
+
+    Args:
+        node: The node.
+        camera: Its camera settings (``image_transport``).
+        callback: Called with each message.
+        delivery: Told of every message with its publisher's sequence number (where rclpy
+            passes the ``MessageInfo``: Iron and later), and of the messages the
+            middleware saw lost in transport (DDS's sample-lost status, where the RMW
+            reports it: Fast DDS does); see :mod:`surprise_memory.nodes.delivery`.
+
+    Returns:
+        The subscription.
+
     """
     from sensor_msgs.msg import CompressedImage, Image
 
     msg_type = CompressedImage if camera.image_transport == "compressed" else Image
-    return node.create_subscription(
-        msg_type, "image", callback, SENSOR_DATA, qos_overriding_options=overridable()
+    options = overridable()
+    if delivery is None:
+        return node.create_subscription(
+            msg_type, "image", callback, SENSOR_DATA, qos_overriding_options=options
+        )
+    count = delivery.delivered
+    handler: Callable[..., None]
+    if _MESSAGE_INFO:
+
+        def handler(msg: Any, info: Any) -> None:  # two parameters: rclpy passes the info
+            count(info.get("publication_sequence_number"))
+            callback(msg)
+    else:
+
+        def handler(msg: Any) -> None:
+            count(None)
+            callback(msg)
+
+    events = SubscriptionEventCallbacks(
+        message_lost=lambda info: delivery.lost_in_transport(info.total_count_change)
     )
+    try:
+        subscription = node.create_subscription(
+            msg_type,
+            "image",
+            handler,
+            SENSOR_DATA,
+            event_callbacks=events,
+            qos_overriding_options=options,
+        )
+    except UnsupportedEventTypeError:  # an RMW without the message-lost event
+        subscription = node.create_subscription(
+            msg_type, "image", handler, SENSOR_DATA, qos_overriding_options=options
+        )
+    delivery.watch(subscription)
+    return subscription

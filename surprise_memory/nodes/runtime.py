@@ -26,14 +26,11 @@ def run_node(factory: Any, args: list[str] | None = None) -> int:
 
     import rclpy
 
+    from surprise_memory.nodes.executor import CallbackPool
     from surprise_memory.nodes.heap import fix_mmap_threshold
 
     fix_mmap_threshold()  # frames freed go back to the system: no creeping RSS over days
-    from rclpy.executors import (
-        ExternalShutdownException,
-        MultiThreadedExecutor,
-        SingleThreadedExecutor,
-    )
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
     # The first SIGINT/SIGTERM raises KeyboardInterrupt instead of shutting the context down
@@ -73,7 +70,8 @@ def run_node(factory: Any, args: list[str] | None = None) -> int:
         rclpy.try_shutdown()
         return 0
     threads = getattr(node, "executor_threads", 1)
-    executor = MultiThreadedExecutor(threads) if threads > 1 else SingleThreadedExecutor()
+    # CallbackPool: rclpy's MultiThreadedExecutor without its busy loop (nodes/executor.py)
+    executor = CallbackPool(threads) if threads > 1 else SingleThreadedExecutor()
     executor.add_node(node)
     try:
         while rclpy.ok():

@@ -60,6 +60,7 @@ class PendingWindow:
         first_index: Index of the oldest distinct frame (padding repeats it).
         padded: Leading frames that repeat the first one (warm-up 'pad').
         frame_id: The camera frame's ``frame_id``, carried to the output.
+        span_ns: Newest minus oldest distinct frame stamp (how much time it covers).
 
     """
 
@@ -68,6 +69,7 @@ class PendingWindow:
     first_index: int
     padded: int
     frame_id: str = ""
+    span_ns: int = 0
 
 
 class WindowQueue:
@@ -241,6 +243,8 @@ class CatchUpBatcher:
         self._staging = alloc((most, frame_shape[0], frame_shape[1], 3))
         self._last_start = -float("inf")
         self._overrun = 0
+        self.last_window: PendingWindow | None = None
+        """The window the latest :meth:`push` queued (None: that frame made none)."""
 
     @property
     def batch_interval_s(self) -> float:
@@ -280,12 +284,15 @@ class CatchUpBatcher:
             InputError: See :meth:`WindowSampler.push`; nothing changed then.
 
         """
+        self.last_window = None
         window = self._sampler.push(frame)
         if window is None:
             return 0
+        span = window.stamp_ns - self._sampler.buffer.stamp_at(window.first_index)
         pending = PendingWindow(
-            window.stamp_ns, window.end_index, window.first_index, window.padded, frame_id
+            window.stamp_ns, window.end_index, window.first_index, window.padded, frame_id, span
         )
+        self.last_window = pending
         return self._queue.put(pending)
 
     def reset(self) -> None:

@@ -122,6 +122,10 @@ class FrameRingBuffer:
             return None
         return int(self._stamps[(self._count - 1) % self._capacity])
 
+    def stamp_at(self, index: int) -> int:
+        """Stamp of the frame pushed as ``index`` (valid while it is held)."""
+        return int(self._stamps[index % self._capacity])
+
     def clear(self) -> None:
         """Forget every frame (the storage stays allocated; indices keep counting up).
 

@@ -9,7 +9,9 @@ the recording origin kept.
 
 * **Resumable.** An episode whose id DST already holds is not copied again, so a
   migration that was interrupted (a killed process, a lost connection) is finished by
-  running the same command again; each episode is in DST whole or not at all.
+  running the same command again; each episode is in DST whole or not at all. The same
+  migration run twice at once (a retry while the first still runs) also ends with both
+  successful: an episode the other copied first is counted as skipped.
 * **Verified.** At the end both stores are read again: the same number of episodes per
   robot, the same ids, and per episode the same checksum (:func:`episode_digest`: its
   fields, its JPEG bytes and its embeddings rounded to float16, the finest precision both
@@ -147,8 +149,15 @@ def migrate_store(
                 skipped += 1
             else:
                 rec = src.get(ep_id)
-                dst.import_episode(rec, rec.load_jpegs(), src.embeddings(ep_id), origin_ns=origin)
-                copied += 1
+                try:
+                    dst.import_episode(
+                        rec, rec.load_jpegs(), src.embeddings(ep_id), origin_ns=origin
+                    )
+                    copied += 1
+                except StoreError:
+                    if ep_id not in dst:
+                        raise
+                    skipped += 1  # the same migration, run at once, copied it first
             if progress is not None:
                 progress(n, len(ids))
         if origin is not None:  # a store whose writer saw frames but kept no episode has one

@@ -30,7 +30,9 @@ a store never changes).
 schema at version 1 in an empty database and runs one step of ``MIGRATIONS`` per version
 after it, each step in its own transaction with the version update; a newer schema is
 refused. Openers serialise on an advisory lock, so several processes opening a new
-database at once create it once.
+database at once (robots booting, ``surprise-memory migrate`` runs) create the pgvector
+extension, the schema and its tables once; the others find them done. The lock is the
+database's own (an advisory lock's key is per database).
 """
 
 from __future__ import annotations
@@ -221,13 +223,39 @@ def schema_version(conn: psycopg.Connection[Any]) -> int:
     return int(row[0])
 
 
+def _has_extension(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
+    return row is not None
+
+
 def _ensure_extension(conn: psycopg.Connection[Any], where: str) -> None:
-    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+    """Create pgvector in the database unless it is there (call under the schema lock).
+
+    Openers of the store hold the advisory lock here, so they create it once; a process
+    outside that lock creating it at the same instant (another application) makes ours
+    fail on the catalog's unique index: then it exists, which is all that was wanted.
+
+    Raises:
+        StoreError: pgvector is not installed on the server, or this role may not create
+            it; the message says which, and what to run.
+
+    """
+    if _has_extension(conn):
         return
     try:
         with conn.transaction():
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    except psycopg.Error as exc:
+    except psycopg.errors.UniqueViolation:
+        if _has_extension(conn):
+            return
+        raise
+    except (psycopg.errors.UndefinedFile, psycopg.errors.FeatureNotSupported) as exc:
+        raise StoreError(
+            f"{where}: the pgvector extension is not installed on this PostgreSQL server "
+            f"({exc.diag.message_primary}); install pgvector (e.g. the postgresql-<version>-"
+            "pgvector package) on the server, then open the store again"
+        ) from exc
+    except psycopg.errors.InsufficientPrivilege as exc:
         raise StoreError(
             f"{where}: the pgvector extension is not installed in this database and this "
             f"role cannot create it ({exc.diag.message_primary}); as a database owner or "
@@ -266,9 +294,10 @@ def ensure_schema(conn: psycopg.Connection[Any], where: str, *, read_only: bool)
             f"{where}: store schema version {version} needs migrating to "
             f"{SCHEMA_VERSION}; open it once without read_only"
         )
+    # one opener at a time creates or migrates; the others then find it done (CREATE
+    # EXTENSION IF NOT EXISTS fails in the loser of a race, so it is under the lock too)
     conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
     try:
-        # under the lock: CREATE EXTENSION IF NOT EXISTS fails in the loser of a race
         _ensure_extension(conn, where)
         version = schema_version(conn)  # another opener may have done it meanwhile
         if version == 0:

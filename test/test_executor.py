@@ -1,0 +1,93 @@
+"""CallbackPool: the nodes' multi-threaded executor hands each ready callback over once.
+
+rclpy's MultiThreadedExecutor (Kilted 9.x) submits a task again every time it finds it
+ready and not yet started, looping without waiting (ros2/rclpy#1452): the pool's queue
+fills with copies while the spinning thread holds the GIL. Here a listener whose callback
+takes 10 ms hears a talker at 200 Hz in the same process: the pool's queue never holds
+more than the few callbacks really waiting, every message handled runs its callback once,
+and a coroutine callback waiting on a future is resumed once the future is done.
+"""
+
+from __future__ import annotations
+
+import time
+
+import rclpy
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.context import Context
+from rclpy.node import Node
+from rclpy.task import Future
+from std_msgs.msg import String
+
+from surprise_memory.nodes.executor import CallbackPool
+
+
+def test_each_ready_callback_is_handed_to_the_pool_once() -> None:
+    context = Context()
+    rclpy.init(context=context)
+    talker = Node("pool_talker", context=context)
+    listener = Node("pool_listener", context=context)
+    pub = talker.create_publisher(String, "pool_chatter", 1000)
+    count = [0]
+    heard: list[str] = []
+
+    def say() -> None:
+        count[0] += 1
+        pub.publish(String(data=str(count[0])))
+
+    def hear(msg: String) -> None:
+        heard.append(msg.data)
+        time.sleep(0.01)  # a callback that takes a while: the pool lags behind the spin
+
+    talker.create_timer(0.005, say)
+    listener.create_subscription(String, "pool_chatter", hear, 1000)
+    pool = CallbackPool(2, context=context)
+    pool.add_node(talker)
+    pool.add_node(listener)
+    longest = 0
+    try:
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            pool.spin_once(timeout_sec=0.05)
+            longest = max(longest, pool._executor._work_queue.qsize())
+        while pool._executor._work_queue.qsize():  # let the queued ones finish
+            pool.spin_once(timeout_sec=0.05)
+    finally:
+        pool.shutdown()
+        talker.destroy_node()
+        listener.destroy_node()
+        rclpy.shutdown(context=context)
+    assert heard, "nothing heard"
+    assert len(heard) == len(set(heard))  # each message's callback ran once
+    assert [int(h) for h in heard] == sorted(int(h) for h in heard)  # in order
+    assert longest <= 3, longest  # the talker's timer and the listener, not copies
+
+
+def test_a_coroutine_callback_waiting_on_a_future_is_resumed() -> None:
+    context = Context()
+    rclpy.init(context=context)
+    node = Node("pool_coroutine", context=context)
+    group = ReentrantCallbackGroup()
+    later: Future[str] = Future()
+    got: list[str] = []
+
+    async def wait_for_it() -> None:
+        if not got:
+            got.append("started")
+            got.append(await later)
+
+    node.create_timer(0.01, wait_for_it, callback_group=group)
+    node.create_timer(
+        0.2, lambda: later.done() or later.set_result("resumed"), callback_group=group
+    )
+    pool = CallbackPool(2, context=context)
+    pool.add_node(node)
+    try:
+        end = time.monotonic() + 10.0
+        while len(got) < 2 and time.monotonic() < end:
+            pool.spin_once(timeout_sec=0.05)
+    finally:
+        pool.shutdown()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+    assert got == ["started", "resumed"]
