@@ -120,7 +120,7 @@ def test_camera_loss_warns_above_the_setting_with_the_rates_and_where_to_read() 
     split = camera_loss_finding(0.81, 5.7, 30.0, 0.05, in_transport=0.8)
     assert split is not None and split.reason.startswith(
         "camera frames lost: 81% in the last period (5.7 of 30.0 Hz received; 80% in "
-        "transport, 1% in this node's queue or never sent); see README"
+        "transport, 1% in this node's queue or never sent); see doc/guides/large-frames.md"
     )
 
 
