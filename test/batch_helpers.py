@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from synthetic_frames import OFFLINE
 
 from surprise_memory.memory.store import open_store
 from surprise_memory.offline.pipeline import PipelineSettings
@@ -24,18 +25,9 @@ from surprise_memory.offline.synthetic import (
     write_synthetic_bag,
     write_synthetic_video,
 )
-from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 
 TINY = {
-    "encoder_weights": TINY_VIDEO_WEIGHTS,
-    "encoder_device": "cpu",
-    "clip_frames": 8,
-    "window": 16,
-    "warmup": 8,
-    "nms_seconds": 0.5,
-    "embedder_model": TINY_EMBEDDER_MODEL,
-    "embedder_weights": "random",
-    "embedder_device": "cpu",
+    **OFFLINE,
     "episode_before_seconds": 1.0,
     "episode_after_seconds": 1.0,
     "episode_frames": 2,

@@ -35,25 +35,17 @@ from urllib.parse import urlsplit
 from urllib.request import Request, urlopen
 
 import pytest
+from synthetic_frames import OFFLINE
 
 from surprise_memory.memory.store import EpisodeStoreBackend
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, process
 from surprise_memory.offline.synthetic import SyntheticScene, write_synthetic_bag
-from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 from surprise_memory.perception.frames import Frame
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
 TINY_SETTINGS = {
-    "encoder_weights": TINY_VIDEO_WEIGHTS,
-    "encoder_device": "cpu",
-    "clip_frames": 8,
-    "window": 16,
-    "warmup": 8,
-    "nms_seconds": 0.5,
+    **OFFLINE,
     "gamma": 0.5,  # more events on a short scene: more episodes to browse
-    "embedder_model": TINY_EMBEDDER_MODEL,
-    "embedder_weights": "random",
-    "embedder_device": "cpu",
     "encoder_batch": 8,
 }
 

@@ -31,6 +31,9 @@ EMBEDDER = {
     "embedder_weights": "random",
     "embedder_device": "cpu",
 }
+OFFLINE = {**ENCODER, **EMBEDDER, "window": 16, "warmup": 8, "nms_seconds": 0.5}
+"""Offline pipeline settings with the tiny presets (random weights, CPU) and a short scorer
+window, so that a synthetic recording of a few seconds gets events."""
 
 
 def node_params(store_path: str, camera: str | None = None, **overrides: Any) -> dict[str, Any]:

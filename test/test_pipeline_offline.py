@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from synthetic_frames import OFFLINE
 
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.episodes import EpisodeAssembler
@@ -32,8 +33,6 @@ from surprise_memory.offline.synthetic import (
     write_synthetic_video,
 )
 from surprise_memory.perception.encoders import (
-    TINY_EMBEDDER_MODEL,
-    TINY_VIDEO_WEIGHTS,
     ImageTextEmbedder,
     VideoEncoder,
 )
@@ -46,15 +45,7 @@ NS = 1_000_000_000
 # 24 s at 10 Hz, small frames; short windows so the tiny encoder is fast
 SCENE = SyntheticScene(seed=1, duration_s=24.0, fps=10.0, width=64, height=48)
 VALUES = {
-    "encoder_weights": TINY_VIDEO_WEIGHTS,
-    "encoder_device": "cpu",
-    "clip_frames": 8,
-    "window": 16,
-    "warmup": 8,
-    "nms_seconds": 0.5,
-    "embedder_model": TINY_EMBEDDER_MODEL,
-    "embedder_weights": "random",
-    "embedder_device": "cpu",
+    **OFFLINE,
     "episode_before_seconds": 1.0,
     "episode_after_seconds": 1.0,
     "episode_frames": 3,  # the tiny embedder is the slow part: few frames per episode

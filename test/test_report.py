@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from synthetic_frames import OFFLINE
 
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.store import EpisodeStore
@@ -23,7 +24,6 @@ from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.report import THUMB_WIDTH, write_report
 from surprise_memory.offline.run_record import load_run_record
 from surprise_memory.offline.synthetic import SyntheticScene, synthetic_frames
-from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 
 WIDTH, HEIGHT = 1280, 2400
 
@@ -63,20 +63,7 @@ def screenshot(html: Path, png: Path, profile: Path) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    settings = PipelineSettings.from_mapping(
-        {
-            "encoder_weights": TINY_VIDEO_WEIGHTS,
-            "encoder_device": "cpu",
-            "clip_frames": 8,
-            "window": 16,
-            "warmup": 8,
-            "nms_seconds": 0.5,
-            "embedder_model": TINY_EMBEDDER_MODEL,
-            "embedder_weights": "random",
-            "embedder_device": "cpu",
-            "episode_frames": 4,
-        }
-    )
+    settings = PipelineSettings.from_mapping({**OFFLINE, "episode_frames": 4})
     path = tmp_path_factory.mktemp("report") / "store"
     scene = SyntheticScene(seed=3, duration_s=10.0, width=96, height=72)
     OfflinePipeline(settings).run(synthetic_frames(scene), path)
