@@ -22,6 +22,25 @@ def test_interfaces_come_from_the_install() -> None:
     assert (path.parent / "msg").is_dir() and (path.parent / "surprise" / "scorer.py").is_file()
 
 
+def test_the_installed_package_is_the_source_tree() -> None:
+    # rosidl installs an empty __init__.py of the same name; ours must be the one that stays
+    # (CMake skips a file whose destination's time matches to the second; CI once kept
+    # the empty one, and every run record then failed on the missing __version__)
+    installed = Path(surprise_memory.__file__).resolve().parent
+    source = Path(__file__).resolve().parents[1] / "surprise_memory"
+    differ = [
+        str(py.relative_to(source))
+        for py in sorted(source.rglob("*.py"))
+        if "__pycache__" not in py.parts and not _same_file(installed / py.relative_to(source), py)
+    ]
+    assert not differ, f"the colcon install differs from the source (rebuild): {differ}"
+    assert surprise_memory.__version__ and surprise_memory.__doc__
+
+
+def _same_file(installed: Path, source: Path) -> bool:
+    return installed.is_file() and installed.read_bytes() == source.read_bytes()
+
+
 def test_contract_fields() -> None:
     assert Episode.get_fields_and_field_types() == {
         "id": "string",
