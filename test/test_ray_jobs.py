@@ -124,6 +124,8 @@ def folder_job(cluster: str, fleet: Path, tmp_path_factory: pytest.TempPathFacto
     done_before = {k for k, e in first.items() if e["status"] == "complete"}
     # one result was in; a second worker may have finished unheard (its run folder says so)
     assert 1 <= len(done_before) <= 2 and len(first) == 3, first
+    # the summary was written once the killed workers were gone: it says what the folders say
+    assert done_before == {k for k in first if _run_complete(out / k)}, first
     assert all(e["status"] in ("complete", "failed", "interrupted") for e in first.values())
     assert _free_cpus() == 2  # the workers of the interrupted job are gone
 
@@ -131,6 +133,11 @@ def folder_job(cluster: str, fleet: Path, tmp_path_factory: pytest.TempPathFacto
     assert not record.complete and record.failed[0][0] == str((fleet / CORRUPT).resolve())
     assert {k for k, e in record.entries.items() if e.get("skipped")} == done_before
     return out
+
+
+def _run_complete(store: Path) -> bool:
+    run = store / "run.json"
+    return run.is_file() and json.loads(run.read_text())["status"] == "complete"
 
 
 def _free_cpus() -> float:

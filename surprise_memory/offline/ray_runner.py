@@ -43,6 +43,7 @@ LOCAL = "local"
 """``ClusterOptions.address`` of the local cluster (``--ray`` without an address)."""
 
 _POLL_S = 0.5  # how often the driver looks at the running tasks' progress
+_EXIT_WAIT_S = 30.0  # bound on waiting for killed workers to be gone
 _REPORT_S = 1.0  # how often a worker tells the driver how far it is
 T = TypeVar("T", bound=JobTask)
 
@@ -266,6 +267,18 @@ def run_on_ray(
         finally:
             for actor in [*actors, board]:
                 ray.kill(actor)
+            _await_exit(ray, actors)
+
+
+def _await_exit(ray: Any, actors: list[Any]) -> None:
+    """Wait (at most ``_EXIT_WAIT_S``) until the killed actors can run nothing more.
+
+    ``ray.kill`` only asks: a worker that was finishing a recording when the job was
+    interrupted could complete it after the caller had recorded it as interrupted. A call
+    queued behind the running task resolves only once that task ended or the actor died.
+    """
+    if actors:
+        ray.wait([a.ready.remote() for a in actors], num_returns=len(actors), timeout=_EXIT_WAIT_S)
 
 
 def _dispatch(
