@@ -384,6 +384,7 @@ def run(
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import CompressedImage, Image
 
+    from surprise_memory.middleware import PROFILE_VARIABLES
     from surprise_memory.msg import Episode
     from surprise_memory.nodes.qos import LATCHED
 
@@ -397,7 +398,7 @@ def run(
             env.pop(key, None)
         else:
             env[key] = value
-    for key in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", *profile_env("none")):
+    for key in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", *PROFILE_VARIABLES):
         if key in env:
             os.environ[key] = env[key]
         else:

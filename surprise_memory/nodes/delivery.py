@@ -72,6 +72,11 @@ class CameraDelivery:
         stats.add_values(self._values)
 
     @property
+    def warn_above(self) -> float:
+        """``camera_loss_warn``: the share lost in a period above which it WARNs."""
+        return self._warn_above
+
+    @property
     def period_ns(self) -> int | None:
         """The camera's estimated frame period (None before the first frames)."""
         return self._estimator.period_ns
@@ -138,12 +143,11 @@ class CameraDelivery:
             self._loss = lost / expected if expected else 0.0
         self._loss_in_transport = min(self._loss, transport)
         self._follow_publishers()
-        camera_hz = self._estimator.camera_hz
         return [
             camera_loss_finding(
                 self._loss,
-                None if camera_hz is None else camera_hz * (1.0 - self._loss),
-                camera_hz,
+                self._received_hz(),
+                self._estimator.camera_hz,
                 self._warn_above,
                 in_transport=self._loss_in_transport,
             )
@@ -158,9 +162,14 @@ class CameraDelivery:
             self._one_publisher = one
             self._last_sequence = None
 
+    def _received_hz(self) -> float | None:
+        """The camera's rate less the last period's loss (None before the rate is known)."""
+        camera_hz = self._estimator.camera_hz
+        return None if camera_hz is None else camera_hz * (1.0 - self._loss)
+
     def _values(self) -> dict[str, object]:
         camera_hz = self._estimator.camera_hz
-        received_hz = None if camera_hz is None else camera_hz * (1.0 - self._loss)
+        received_hz = self._received_hz()
         return {
             "camera_rate_hz": "" if camera_hz is None else f"{camera_hz:.2f}",
             "camera_received_hz": "" if received_hz is None else f"{received_hz:.2f}",

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from surprise_memory.config import CameraConfig, ComponentConfig, EncoderConfig
+from surprise_memory.config import ComponentConfig, EncoderConfig
 from surprise_memory.errors import InputError
 from surprise_memory.health import (
     Finding,
@@ -88,7 +88,6 @@ class EncoderPart:
         self._window_frames = config.clip_frames
         self._input_period_ns = round(NS_PER_SECOND / config.input_fps) if config.input_fps else 0
         self._spans = WindowSpan()
-        self._loss_warn = CameraConfig.from_mapping(values).camera_loss_warn
         if not self._encoder.pretrained:
             self._node.get_logger().warning(
                 f"encoder weights {self._encoder.model_name}: UNTRAINED, surprise is meaningless"
@@ -154,7 +153,7 @@ class EncoderPart:
         return [
             worker_finding("encoder", self._worker.is_alive() or self._stop.is_set()),
             counted_finding(delta, "windows_dropped", Level.WARN, "windows dropped"),
-            window_span_finding(self._spans.take(), self._loss_warn),
+            window_span_finding(self._spans.take(), self._camera.warn_above),
             untrained_finding("encoder", self._encoder.pretrained),
         ]
 
