@@ -34,16 +34,19 @@ from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
 __all__ = [
     "DB_NAME",
     "SCHEMA_VERSION",
+    "EpisodeRow",
     "IndexRow",
     "Migration",
     "connect",
     "count_rows",
     "delete_episodes",
     "ensure_schema",
+    "episode_rows",
     "index_rows",
     "insert_episode",
     "read_meta",
     "select_embeddings",
+    "select_embeddings_of",
     "select_records",
     "select_summaries",
     "transaction",
@@ -476,3 +479,37 @@ def select_embeddings(conn: sqlite3.Connection, seq: int) -> npt.NDArray[np.floa
         (seq,),
     )
     return np.stack([np.frombuffer(b, dtype=t, count=d).astype(np.float32) for d, t, b in rows])
+
+
+EpisodeRow = tuple[int, str, int, float, float, float, int, float, int, str, str]
+"""seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, robot_id, pose frame."""
+
+
+def episode_rows(conn: sqlite3.Connection) -> list[EpisodeRow]:
+    """Every episode's key, id and filter fields (no embeddings), in the order added."""
+    return conn.execute(
+        "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
+        "robot_id, pose_frame_id FROM episodes ORDER BY seq"
+    ).fetchall()
+
+
+def select_embeddings_of(
+    conn: sqlite3.Connection, seqs: Sequence[int]
+) -> dict[int, npt.NDArray[np.float32]]:
+    """The stored frame embeddings of many episodes by key, (frames, D) float32 each.
+
+    An episode the database does not hold is left out.
+
+    Raises:
+        sqlite3.Error: The statement failed.
+
+    """
+    rows = conn.execute(
+        "SELECT episode_seq, dim, dtype, data FROM embeddings "
+        "WHERE episode_seq IN (SELECT value FROM json_each(?)) ORDER BY episode_seq, idx",
+        (json.dumps([int(s) for s in seqs]),),
+    )
+    found: dict[int, list[npt.NDArray[np.float32]]] = {}
+    for seq, d, dtype, blob in rows:
+        found.setdefault(int(seq), []).append(np.frombuffer(blob, dtype=dtype, count=d))
+    return {seq: np.stack(v).astype(np.float32) for seq, v in found.items()}
