@@ -6,13 +6,16 @@ keyed by the episode's key, and can be rebuilt from the database at any time.
 
 Layout, in ``<store>/index/``:
 
-* ``segment-<first>-<last>.usearch``: sealed segments of :data:`SEGMENT_SIZE` episodes
-  each (keys ``first..last``), written once and then *memory-mapped* (usearch's view):
-  the history is not read into RAM at open; the OS pages in what queries touch.
-* ``tail.usearch``: the episodes added since the last sealed segment, held in RAM and
-  saved every :data:`CHECKPOINT_EVERY` additions.
-* ``manifest.json``: the files and the largest key they hold (``covered``), written
-  (temporary file + rename) after the files it names.
+* ``segment-<first>-<last>.usearch``, ``.keys``, ``.f32``: sealed segments of
+  :data:`SEGMENT_SIZE` episodes each (keys ``first..last``): the usearch graph, the keys
+  and the vectors (float32, in key order), written once and then *memory-mapped*: the
+  history is not read into RAM at open; the OS pages in what queries touch. The raw
+  vectors let a filtered query score the episodes it keeps exactly, without the graph.
+* ``tail.usearch``, ``tail.keys``, ``tail.f32``: the episodes added since the last sealed
+  segment, held in RAM; keys and vectors are appended to their files as they come, and
+  every :data:`CHECKPOINT_EVERY` additions the files are synced and the graph saved.
+* ``manifest.json``: the files, their sizes and the largest key they hold (``covered``),
+  written (temporary file + rename) after the files it names.
 
 Crash safety: a file is renamed into place whole, and the manifest only names files that
 are in place, so after a kill the index holds every episode up to ``covered``; the
@@ -39,7 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CHECKPOINT_EVERY", "SEGMENT_SIZE", "AnnIndex", "pooled"]
+__all__ = ["CHECKPOINT_EVERY", "SEGMENT_SIZE", "AnnIndex", "Segment", "pooled"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -51,7 +54,10 @@ CHECKPOINT_EVERY = 1_024
 
 _DIR = "index"
 _MANIFEST = "manifest.json"
-_TAIL = "tail.usearch"
+_TAIL = "tail"
+_USEARCH = ".usearch"
+_KEYS = ".keys"
+_VECS = ".f32"
 _FORMAT = 1
 _BATCH = 1_024  # rows per batch of a rebuild or catch-up
 # usearch settings: 16 links per node, wide construction, vectors as float16
@@ -70,16 +76,24 @@ def pooled(unit: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.float32]:
 
 
 @dataclass
-class _Segment:
-    """One usearch index: sealed (memory-mapped file) or the RAM tail."""
+class Segment:
+    """One usearch index with its keys and vectors (float32, in key order).
+
+    Sealed: the usearch file memory-mapped, keys and vectors memory-mapped raw files. The
+    tail: all in RAM (the arrays have room for :data:`SEGMENT_SIZE` rows), the keys and
+    vectors also appended to raw files that the checkpoint syncs.
+    """
 
     index: Any
     first: int  # smallest key it may hold
     last: int  # largest key it holds (0 when empty)
-    file: str
+    name: str  # file stem
+    keys: npt.NDArray[np.int64]
+    vecs: npt.NDArray[np.float32]
+    size: int = 0
 
     def __len__(self) -> int:
-        return int(self.index.size)
+        return self.size
 
 
 def _new_index(dim: int) -> Any:
@@ -136,10 +150,21 @@ class AnnIndex:
         self._dir = root / _DIR
         self._dim = dim
         self._read_only = read_only
-        self._sealed: list[_Segment] = []
-        self._tail = _Segment(_new_index(dim), 1, 0, _TAIL)
+        self._sealed: list[Segment] = []
+        self._tail = self._new_tail(1)
         self._covered = 0  # largest key saved in a file named by the manifest
         self._unsaved = 0  # additions since the last checkpoint
+        self._files: tuple[Any, Any] | None = None  # the tail's open raw files
+
+    def _new_tail(self, first: int) -> Segment:
+        return Segment(
+            _new_index(self._dim),
+            first,
+            0,
+            _TAIL,
+            np.empty(SEGMENT_SIZE, dtype=np.int64),
+            np.empty((SEGMENT_SIZE, self._dim), dtype=np.float32),
+        )
 
     @property
     def dim(self) -> int:
@@ -166,8 +191,17 @@ class AnnIndex:
 
     @property
     def ram_bytes(self) -> int:
-        """Bytes of the RAM tail (the sealed segments are memory-mapped files)."""
-        return int(self._tail.index.memory_usage)
+        """Bytes of the RAM tail in use (the sealed segments are memory-mapped files)."""
+        tail = self._tail
+        return int(tail.index.memory_usage) + tail.size * (8 + 4 * self._dim)
+
+    def close(self) -> None:
+        """Close the tail's raw files (what was not checkpointed is re-read at the next open)."""
+        if self._files is not None:
+            for f in self._files:
+                with contextlib.suppress(OSError):
+                    f.close()
+            self._files = None
 
     # ----------------------------------------------------------------- open
     def load(self) -> bool:
@@ -176,31 +210,58 @@ class AnnIndex:
             manifest = json.loads((self._dir / _MANIFEST).read_text())
             if manifest.get("format") != _FORMAT or int(manifest["dim"]) != self._dim:
                 raise ValueError("another format or dimension")
-            sealed = [
-                _Segment(
-                    _restore(self._dir / s["file"], self._dim, view=True),
-                    int(s["keys"][0]),
-                    int(s["keys"][1]),
-                    str(s["file"]),
-                )
-                for s in manifest["segments"]
-            ]
-            for seg, entry in zip(sealed, manifest["segments"], strict=True):
-                if len(seg) != int(entry["size"]):
-                    raise ValueError(f"{seg.file} holds {len(seg)} vectors, not {entry['size']}")
+            sealed = [self._open_sealed(e) for e in manifest["segments"]]
             first, last = (int(k) for k in manifest["tail_keys"])
-            tail = _Segment(_new_index(self._dim), first, last, _TAIL)
-            if int(manifest["tail_size"]):
-                tail.index = _restore(self._dir / _TAIL, self._dim, view=False)
-                if len(tail) != int(manifest["tail_size"]):
-                    raise ValueError(f"{_TAIL} holds {len(tail)} vectors")
+            tail = self._new_tail(first)
+            tail.last = last
+            size = int(manifest["tail_size"])
+            if size:
+                tail.index = _restore(self._dir / (_TAIL + _USEARCH), self._dim, view=False)
+                keys = np.fromfile(self._dir / (_TAIL + _KEYS), dtype=np.int64, count=size)
+                vecs = np.fromfile(
+                    self._dir / (_TAIL + _VECS), dtype=np.float32, count=size * self._dim
+                )
+                if (
+                    int(tail.index.size) != size
+                    or keys.size != size
+                    or vecs.size != size * self._dim
+                ):
+                    raise ValueError("the tail files hold fewer vectors than the manifest says")
+                tail.keys[:size] = keys
+                tail.vecs[:size] = vecs.reshape(size, self._dim)
+                tail.size = size
         except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
             if (self._dir / _MANIFEST).exists():
                 _LOG.warning("%s: the episode index is unusable (%s)", self._dir, exc)
             return False
         self._sealed, self._tail = sealed, tail
         self._covered = int(manifest["covered"])
+        self._open_tail_files(truncate=True)
         return True
+
+    def _open_sealed(self, entry: dict[str, Any]) -> Segment:
+        name, size = str(entry["name"]), int(entry["size"])
+        index = _restore(self._dir / (name + _USEARCH), self._dim, view=True)
+        keys = np.memmap(self._dir / (name + _KEYS), dtype=np.int64, mode="r")
+        vecs = np.memmap(self._dir / (name + _VECS), dtype=np.float32, mode="r")
+        if int(index.size) != size or keys.size != size or vecs.size != size * self._dim:
+            raise ValueError(f"{name} does not hold {size} vectors")
+        first, last = (int(k) for k in entry["keys"])
+        return Segment(index, first, last, name, keys, vecs.reshape(size, self._dim), size)
+
+    def _open_tail_files(self, *, truncate: bool) -> None:
+        if self._read_only:
+            return
+        self.close()
+        self._dir.mkdir(parents=True, exist_ok=True)
+        size = self._tail.size
+        files = []
+        for suffix, width in ((_KEYS, 8), (_VECS, 4 * self._dim)):
+            f = open(self._dir / (_TAIL + suffix), "ab")  # noqa: SIM115  # kept open
+            if truncate:
+                f.truncate(size * width)
+            files.append(f)
+        self._files = (files[0], files[1])
 
     def rebuild(self, rows: Iterable[tuple[int, npt.NDArray[np.float32]]], total: int) -> None:
         """Start empty and add every episode of the database, with a progress bar.
@@ -218,13 +279,23 @@ class AnnIndex:
                 self._dir,
                 total,
             )
+        self.close()
         self._drop_files()
         self._sealed, self._covered = [], 0
-        self._tail = _Segment(_new_index(self._dim), 1, 0, _TAIL)
+        self._tail = self._new_tail(1)
+        self._open_tail_files(truncate=True)
         with tqdm(total=total, desc="episode index", unit="ep", disable=total < 1000) as bar:
             self.add_rows(rows, bar.update)
         self.checkpoint()
 
+    def _drop_files(self) -> None:
+        if self._read_only or not self._dir.is_dir():
+            return
+        for path in self._dir.iterdir():
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    # ----------------------------------------------------------------- writing
     def add_rows(
         self,
         rows: Iterable[tuple[int, npt.NDArray[np.float32]]],
@@ -252,61 +323,64 @@ class AnnIndex:
         flush()
         return count
 
-    def _drop_files(self) -> None:
-        if self._read_only or not self._dir.is_dir():
-            return
-        for path in self._dir.iterdir():
-            with contextlib.suppress(OSError):
-                path.unlink()
-
-    # ----------------------------------------------------------------- writing
     def add(self, key: int, vector: npt.NDArray[np.float32], *, checkpoint: bool = True) -> None:
         """Add one episode's pooled vector (keys ascending); save or seal the tail when due."""
-        if key <= self.last_key:
-            return  # held already (a catch-up that overlaps what the files kept)
-        tail = self._tail
-        if len(tail) == 0:
-            tail.first = key
-        tail.index.add(key, vector)
-        tail.last = key
-        self._unsaved += 1
-        if len(tail) >= SEGMENT_SIZE:
-            self._seal()
-        elif checkpoint and self._unsaved >= CHECKPOINT_EVERY:
+        self.add_many(np.asarray([key], dtype=np.int64), vector[None, :])
+        if checkpoint and self._unsaved >= CHECKPOINT_EVERY:
             self.checkpoint()
 
     def add_many(self, keys: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
-        """Add pooled vectors of many episodes (keys ascending) on every core; no checkpoint."""
-        keep = keys > self.last_key
-        keys, vectors = keys[keep], vectors[keep]
+        """Add pooled vectors of many episodes (keys ascending); seals, never checkpoints."""
+        keep = keys > self.last_key  # held already: a catch-up overlapping the files
+        keys, vectors = keys[keep], np.ascontiguousarray(vectors[keep], dtype=np.float32)
         while keys.size:
             tail = self._tail
-            room = SEGMENT_SIZE - len(tail)
+            room = SEGMENT_SIZE - tail.size
             part_keys, part_vecs = keys[:room], vectors[:room]
-            if len(tail) == 0:
+            if tail.size == 0:
                 tail.first = int(part_keys[0])
-            tail.index.add(part_keys, part_vecs)
+            if part_keys.size == 1:
+                tail.index.add(int(part_keys[0]), part_vecs[0])
+            else:
+                tail.index.add(part_keys, part_vecs)
+            n = part_keys.size
+            tail.keys[tail.size : tail.size + n] = part_keys
+            tail.vecs[tail.size : tail.size + n] = part_vecs
+            tail.size += n
             tail.last = int(part_keys[-1])
-            self._unsaved += part_keys.size
+            if self._files is not None:
+                self._files[0].write(part_keys.tobytes())
+                self._files[1].write(np.ascontiguousarray(part_vecs).tobytes())
+            self._unsaved += n
             keys, vectors = keys[room:], vectors[room:]
-            if len(tail) >= SEGMENT_SIZE:
+            if tail.size >= SEGMENT_SIZE:
                 self._seal()
+
+    def _sync_tail_files(self) -> None:
+        if self._files is not None:
+            for f in self._files:
+                f.flush()
+                os.fsync(f.fileno())
 
     def _seal(self) -> None:
         """Turn the full tail into a memory-mapped segment; start a new tail."""
         tail = self._tail
-        name = f"segment-{tail.first}-{tail.last}.usearch"
+        name = f"segment-{tail.first}-{tail.last}"
         if self._read_only:
-            self._sealed.append(_Segment(tail.index, tail.first, tail.last, name))
-        else:
-            self._dir.mkdir(parents=True, exist_ok=True)
-            _atomic_write(self._dir / name, lambda p: tail.index.save(str(p)))
             self._sealed.append(
-                _Segment(
-                    _restore(self._dir / name, self._dim, view=True), tail.first, tail.last, name
-                )
+                Segment(tail.index, tail.first, tail.last, name, tail.keys, tail.vecs, tail.size)
             )
-        self._tail = _Segment(_new_index(self._dim), tail.last + 1, 0, _TAIL)
+        else:
+            self._sync_tail_files()
+            self.close()
+            d = self._dir
+            _atomic_write(d / (name + _USEARCH), lambda p: tail.index.save(str(p)))
+            os.replace(d / (_TAIL + _KEYS), d / (name + _KEYS))
+            os.replace(d / (_TAIL + _VECS), d / (name + _VECS))
+            entry = {"name": name, "keys": [tail.first, tail.last], "size": tail.size}
+            self._sealed.append(self._open_sealed(entry))
+        self._tail = self._new_tail(tail.last + 1)
+        self._open_tail_files(truncate=True)
         self.checkpoint()
 
     def checkpoint(self) -> None:
@@ -316,28 +390,29 @@ class AnnIndex:
             return
         self._dir.mkdir(parents=True, exist_ok=True)
         tail = self._tail
-        if len(tail):
-            _atomic_write(self._dir / _TAIL, lambda p: tail.index.save(str(p)))
+        self._sync_tail_files()
+        if tail.size:
+            _atomic_write(self._dir / (_TAIL + _USEARCH), lambda p: tail.index.save(str(p)))
         manifest = {
             "format": _FORMAT,
             "dim": self._dim,
             "covered": self.last_key,
             "segments": [
-                {"file": s.file, "keys": [s.first, s.last], "size": len(s)} for s in self._sealed
+                {"name": s.name, "keys": [s.first, s.last], "size": s.size} for s in self._sealed
             ],
             "tail_keys": [tail.first, tail.last],
-            "tail_size": len(tail),
+            "tail_size": tail.size,
         }
         _atomic_write(self._dir / _MANIFEST, lambda p: _write_text(p, json.dumps(manifest)))
         self._covered = self.last_key
 
     # ----------------------------------------------------------------- reading
-    def parts(self) -> list[tuple[Any, int, int]]:
-        """(usearch index, first key, last key) of each segment, the tail last."""
-        return [(s.index, s.first, s.last) for s in (*self._sealed, self._tail) if len(s)]
+    def parts(self) -> list[Segment]:
+        """The segments that hold vectors, the tail last."""
+        return [s for s in (*self._sealed, self._tail) if s.size]
 
     @staticmethod
-    def vectors(index: Any, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
-        """The stored vectors of ``keys`` (each held by ``index``), (len(keys), D) float32."""
-        got = index.get(keys, dtype=np.float32)
-        return np.asarray(got, dtype=np.float32).reshape(len(keys), -1)
+    def vectors(segment: Segment, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+        """The stored vectors of ``keys`` (each held by ``segment``), float32 rows."""
+        rows = np.searchsorted(segment.keys[: segment.size], keys)
+        return segment.vecs[rows]

@@ -23,7 +23,7 @@ the database's rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,8 +45,8 @@ EXACT_PER_SEGMENT = 4_096
 _WIDEN_LIMIT = 4  # doublings of an approximate search before scoring the segment exactly
 _COMPACT_FRACTION = 0.125
 
-FrameReader = Callable[[Sequence[int]], Mapping[int, npt.NDArray[np.float32]]]
-"""Reads the unit frame embeddings of episodes by key, (frames, D) float32 each."""
+FrameReader = Callable[[Sequence[int]], tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
+"""Reads the unit frame embeddings of episodes: each row's key (ascending) and the rows."""
 
 
 class EpisodeIndex(EmbeddingIndex):
@@ -121,13 +121,15 @@ class EpisodeIndex(EmbeddingIndex):
             chosen = keys
         else:
             chosen = self._candidates(q, keys, k_rerank)
-        frames = self._frames(chosen.tolist()) if self._frames is not None else {}
         scores = np.full(cand.size, -np.inf)
-        pos = np.searchsorted(keys, chosen)
-        for p, key in zip(pos.tolist(), chosen.tolist(), strict=True):
-            emb = frames.get(key)
-            if emb is not None:
-                scores[p] = float(np.max(emb @ q))
+        if self._frames is None or chosen.size == 0:
+            return scores
+        row_keys, rows = self._frames(chosen.tolist())
+        if row_keys.size == 0:
+            return scores
+        starts = np.flatnonzero(np.concatenate(([True], row_keys[1:] != row_keys[:-1])))
+        best = np.maximum.reduceat(rows @ q, starts)
+        scores[np.searchsorted(keys, row_keys[starts])] = best
         return scores
 
     def _candidates(
@@ -138,18 +140,19 @@ class EpisodeIndex(EmbeddingIndex):
             return keys
         found_keys: list[npt.NDArray[np.int64]] = []
         found_sims: list[npt.NDArray[np.float64]] = []
-        for index, first, last in self._ann.parts():
-            lo, hi = np.searchsorted(keys, [first, last + 1])
+        for seg in self._ann.parts():
+            index = seg.index
+            lo, hi = np.searchsorted(keys, [seg.first, seg.last + 1])
             mine = keys[lo:hi]
             if mine.size == 0:
                 continue
-            size = int(index.size)
+            size = len(seg)
             count = int(np.ceil(want * size / mine.size * 1.5))
             got: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None = None
             if mine.size > EXACT_PER_SEGMENT and count <= size // 4:
                 got = self._approximate(index, q=q, mine=mine, want=want, count=count, size=size)
             if got is None:
-                vecs = AnnIndex.vectors(index, mine)
+                vecs = AnnIndex.vectors(seg, mine)
                 got = mine, (vecs @ q).astype(np.float64)
             found_keys.append(got[0])
             found_sims.append(got[1])

@@ -239,13 +239,18 @@ class StoreFolder:
         if isinstance(index, EpisodeIndex):
             index.attach(ann, self._frames_of)
 
-    def _frames_of(self, seqs: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
-        """Unit frame embeddings of episodes by key (the re-ranking's reads)."""
-        found = select_embeddings_of(self.db(), seqs)
-        return {k: v / np.linalg.norm(v, axis=1, keepdims=True) for k, v in found.items()}
+    def _frames_of(
+        self, seqs: Sequence[int]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Unit frame embeddings of episodes, a row per frame with its key (the re-ranking)."""
+        keys, rows = select_embeddings_of(self.db(), seqs)
+        return keys, rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
     def close(self) -> None:
         """Close the database and release the writer lock (idempotent)."""
+        index = self.catalog.index
+        if isinstance(index, EpisodeIndex) and index.ann is not None:
+            index.ann.close()
         if self._conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()

@@ -495,21 +495,31 @@ def episode_rows(conn: sqlite3.Connection) -> list[EpisodeRow]:
 
 def select_embeddings_of(
     conn: sqlite3.Connection, seqs: Sequence[int]
-) -> dict[int, npt.NDArray[np.float32]]:
-    """The stored frame embeddings of many episodes by key, (frames, D) float32 each.
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """The stored frame embeddings of many episodes: one row per frame, with its episode.
 
     An episode the database does not hold is left out.
 
+    Returns:
+        The key of each row, ascending (an episode's frames in order), and the rows,
+        (frames, D) float32.
+
     Raises:
         sqlite3.Error: The statement failed.
+        ValueError: The rows differ in dimension or dtype.
 
     """
     rows = conn.execute(
         "SELECT episode_seq, dim, dtype, data FROM embeddings "
         "WHERE episode_seq IN (SELECT value FROM json_each(?)) ORDER BY episode_seq, idx",
         (json.dumps([int(s) for s in seqs]),),
-    )
-    found: dict[int, list[npt.NDArray[np.float32]]] = {}
-    for seq, d, dtype, blob in rows:
-        found.setdefault(int(seq), []).append(np.frombuffer(blob, dtype=dtype, count=d))
-    return {seq: np.stack(v).astype(np.float32) for seq, v in found.items()}
+    ).fetchall()
+    if not rows:
+        return np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.float32)
+    kinds = {(d, t) for _, d, t, _ in rows}
+    if len(kinds) != 1:
+        raise ValueError(f"embeddings of several dimensions or dtypes: {sorted(kinds)}")
+    ((dim, dtype),) = kinds
+    data = np.frombuffer(b"".join(r[3] for r in rows), dtype=dtype).reshape(len(rows), dim)
+    keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    return keys, data.astype(np.float32)
