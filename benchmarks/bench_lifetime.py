@@ -362,11 +362,13 @@ def day_truth(store_dir: Path, queries: dict[str, np.ndarray], n: int) -> list[l
         rows = conn.execute(
             "SELECT seq, id FROM episodes WHERE stamp_ns BETWEEN ? AND ?", (lo, hi)
         ).fetchall()
-        embs = select_embeddings_of(conn, [r[0] for r in rows])
+        keys, embs = select_embeddings_of(conn, [r[0] for r in rows])
         scored = []
-        for seq, ep in rows:
-            e = _unit(embs[seq])
-            scored.append((-float(np.max(e @ q)), ep))
+        if keys.size:
+            starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+            best = np.maximum.reduceat(_unit(embs) @ q, starts)
+            id_of = dict(rows)
+            scored = [(-float(s), id_of[int(k)]) for k, s in zip(keys[starts], best, strict=True)]
         out.append([ep for _, ep in sorted(scored)[:K]])
     conn.close()
     return out
