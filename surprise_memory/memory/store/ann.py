@@ -34,6 +34,7 @@ import contextlib
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,6 +156,7 @@ class AnnIndex:
         self._covered = 0  # largest key saved in a file named by the manifest
         self._unsaved = 0  # additions since the last checkpoint
         self._files: tuple[Any, Any] | None = None  # the tail's open raw files
+        self._problem = "no index yet"  # why the last load failed
 
     def _new_tail(self, first: int) -> Segment:
         return Segment(
@@ -205,7 +207,18 @@ class AnnIndex:
 
     # ----------------------------------------------------------------- open
     def load(self) -> bool:
-        """Open the files the manifest names; False (nothing held) when they are unusable."""
+        """Open the files the manifest names; False (nothing held) when they are unusable.
+
+        A read-only store reads files that their writer may be replacing (a checkpoint
+        or a seal between reading the manifest and the files): it tries three times.
+        """
+        for _ in range(2 if self._read_only else 0):
+            if self._load(quiet=True):
+                return True
+            time.sleep(0.05)
+        return self._load(quiet=False)
+
+    def _load(self, *, quiet: bool) -> bool:
         try:
             manifest = json.loads((self._dir / _MANIFEST).read_text())
             if manifest.get("format") != _FORMAT or int(manifest["dim"]) != self._dim:
@@ -231,8 +244,9 @@ class AnnIndex:
                 tail.vecs[:size] = vecs.reshape(size, self._dim)
                 tail.size = size
         except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
-            if (self._dir / _MANIFEST).exists():
-                _LOG.warning("%s: the episode index is unusable (%s)", self._dir, exc)
+            if not quiet:
+                missing = not (self._dir / _MANIFEST).exists()
+                self._problem = "no index yet" if missing else f"the index is unusable: {exc}"
             return False
         self._sealed, self._tail = sealed, tail
         self._covered = int(manifest["covered"])
@@ -275,9 +289,10 @@ class AnnIndex:
 
         if total:
             _LOG.warning(
-                "%s: rebuilding the episode index from the database (%d episodes)",
+                "%s: rebuilding the episode index from the database (%d episodes; %s)",
                 self._dir,
                 total,
+                self._problem,
             )
         self.close()
         self._drop_files()
