@@ -302,6 +302,7 @@ def measure(
             return folder.hits(found, include_images=False)
 
     open_s = time.perf_counter() - t0
+    rss_open = _rss()
     n = len(store)
     days = int(np.ceil(n * PERIOD_NS / DAY_NS))
     world = World(seed)
@@ -323,12 +324,14 @@ def measure(
         out["ms"][kind] = [float(x * 1e3) for x in lat]
         out["hits"][kind] = hits
     out["rss"] = _rss()
+    out["rss_open"] = rss_open
     if mode == "ann":
         out["index_ram_bytes"] = store._folder.catalog.index.ann.ram_bytes
         out["segments"] = store._folder.catalog.index.ann.segments
         add_s = []
+        batches: dict[int, dict[str, np.ndarray]] = {}
         for i in adds:
-            b = world.batch(i // BATCH)
+            b = batches.get(i // BATCH) or batches.setdefault(i // BATCH, world.batch(i // BATCH))
             add_s.append(add_public(store, b, i - (i // BATCH) * BATCH))
         out["add_ms"] = [x * 1e3 for x in add_s]
         out["jpeg_bytes_per_episode"] = (
@@ -473,7 +476,11 @@ def main(argv: list[str] | None = None) -> None:
                 ",".join(map(str, adds)) if mode == "ann" else "",
             ]
             res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-            summary: dict[str, Any] = {"open_s": res["open_s"], "rss": res["rss"]}
+            summary: dict[str, Any] = {
+                "open_s": res["open_s"],
+                "rss": res["rss"],
+                "rss_open": res["rss_open"],
+            }
             for kind in ("text", "day", "radius"):
                 ms = np.asarray(res["ms"][kind])
                 summary[kind] = {

@@ -293,8 +293,8 @@ def test_a_missing_or_damaged_index_is_rebuilt_with_one_log_line(
     path = tmp_path / "store"
     _fill(path, 600)
     queries = _queries(4)
-    with EpisodeStore(path) as store:
-        before = [[h.episode.id for h in store.retrieve(q)] for q in queries]
+    with EpisodeStore(path):
+        pass
     index = path / "index"
     if damage == "deleted":
         for f in index.iterdir():
@@ -309,10 +309,12 @@ def test_a_missing_or_damaged_index_is_rebuilt_with_one_log_line(
         (index / "tail.f32").write_bytes(b"")
     caplog.set_level(logging.WARNING, logger="surprise_memory.memory.store.ann")
     with EpisodeStore(path) as store:
-        after = [[h.episode.id for h in store.retrieve(q)] for q in queries]
+        # the graph is built on several threads: answers agree with exact search, within
+        # the recall bound, not necessarily with the graph before
+        recalls = _recall(store, queries)
     rebuilt = [r for r in caplog.records if "rebuilding the episode index" in r.getMessage()]
     assert len(rebuilt) == 1 and "600 episodes" in rebuilt[0].getMessage()
-    assert after == before
+    assert np.mean(recalls) >= 0.99
     with EpisodeStore(path):  # rebuilt files open without a rebuild
         pass
     assert len([r for r in caplog.records if "rebuilding" in r.getMessage()]) == 1

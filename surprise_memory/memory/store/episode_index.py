@@ -112,7 +112,11 @@ class EpisodeIndex(EmbeddingIndex):
     def _episode_scores(
         self, q: npt.NDArray[np.float32], cand: npt.NDArray[np.intp], n: int
     ) -> npt.NDArray[np.float64]:
-        """Exact max-over-frames scores for the best candidates, -inf for the others."""
+        """Exact max-over-frames scores for the best candidates, -inf for the others.
+
+        The search keeps only the scored ones (at most :data:`RERANK` or ``k``), so the
+        ranking after it sorts a hundred episodes, not the store.
+        """
         del n
         keys = self._keys.view()[cand]
         q = (q / np.linalg.norm(q)).astype(np.float32)
