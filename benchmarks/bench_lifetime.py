@@ -386,6 +386,80 @@ def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+# ----------------------------------------------------------------- the library choice
+def compare_libraries(world: World, n: int, queries: dict[str, np.ndarray], work: Path) -> None:
+    """usearch and voyager side by side on the pooled vectors of ``n`` episodes.
+
+    Same graph settings (M = 16, ef_construction = 128, ef = 128), one vector per
+    episode, cosine; usearch stores float16 and is queried memory-mapped from its file
+    (how the store uses it), voyager stores float32 and E4M3 and is queried in RAM (it
+    has no memory-mapped open). recall@50 of the pooled neighbours against numpy.
+    """
+    import voyager
+    from usearch.index import Index
+
+    vecs = []
+    for b in range(int(np.ceil(n / BATCH))):
+        frames = world.batch(b)["frames"].astype(np.float32)
+        vecs.append(_unit(_unit(frames).mean(axis=1)))
+    x = np.concatenate(vecs)[:n].astype(np.float32)
+    q = queries["vec"]
+    truth = np.argsort(-(q @ x.T), axis=1)[:, :50]
+
+    def report(name: str, add_s: float, search: Any, rss: int) -> None:
+        lat, got = [], []
+        for v in q:
+            t = time.perf_counter()
+            got.append(search(v))
+            lat.append(time.perf_counter() - t)
+        rec = np.mean([len(set(g) & set(t)) / 50 for g, t in zip(got, truth, strict=True)])
+        print(
+            f"| {name} | {add_s / n * 1e3:.2f} | {np.percentile(lat, 50) * 1e3:.2f} | "
+            f"{np.percentile(lat, 99) * 1e3:.2f} | {rec:.3f} | {rss / 2**20:.0f} |"
+        )
+
+    print(f"{n:,} pooled episode vectors, 1024-d, {len(q)} queries, k = 50")
+    print("| library | add ms/vector | query p50 ms | p99 ms | recall@50 | RAM MiB |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    ix = Index(ndim=DIM, metric="cos", dtype="f16", connectivity=16, expansion_add=128)
+    t = time.perf_counter()
+    for i in range(n):
+        ix.add(i, x[i])
+    add_s = time.perf_counter() - t
+    path = work / "compare.usearch"
+    ix.save(str(path))
+    view = Index.restore(str(path), view=True)
+    view.expansion_search = 128
+    report(
+        "usearch 2.26 f16, memory-mapped",
+        add_s,
+        lambda v: view.search(v, 50).keys,
+        0,  # the file is mapped; the pages a query touches are the OS's cache
+    )
+    for name, dtype in (
+        ("float32", voyager.StorageDataType.Float32),
+        ("E4M3", voyager.StorageDataType.E4M3),
+    ):
+        vi = voyager.Index(
+            voyager.Space.Cosine,
+            num_dimensions=DIM,
+            M=16,
+            ef_construction=128,
+            storage_data_type=dtype,
+        )
+        t = time.perf_counter()
+        for i in range(n):
+            vi.add_item(x[i], i)
+        add_s = time.perf_counter() - t
+        vi.ef = 128
+        report(
+            f"voyager 2.2 {name}, in RAM",
+            add_s,
+            lambda v, vi=vi: vi.query(v, 50)[0],
+            len(vi.as_bytes()),
+        )
+
+
 # ----------------------------------------------------------------- main
 def options(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -401,6 +475,13 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None)
+    p.add_argument(
+        "--libraries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only compare usearch and voyager on N pooled episode vectors",
+    )
     p.add_argument("--child", nargs=2, metavar=("MODE", "ADDS"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -411,6 +492,10 @@ def main(argv: list[str] | None = None) -> None:
     store_dir = work / "store"
     world = World(args.seed)
     queries = world.queries(args.queries)
+    if args.libraries:
+        args.work.mkdir(parents=True, exist_ok=True)
+        compare_libraries(world, args.libraries, queries, args.work)
+        return
     if args.child:
         mode, adds = args.child
         ids = [int(x) for x in adds.split(",") if x]
