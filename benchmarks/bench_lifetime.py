@@ -87,17 +87,21 @@ class World:
         stamps = idx * PERIOD_NS + rng.integers(0, S, BATCH)
         place = np.empty(BATCH, dtype=np.int64)
         cur = int(rng.integers(PLACES))
-        walk = rng.random(BATCH)
+        walk = (rng.random(BATCH) < 0.9).tolist()
+        step = rng.integers(8, size=BATCH).tolist()
+        jump = rng.integers(PLACES, size=BATCH).tolist()
+        near = self.near.tolist()
         for i in range(BATCH):
-            cur = (
-                int(self.near[cur, rng.integers(8)]) if walk[i] < 0.9 else int(rng.integers(PLACES))
-            )
+            cur = near[cur][step[i]] if walk[i] else jump[i]
             place[i] = cur
-        centre = self.vec[place] + 0.5 * _unit(self.drift_at(stamps)) * 0.6
-        centre += 0.45 * _unit(rng.standard_normal((BATCH, DIM)))
+        f32 = np.float32
+        centre = (self.vec[place] + 0.3 * _unit(self.drift_at(stamps))).astype(f32)
+        centre += 0.45 * _unit(rng.standard_normal((BATCH, DIM), dtype=f32))
         event = rng.random(BATCH) < 0.02
-        centre[event] += 1.0 * _unit(rng.standard_normal((int(event.sum()), DIM)))
-        frames = centre[:, None, :] + 0.3 * _unit(rng.standard_normal((BATCH, FRAMES, DIM)))
+        centre[event] += _unit(rng.standard_normal((int(event.sum()), DIM), dtype=f32))
+        frames = centre[:, None, :] + 0.3 * _unit(
+            rng.standard_normal((BATCH, FRAMES, DIM), dtype=f32)
+        )
         frames16 = _unit(frames).astype(np.float16)
         return {
             "index": idx,
@@ -112,7 +116,7 @@ class World:
         rng = np.random.default_rng([self.seed, 2])
         place = rng.integers(PLACES, size=count)
         day = rng.integers(0, 365, size=count)
-        q = self.vec[place] + 0.5 * _unit(self.drift_at(day * DAY_NS + DAY_NS // 2)) * 0.6
+        q = self.vec[place] + 0.3 * _unit(self.drift_at(day * DAY_NS + DAY_NS // 2))
         q = _unit(q + 0.9 * _unit(rng.standard_normal((count, DIM))))
         return {"vec": q.astype(np.float32), "place": place, "day": day}
 
@@ -138,7 +142,8 @@ class Truth:
 
     def update(self, batch: dict[str, np.ndarray], sel: slice) -> None:
         frames = _unit(batch["frames"][sel].astype(np.float32))
-        sims = np.einsum("efd,qd->qef", frames, self.q).max(axis=2)  # (Q, E)
+        e = frames.shape[0]
+        sims = (frames.reshape(e * FRAMES, DIM) @ self.q.T).reshape(e, FRAMES, -1).max(axis=1).T
         idx = batch["index"][sel]
         xy = batch["xy"][sel]
         inside = np.linalg.norm(xy[None, :, :] - self.centre[:, None, :], axis=2) <= RADIUS_M
