@@ -240,7 +240,7 @@ def grow(store_dir: Path, world: World, truth: Truth, have: int, want: int) -> i
         truth.update(b0, slice(0, 1))
         have = 1
     conn = sqlite3.connect(store_dir / "episodes.sqlite3", isolation_level=None)
-    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA synchronous = NORMAL")  # a bulk load: a crash reruns the batch
     t0 = time.perf_counter()
     while have < want:
         b = have // BATCH
