@@ -342,3 +342,36 @@ def test_eviction_removes_episodes_from_the_answers_and_compacts_the_filters(
         assert set(store.episode_ids()) == held
         for q in _queries(3):
             assert {h.episode.id for h in store.retrieve(q)} <= held
+
+
+_OPEN_THEN_ROS = textwrap.dedent(
+    """
+    import sys
+    from surprise_memory.memory.store import EpisodeStore
+    store = EpisodeStore(sys.argv[1], read_only=True)  # loads the index's library
+    print(len(store.search(max_results=3)))
+    import rclpy  # what `surprise-memory goto` does next
+    rclpy.init()
+    node = rclpy.create_node("after_store")
+    node.destroy_node()
+    rclpy.shutdown()
+    print("ros ok")
+    """
+)
+
+
+def test_a_process_that_opens_a_store_can_start_ros_afterwards(tmp_path: Path) -> None:
+    pytest.importorskip("rclpy")
+    path = tmp_path / "store"
+    _fill(path, 40)
+    with EpisodeStore(path):
+        pass
+    child = subprocess.run(
+        [sys.executable, "-c", _OPEN_THEN_ROS, str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["3", "ros", "ok"]

@@ -31,6 +31,8 @@ Not thread-safe on its own; the store guards it with its lock.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import json
 import logging
 import os
@@ -97,8 +99,25 @@ class Segment:
         return self.size
 
 
-def _new_index(dim: int) -> Any:
+@functools.cache
+def _index_class() -> Any:
+    """The ``Index`` class of usearch, imported once, after rclpy's native module if any.
+
+    usearch's extension loaded *before* rclpy's (``rclpy._rclpy_pybind11``; both are
+    pybind11 modules) makes the later import of rclpy kill the process with SIGSEGV
+    (usearch 2.26.6, rclpy 9.1); the other order works. A process that opens a store and
+    then starts ROS (``surprise-memory goto``) would die, so rclpy's module is loaded
+    first where it is installed (a ROS-free process has none and loses nothing).
+    """
+    with contextlib.suppress(ImportError, OSError):
+        importlib.import_module("rclpy._rclpy_pybind11")
     from usearch.index import Index
+
+    return Index
+
+
+def _new_index(dim: int) -> Any:
+    Index = _index_class()  # noqa: N806  # the class
 
     return Index(
         ndim=dim,
@@ -112,12 +131,10 @@ def _new_index(dim: int) -> Any:
 
 def _restore(path: Path, dim: int, *, view: bool) -> Any:
     """Open a saved index (memory-mapped with ``view``); ValueError when it does not fit."""
-    from usearch.index import Index
-
-    index = Index.restore(str(path), view=view)
+    index = _index_class().restore(str(path), view=view)
     if index is None or int(index.ndim) != dim:
         raise ValueError(f"{path.name}: not a usearch index of dimension {dim}")
-    index.expansion_search = _EXPANSION_SEARCH  # type: ignore[misc]  # a view restores 64
+    index.expansion_search = _EXPANSION_SEARCH  # a view restores 64
     return index
 
 
