@@ -1,8 +1,9 @@
-"""The ``surprise-memory`` command: process, query, report, eval-gebd, migrate, goto, serve.
+"""The ``surprise-memory`` command: process, query, export, report, eval-gebd, migrate, goto, serve.
 
 One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, report;
 :mod:`~surprise_memory.cli.batch` for many recordings), :mod:`~surprise_memory.cli.store`
-(query, migrate), :mod:`~surprise_memory.cli.gebd` (eval-gebd),
+(query, migrate), :mod:`~surprise_memory.cli.export` (export: episodes as MCAP),
+:mod:`~surprise_memory.cli.gebd` (eval-gebd),
 :mod:`~surprise_memory.cli.goto` (goto: an episode as a Nav2 goal),
 :mod:`~surprise_memory.cli.serve` (serve: the memory browser);
 :mod:`~surprise_memory.cli.cluster` holds the ``--ray`` options and the job progress bar,
@@ -26,6 +27,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from surprise_memory.cli.export import add_export_command
 from surprise_memory.cli.gebd import add_gebd_command
 from surprise_memory.cli.goto import add_goto_command
 from surprise_memory.cli.options import PROG
@@ -39,12 +41,12 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``surprise-memory`` with its seven subcommands."""
+    """The argument parser of ``surprise-memory`` with its eight subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Surprise-gated episodic memory, offline: process a bag or video into an "
-        "episode store, query it, report on it, browse it in a web page, evaluate on GEBD; "
-        "and send the robot to where an episode happened (goto).",
+        "episode store, query it, export episodes as MCAP, report on it, browse it in a web "
+        "page, evaluate on GEBD; and send the robot to where an episode happened (goto).",
         epilog="Setting options: every setting of the config schema is an option named "
         "--setting-name (the spelling --setting_name is accepted too), with the same name, "
         "default and range as the ROS node parameter.",
@@ -53,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.ArgumentDefaultsHelpFormatter
     add_process_commands(sub, fmt)
     add_store_commands(sub, fmt)
+    add_export_command(sub, fmt)
     add_gebd_command(sub)
     add_goto_command(sub, fmt)
     add_serve_command(sub, fmt)
