@@ -115,9 +115,10 @@ def test_one_snapshot_per_burst_and_a_missing_recorder_warns(tmp_path: Path) -> 
     try:
         with peer_process(args, tmp_path, "memory_node", env=env) as proc:
             with peer_process(recorder, tmp_path, "recorder", env=env):
+                # configured (the models loaded): then the subscriptions follow at once
+                assert spin_until(node, lambda: inbox.value("snapshot_service") == SERVICE, 90)
                 wait_for_subscribers(node, cam)
                 wait_for_subscribers(node, events)
-                assert spin_until(node, lambda: inbox.value("snapshot_service") == SERVICE, 60)
                 camera(range(30))
                 for i in (30, 33, 36):  # a burst: three events within 0.3 s
                     events.publish(_event(i))
