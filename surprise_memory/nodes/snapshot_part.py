@@ -148,6 +148,13 @@ class SnapshotPart:
     def close(self) -> None:
         """Write the notes still queued (before the store closes)."""
         if self._enabled and "_notes" in self.__dict__:
+            with self._lock:
+                waiting = self._planner.waiting
+            if waiting:
+                self._node.get_logger().warning(
+                    f"shutting down: {waiting} stored episode(s) get no snapshot (their "
+                    "call was not due yet)"
+                )
             self._notes.close(timeout=_CLOSE_TIMEOUT_S)
 
     # --- the timer (its own callback group) ---
