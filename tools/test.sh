@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command (`make test`, also .ci/run): set up the venv, colcon build,
 # lint and type-check, then run the whole test suite against the colcon install; then the
-# robot stage (tools/test_robot.sh).
+# robot stages (tools/test_robot.sh: Debian 12's system Python; tools/test_robot_ubuntu2204.sh:
+# an Ubuntu 22.04-like Python 3.10).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -34,12 +35,17 @@ echo "== pytest ($(command -v pytest))"
 # tree (which lacks the generated msg/srv modules) would shadow the colcon install.
 main=0
 pytest "$@" || main=$?
-# The robot stage (a robot's system Python with apt's numpy 1.x, the README's robot set-up,
-# the ROS-free tests): after the main suite, so that both report even when one fails; only
-# on a full run (with arguments, the caller chose which tests to run).
+# The robot stages (a robot's system Python with apt's numpy 1.x, the README's robot set-up,
+# the ROS-free tests, the demo): after the main suite, so that each reports even when
+# another fails; only on a full run (with arguments, the caller chose which tests to run).
 robot=0
+jammy=0
 if [[ $# -eq 0 ]]; then
-  echo "== robot stage (tools/test_robot.sh)"
+  echo "== robot stage, Debian 12 (tools/test_robot.sh)"
   bash "$ROOT/tools/test_robot.sh" || robot=$?
+  echo "== robot stage, Ubuntu 22.04-like (tools/test_robot_ubuntu2204.sh)"
+  bash "$ROOT/tools/test_robot_ubuntu2204.sh" || jammy=$?
 fi
-exit $((main != 0 ? main : robot))
+for rc in "$main" "$robot" "$jammy"; do
+  ((rc == 0)) || exit "$rc"
+done
