@@ -32,9 +32,7 @@ if [[ ! -x "$PYENV_PYTHON/bin/python3.10" ]]; then
   echo "robot stage 22.04: needs pyenv's Python 3.10.13 in $PYENV_PYTHON" >&2
   exit 1
 fi
-start=$SECONDS
-want="$(cat "${BASH_SOURCE[0]}" <("$PYENV_PYTHON/bin/python3.10" -VV) | sha256sum | cut -d' ' -f1)"
-if [[ ! -f "$SYSTEM/.stamp" || "$(cat "$SYSTEM/.stamp")" != "$want" ]]; then
+make_system_python() {
   echo "robot stage 22.04: making the robot's system Python in $SYSTEM (once)"
   rm -rf "$SYSTEM" "$WS/venv"  # a new interpreter: the venv over the old one goes too
   mkdir -p "$WS"
@@ -62,6 +60,14 @@ if [[ ! -f "$SYSTEM/.stamp" || "$(cat "$SYSTEM/.stamp")" != "$want" ]]; then
   pip_q download -q --no-deps -d "$bundled" "${APT_PIP[@]}"
   sed -i -e 's/^_PIP_VERSION = .*/_PIP_VERSION = "22.0.2"/' \
     -e 's/^_SETUPTOOLS_VERSION = .*/_SETUPTOOLS_VERSION = "59.6.0"/' "$SYSTEM/lib/python3.10/ensurepip/__init__.py"
+}
+
+start=$SECONDS
+# made again when the recipe (the function above, the versions) or pyenv's Python changed
+want="$({ declare -f make_system_python; echo "${APT_VERSIONS[*]} $APT_PYYAML $APT_OPENCV ${APT_PIP[*]}"
+  "$PYENV_PYTHON/bin/python3.10" -VV; } | sha256sum | cut -d' ' -f1)"
+if [[ ! -f "$SYSTEM/.stamp" || "$(cat "$SYSTEM/.stamp")" != "$want" ]]; then
+  make_system_python
   echo "$want" > "$SYSTEM/.stamp"
   echo "robot stage 22.04: system Python made in $((SECONDS - start)) s"
 fi
