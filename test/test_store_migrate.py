@@ -13,10 +13,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
 import pytest
+from store_backends import new_database
 
 from surprise_memory.cli import main
 from surprise_memory.config import StoreConfig
@@ -161,14 +163,73 @@ def test_verification_finds_a_changed_or_an_extra_episode(
         )
     with pytest.raises(StoreError, match="differs between"):
         migrate_store(src, pg_url)
-    other = str(tmp_path / "other")  # a store of the same embedder, other episodes
-    _fill(other, 2)
-    dst = str(tmp_path / "dst")
-    migrate_store(other, dst)
-    with open_store(other, read_only=True) as store:
-        extra = store.episode_ids()[0]
-    assert main(["migrate", src, dst]) == 1
-    assert f"{extra} is in {dst} but not in" in capsys.readouterr().err
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "DELETE FROM surprise_memory.episodes "
+            "WHERE seq = (SELECT max(seq) FROM surprise_memory.episodes)"
+        )
+    with open_store(src, read_only=True) as store:
+        last = store.episode_ids()[-1]
+    # the next run copies the missing episode again; the changed one is still reported
+    with pytest.raises(StoreError, match="differs between"):
+        migrate_store(src, pg_url)
+    with open_store(pg_url, read_only=True) as store:
+        assert last in store
+    assert main(["migrate", src, pg_url]) == 1
+    assert "differs between" in capsys.readouterr().err
+
+
+def _robot_folder(path: Path, robot: str, n: int, seed: int) -> str:
+    """One robot's folder: ``n`` episodes with ids of its own."""
+    rng = np.random.default_rng(seed)
+    with open_store(str(path)) as store:
+        for i in range(n):
+            frames = [
+                Frame(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8), i * S + j) for j in range(8)
+            ]
+            store.add(
+                frames,
+                rng.standard_normal((8, DIM)),
+                stamp_ns=i * S + 5,
+                surprise=float(i),
+                embedder_model=MODEL,
+                embedder_pretrained=True,
+                robot_id=robot,
+                episode_id=f"{robot}-{i}",
+            )
+    return str(path)
+
+
+_MIGRATE = (
+    "import sys\nfrom surprise_memory.cli import main\nsys.exit(main(['migrate', *sys.argv[1:]]))"
+)
+
+
+def test_two_robots_migrate_into_one_fleet_store_one_after_another_and_at_once(
+    tmp_path: Path, pg_url: str, pg_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r1 = _robot_folder(tmp_path / "r1", "r1", 6, 1)
+    r2 = _robot_folder(tmp_path / "r2", "r2", 5, 2)
+    assert main(["migrate", r1, pg_url]) == 0
+    assert main(["migrate", r2, pg_url]) == 0  # the fleet store holds r1's: not a difference
+    assert capsys.readouterr().out.count("verified") == 2
+    at_once = new_database(pg_server)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _MIGRATE, src, at_once], env=env)
+        for src in (r1, r2)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    for fleet in (pg_url, at_once):
+        with open_store(fleet, read_only=True) as store:
+            assert (
+                sorted(store.get(i).robot_id for i in store.episode_ids())
+                == ["r1"] * 6 + ["r2"] * 5
+            )
+            for src in (r1, r2):
+                with open_store(src, read_only=True) as robot:
+                    for ep_id in robot.episode_ids():
+                        assert robot.get(ep_id) == store.get(ep_id)
 
 
 def test_query_command_reads_postgres_and_filters_by_robot(

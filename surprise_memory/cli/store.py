@@ -59,10 +59,13 @@ def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         description="Copy every episode of SRC into DST (each a folder or a postgresql:// "
         "URI; the password from PGPASSWORD or PGPASSFILE): records, JPEG bytes and "
         "embeddings as stored, no budget applied. Run it again after an interruption to "
-        "finish. Ends by comparing episode counts per robot and a checksum per episode.",
+        "finish. Ends by checking that every episode of SRC is in DST with the same checksum "
+        "(DST may hold other robots' episodes: a fleet store).",
     )
     m.add_argument("source", metavar="SRC", help="store to copy (opened read-only)")
-    m.add_argument("destination", metavar="DST", help="new store, or one a previous run left")
+    m.add_argument(
+        "destination", metavar="DST", help="new store, a previous run's, or a fleet store"
+    )
     m.set_defaults(func=_cmd_migrate)
 
 

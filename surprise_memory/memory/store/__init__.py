@@ -17,7 +17,10 @@ calls it and sees only the interface. The files, one job each:
 * :mod:`.summary`: :class:`~surprise_memory.memory.store.summary.EpisodeSummary`, an episode
   in brief.
 * :mod:`.catalog`: the live episodes in memory (index, ids, sizes) and the eviction choice.
-* :mod:`.search`: the in-memory search, :class:`~.search.EmbeddingIndex` (matrix + filters).
+* :mod:`.search`: the in-memory exact search, :class:`~.search.EmbeddingIndex` (matrix + filters).
+* :mod:`.episode_index`: the folder store's search, :class:`~.episode_index.EpisodeIndex`
+  (filters in RAM, candidates from :mod:`.ann`, exact re-ranking over frames read back).
+* :mod:`.ann`: the folder store's on-disk episode index (usearch, memory-mapped segments).
 * :mod:`.postgres`: the PostgreSQL backend (its own schema, row SQL and SQL search).
 * :mod:`.migrate`: :func:`~.migrate.migrate_store`, copying a store between backends.
 

@@ -16,6 +16,7 @@ Not thread-safe on its own; the store guards it with its lock.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy.typing as npt
 
 from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery
 from surprise_memory.memory.store.records import EpisodeRecord
+from surprise_memory.memory.store.schema import EpisodeRow
 from surprise_memory.memory.store.search import EmbeddingIndex
 
 __all__ = ["Catalog", "StoreMeta", "eviction_victims", "over_budget"]
@@ -76,11 +78,14 @@ class Catalog:
 
     Args:
         dim: Embedding dimension; None = set by the first :meth:`add`.
+        index: The search index to keep in step (the SQLite store gives an
+            :class:`~surprise_memory.memory.store.episode_index.EpisodeIndex`); None = a
+            new in-memory :class:`EmbeddingIndex`.
 
     """
 
-    def __init__(self, dim: int | None = None) -> None:
-        self._index = EmbeddingIndex(dim)
+    def __init__(self, dim: int | None = None, index: EmbeddingIndex | None = None) -> None:
+        self._index = index if index is not None else EmbeddingIndex(dim)
         self._key_of: dict[str, int] = {}
         self._bytes_of: dict[int, int] = {}
         self._total_bytes = 0
@@ -88,6 +93,11 @@ class Catalog:
         self._robot_count: dict[str, int] = {}
         self._robot_bytes: dict[str, int] = {}
         self._last_key = 0
+        self._id_of: dict[int, str] = {}
+        # per robot, built at its first eviction: (surprise, stamp, key) of its episodes,
+        # removed ones skipped when they come up (see :meth:`victims`)
+        self._heaps: dict[str, list[tuple[float, int, int]]] = {}
+        self._sort_fields: dict[int, tuple[float, int]] = {}
 
     @property
     def index(self) -> EmbeddingIndex:
@@ -153,12 +163,39 @@ class Catalog:
             pose_frame=pose_frame,
         )
         self._key_of[episode_id] = key
+        self._id_of[key] = episode_id
+        self._sort_fields[key] = (surprise, stamp_ns)
+        heap = self._heaps.get(robot_id)
+        if heap is not None:
+            heapq.heappush(heap, (surprise, stamp_ns, key))
         self._last_key = max(self._last_key, key)
         self._bytes_of[key] = nbytes
         self._total_bytes += nbytes
         self._robot_of[key] = robot_id
         self._robot_count[robot_id] = self._robot_count.get(robot_id, 0) + 1
         self._robot_bytes[robot_id] = self._robot_bytes.get(robot_id, 0) + nbytes
+
+    def load(self, rows: Sequence[EpisodeRow]) -> None:
+        """Take many episodes read from the database at once (an open): ids, sizes, filters.
+
+        The index's ``load`` takes the filter fields; its vectors are the caller's.
+        """
+        if not rows:
+            return
+        load = getattr(self._index, "load", None)
+        if load is None:
+            raise TypeError("this catalog's index cannot load rows without embeddings")
+        load(rows)
+        for seq, ep_id, stamp, _x, _y, _z, _valid, surprise, nbytes, robot, _frame in rows:
+            self._key_of[ep_id] = seq
+            self._id_of[seq] = ep_id
+            self._sort_fields[seq] = (surprise, stamp)
+            self._bytes_of[seq] = nbytes
+            self._robot_of[seq] = robot
+            self._robot_count[robot] = self._robot_count.get(robot, 0) + 1
+            self._robot_bytes[robot] = self._robot_bytes.get(robot, 0) + nbytes
+            self._total_bytes += nbytes
+        self._last_key = max(self._last_key, rows[-1][0])
 
     def remove(self, keys: Sequence[int]) -> list[str]:
         """Drop episodes by key (each must be held).
@@ -167,12 +204,12 @@ class Catalog:
             Their ids, in the order of ``keys``.
 
         """
-        id_of = {key: ep_id for ep_id, key in self._key_of.items()}
         self._index.remove(keys)
         ids = []
         for key in keys:
-            ep_id = id_of[key]
+            ep_id = self._id_of.pop(key)
             del self._key_of[ep_id]
+            del self._sort_fields[key]
             nbytes = self._bytes_of.pop(key)
             self._total_bytes -= nbytes
             robot = self._robot_of.pop(key)
@@ -201,8 +238,27 @@ class Catalog:
         count, nbytes = self._robot_count[robot], self._robot_bytes[robot]
         if not over_budget(count, nbytes, **limits):
             return []
-        order = self._index.eviction_order(exclude=keep, robot_id=robot).tolist()
-        return eviction_victims(order, self._bytes_of, count=count, total_bytes=nbytes, **limits)
+        heap = self._heaps.get(robot)
+        if heap is None:  # the robot's first eviction: its episodes in eviction order, once
+            heap = [(*self._sort_fields[k], k) for k, r in self._robot_of.items() if r == robot]
+            heapq.heapify(heap)
+            self._heaps[robot] = heap
+        victims: list[int] = []
+        kept: list[tuple[float, int, int]] = []
+        while heap and over_budget(count, nbytes, **limits):
+            entry = heapq.heappop(heap)
+            key = entry[2]
+            if key not in self._id_of or key in victims:
+                continue  # removed meanwhile
+            if key == keep:
+                kept.append(entry)
+                continue
+            victims.append(key)
+            count -= 1
+            nbytes -= self._bytes_of[key]
+        for entry in kept:
+            heapq.heappush(heap, entry)
+        return victims
 
 
 class StoreMeta:

@@ -27,20 +27,23 @@ import numpy.typing as npt
 
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import StoreError
+from surprise_memory.memory.store.ann import AnnIndex
 from surprise_memory.memory.store.catalog import Catalog, StoreMeta
+from surprise_memory.memory.store.episode_index import EpisodeIndex
 from surprise_memory.memory.store.frame_files import FrameFiles
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit, checked_origin
 from surprise_memory.memory.store.schema import (
     DB_NAME,
     IndexRow,
     connect,
-    count_rows,
     delete_episodes,
     ensure_schema,
+    episode_rows,
     index_rows,
     insert_episode,
     read_meta,
     select_embeddings,
+    select_embeddings_of,
     select_records,
     transaction,
     upsert_meta,
@@ -75,6 +78,18 @@ def _lock_for_writing(root: Path, frames_dir: Path) -> int:
             "with read_only=True to query it, or stop that process"
         ) from None
     return fd
+
+
+def _unit(row: IndexRow, root: Path) -> npt.NDArray[np.float32]:
+    """An episode's unit frame embeddings as read.
+
+    Raises:
+        StoreError: It has no embeddings (a damaged store).
+
+    """
+    if not row.embeddings:
+        raise StoreError(f"{root}: episode {row.episode_id} has no embeddings")
+    return EmbeddingIndex.normalise(np.stack(row.embeddings))
 
 
 def _take(catalog: Catalog, rows: Iterable[IndexRow], root: Path) -> None:
@@ -172,12 +187,70 @@ class StoreFolder:
     def _load(self, conn: sqlite3.Connection) -> None:
         self.data_version = _data_version(conn)
         self.meta = StoreMeta(read_meta(conn))
-        self.catalog = Catalog(self.meta.embedding_dim)
-        self.catalog.index.reserve(*count_rows(conn))
-        _take(self.catalog, index_rows(conn), self._root)
+        dim = self.meta.embedding_dim
+        self.catalog = Catalog(dim, EpisodeIndex(dim))
+        if dim is None:
+            return  # no episode yet: the index starts with the first
+        conn.execute("BEGIN")  # one snapshot for the rows and the index's catch-up
+        try:
+            self.catalog.load(episode_rows(conn))
+            self._open_index(conn, dim)
+        finally:
+            conn.execute("COMMIT")
+
+    def ensure_index(self) -> None:
+        """Open the episode index once the store has its first episode (and so a dimension).
+
+        Raises:
+            StoreError: The store is closed.
+            sqlite3.Error: Reading failed.
+
+        """
+        index = self.catalog.index
+        dim = self.meta.embedding_dim
+        if not isinstance(index, EpisodeIndex) or index.ann is not None or dim is None:
+            return
+        conn = self.db()
+        conn.execute("BEGIN")
+        try:
+            self._open_index(conn, dim)
+        finally:
+            conn.execute("COMMIT")
+
+    def _open_index(self, conn: sqlite3.Connection, dim: int) -> None:
+        """Open the episode index beside the database; catch it up, or rebuild it.
+
+        The files hold every episode up to their ``covered`` key; the episodes added
+        after it (at most :data:`~.ann.CHECKPOINT_EVERY` + 1 after a kill) are read from
+        the database. Unusable files, or files that hold keys the database never gave
+        (another database put in this folder), mean a rebuild from the database.
+        """
+        ann = AnnIndex(self._root, dim, read_only=self._read_only)
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'episodes'").fetchone()
+        issued = int(row[0]) if row else 0
+        if ann.load() and ann.last_key <= issued:
+            rows = index_rows(conn, after_seq=ann.last_key)
+            if ann.add_rows((r.seq, _unit(r, self._root)) for r in rows):
+                ann.checkpoint()
+        else:
+            total = len(self.catalog)
+            ann.rebuild(((r.seq, _unit(r, self._root)) for r in index_rows(conn)), total)
+        index = self.catalog.index
+        if isinstance(index, EpisodeIndex):
+            index.attach(ann, self._frames_of)
+
+    def _frames_of(
+        self, seqs: Sequence[int]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Unit frame embeddings of episodes, a row per frame with its key (the re-ranking)."""
+        keys, rows = select_embeddings_of(self.db(), seqs)
+        return keys, rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
     def close(self) -> None:
         """Close the database and release the writer lock (idempotent)."""
+        index = self.catalog.index
+        if isinstance(index, EpisodeIndex) and index.ann is not None:
+            index.ann.close()
         if self._conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
@@ -264,6 +337,7 @@ class StoreFolder:
                 raise StoreError(f"episode {record.id}: cannot commit: {exc}") from exc
             raise
         self.meta.update(meta)
+        self.ensure_index()
         self.catalog.add(
             seq,
             record.id,
@@ -432,6 +506,10 @@ def catch_up(folder: StoreFolder) -> None:
     folder.meta = StoreMeta(meta)
     folder.catalog.remove(sorted(held - stored))
     _take(folder.catalog, added, folder.root)
+    try:
+        folder.ensure_index()  # the first episodes a read-only store sees
+    except sqlite3.Error as exc:
+        raise StoreError(f"{folder.root}: cannot read new episodes: {exc}") from exc
 
 
 def import_episode(

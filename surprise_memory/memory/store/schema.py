@@ -36,16 +36,19 @@ from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
 __all__ = [
     "DB_NAME",
     "SCHEMA_VERSION",
+    "EpisodeRow",
     "IndexRow",
     "Migration",
     "connect",
     "count_rows",
     "delete_episodes",
     "ensure_schema",
+    "episode_rows",
     "index_rows",
     "insert_episode",
     "read_meta",
     "select_embeddings",
+    "select_embeddings_of",
     "select_records",
     "select_summaries",
     "transaction",
@@ -485,3 +488,47 @@ def select_embeddings(conn: sqlite3.Connection, seq: int) -> npt.NDArray[np.floa
         (seq,),
     )
     return np.stack([np.frombuffer(b, dtype=t, count=d).astype(np.float32) for d, t, b in rows])
+
+
+EpisodeRow = tuple[int, str, int, float, float, float, int, float, int, str, str]
+"""seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, robot_id, pose frame."""
+
+
+def episode_rows(conn: sqlite3.Connection) -> list[EpisodeRow]:
+    """Every episode's key, id and filter fields (no embeddings), in the order added."""
+    return conn.execute(
+        "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
+        "robot_id, pose_frame_id FROM episodes ORDER BY seq"
+    ).fetchall()
+
+
+def select_embeddings_of(
+    conn: sqlite3.Connection, seqs: Sequence[int]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """The stored frame embeddings of many episodes: one row per frame, with its episode.
+
+    An episode the database does not hold is left out.
+
+    Returns:
+        The key of each row, ascending (an episode's frames in order), and the rows,
+        (frames, D) float32.
+
+    Raises:
+        sqlite3.Error: The statement failed.
+        ValueError: The rows differ in dimension or dtype.
+
+    """
+    rows = conn.execute(
+        "SELECT episode_seq, dim, dtype, data FROM embeddings "
+        "WHERE episode_seq IN (SELECT value FROM json_each(?)) ORDER BY episode_seq, idx",
+        (json.dumps([int(s) for s in seqs]),),
+    ).fetchall()
+    if not rows:
+        return np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.float32)
+    kinds = {(d, t) for _, d, t, _ in rows}
+    if len(kinds) != 1:
+        raise ValueError(f"embeddings of several dimensions or dtypes: {sorted(kinds)}")
+    ((dim, dtype),) = kinds
+    data = np.frombuffer(b"".join(r[3] for r in rows), dtype=dtype).reshape(len(rows), dim)
+    keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    return keys, data.astype(np.float32)

@@ -329,6 +329,9 @@ class EmbeddingIndex:
             )
         if q is not None and cand.size:
             scores = self._episode_scores(q, cand, n)
+            scored = np.isfinite(scores)  # a subclass may score only the best candidates
+            if not scored.all():
+                cand, scores = cand[scored], scores[scored]
         if cand.size == 0:
             empty = np.empty(0, dtype=np.float64)
             return SearchResult(np.empty(0, dtype=np.int64), empty, empty)

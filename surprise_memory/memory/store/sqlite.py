@@ -31,11 +31,15 @@ migrated on open, a newer one refused with a :class:`StoreError`).
 
 Embeddings are stored unit-normalised (only their direction matters to a cosine), as
 ``float16`` by default (``embedding_dtype``: 2 KiB instead of 4 KiB per 1024-d frame; the
-cosine error, about 1e-3, does not change a ranking that matters), with their dimension. In
-memory they are one float32 matrix (:mod:`~surprise_memory.memory.store.search`, kept by
-:mod:`~surprise_memory.memory.store.catalog`), loaded once at open and appended at each add;
-a query does not read the database except to fetch the k episodes it returns (one statement
-with a bound JSON list, no SQL built from strings).
+cosine error, about 1e-3, does not change a ranking that matters), with their dimension.
+They are not loaded at open: the search
+(:class:`~surprise_memory.memory.store.episode_index.EpisodeIndex`, kept by
+:mod:`~surprise_memory.memory.store.catalog`) holds each episode's filter fields in RAM
+and one pooled vector per episode in an on-disk, memory-mapped index beside the database
+(:mod:`~surprise_memory.memory.store.ann`, a cache rebuilt from the database when missing
+or damaged); a query reads from the database the frame embeddings of its hundred best
+candidates, to score them exactly, and the k episodes it returns (each one statement with
+a bound JSON list, no SQL built from strings).
 
 Disk budget (``max_episodes``, ``max_store_bytes``; 0 = no limit), per robot, checked
 after each add over the adding robot's episodes: while over budget, evict that robot's live
@@ -73,6 +77,7 @@ from surprise_memory.errors import ConfigError, InputError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
+from surprise_memory.memory.store.episode_index import EpisodeIndex
 from surprise_memory.memory.store.folder import StoreFolder, catch_up, import_episode
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
@@ -193,8 +198,13 @@ class EpisodeStore:
 
     @property
     def index_nbytes(self) -> int:
-        """Memory allocated by the in-memory embedding matrix and filter arrays."""
-        return self._folder.catalog.index.nbytes
+        """RAM of the search: the per-episode filter arrays and the episode index's RAM tail.
+
+        The sealed segments of the episode index are memory-mapped files, not counted.
+        """
+        index = self._folder.catalog.index
+        ann = index.ann if isinstance(index, EpisodeIndex) else None
+        return index.nbytes + (ann.ram_bytes if ann is not None else 0)
 
     def __len__(self) -> int:
         return len(self._folder.catalog)

@@ -1,0 +1,688 @@
+"""A robot's lifetime in the embedded store: a synthetic robot-year, queried as it grows.
+
+Run: ``nice -n 10 python benchmarks/bench_lifetime.py --work DIR [--sizes 1000 10000
+100000 670000] [--exact-max 60000] [--json out.json] [--plot out.png]`` (inside the venv).
+Resumable: run the same command again after an interruption; DIR keeps the store, the
+ground truth and every size measured so far.
+
+**The data** (deterministic from ``--seed``): a robot on a 400 m x 400 m site with
+:data:`PLACES` places; it records an episode every 46.9 s (1.28 per minute, the paper's
+rate: 670,000 episodes a year). It walks from place to nearby place (90%) or jumps
+anywhere (10%), so places are revisited all year. An episode's 8 frame embeddings
+(1024-d) are its place's direction, plus a slow drift that follows the day of the year
+(lighting, seasons, furniture), plus the episode's own noise, plus a large jump for
+events (2% of episodes); each frame adds its own noise. Positions scatter 3 m around the
+place. Queries are text-like: a random place's direction with the drift of a random day
+and more noise than an image gets.
+
+**Building** (not through ``add``, which fsyncs 8 JPEGs: 20 ms here, 4 hours for a
+year): the episodes go into the store's own database in batches through the store's own
+``insert_episode``, without JPEG files (queries without images never read them; the disk
+figure adds the JPEG bytes measured on real adds). Opening the store then builds its
+episode index from the database (the catch-up path; timed as "index build").
+
+**Measured per size**, each in a fresh process holding the open store: time to open,
+RSS (anonymous and file-backed), p50/p99 of ``retrieve`` (k=10, records fetched) for
+text, text + a 1-day window and text + a 25 m radius, recall@10 against the exact
+max-over-frames top-10 (kept up to date during generation for text and radius, computed
+from the database for the day windows), and the p99 of ``add`` (8 frames of 64x48
+JPEG, fsync) on the grown store. The same for today's exact path (every frame vector in
+RAM, :class:`~surprise_memory.memory.store.search.EmbeddingIndex`) up to ``--exact-max``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+S = 1_000_000_000
+DIM = 1024
+FRAMES = 8
+K = 10
+ROBOT_YEAR = 670_000
+PERIOD_NS = int(60 / 1.28 * S)
+DAY_NS = 86_400 * S
+PLACES = 3_000
+SITE_M = 400.0
+RADIUS_M = 25.0
+BATCH = 2_048
+MODEL = "bench-embedder"
+ADDS = 200
+
+
+# ----------------------------------------------------------------- the synthetic world
+class World:
+    """Places, drift and events: everything an episode is drawn from, fixed by the seed."""
+
+    def __init__(self, seed: int) -> None:
+        rng = np.random.default_rng([seed, 0])
+        self.seed = seed
+        self.pos = rng.uniform(0.0, SITE_M, (PLACES, 2))
+        self.vec = _unit(rng.standard_normal((PLACES, DIM)))
+        d2 = ((self.pos[:, None, :] - self.pos[None, :, :]) ** 2).sum(-1)
+        self.near = np.argsort(d2, axis=1)[:, 1:9]
+        steps = rng.standard_normal((400, DIM)) * 0.08  # a slow walk, one step per day
+        self.drift = np.cumsum(steps, axis=0)
+
+    def drift_at(self, stamps: np.ndarray) -> np.ndarray:
+        day = np.clip(stamps / DAY_NS, 0, self.drift.shape[0] - 2)
+        lo = day.astype(np.int64)
+        w = (day - lo)[:, None]
+        return (1 - w) * self.drift[lo] + w * self.drift[lo + 1]
+
+    def batch(self, b: int) -> dict[str, np.ndarray]:
+        """Episodes ``b*BATCH .. (b+1)*BATCH-1``: stamps, positions, unit float16 frames."""
+        rng = np.random.default_rng([self.seed, 1, b])
+        idx = np.arange(b * BATCH, (b + 1) * BATCH)
+        stamps = idx * PERIOD_NS + rng.integers(0, S, BATCH)
+        place = np.empty(BATCH, dtype=np.int64)
+        cur = int(rng.integers(PLACES))
+        walk = (rng.random(BATCH) < 0.9).tolist()
+        step = rng.integers(8, size=BATCH).tolist()
+        jump = rng.integers(PLACES, size=BATCH).tolist()
+        near = self.near.tolist()
+        for i in range(BATCH):
+            cur = near[cur][step[i]] if walk[i] else jump[i]
+            place[i] = cur
+        f32 = np.float32
+        centre = (self.vec[place] + 0.3 * _unit(self.drift_at(stamps))).astype(f32)
+        centre += 0.45 * _unit(rng.standard_normal((BATCH, DIM), dtype=f32))
+        event = rng.random(BATCH) < 0.02
+        centre[event] += _unit(rng.standard_normal((int(event.sum()), DIM), dtype=f32))
+        frames = centre[:, None, :] + 0.3 * _unit(
+            rng.standard_normal((BATCH, FRAMES, DIM), dtype=f32)
+        )
+        frames16 = _unit(frames).astype(np.float16)
+        return {
+            "index": idx,
+            "stamp": stamps,
+            "place": place,
+            "xy": self.pos[place] + rng.normal(0.0, 3.0, (BATCH, 2)),
+            "frames": frames16,
+            "surprise": rng.random(BATCH),
+        }
+
+    def queries(self, count: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng([self.seed, 2])
+        place = rng.integers(PLACES, size=count)
+        day = rng.integers(0, 365, size=count)
+        q = self.vec[place] + 0.3 * _unit(self.drift_at(day * DAY_NS + DAY_NS // 2))
+        q = _unit(q + 0.9 * _unit(rng.standard_normal((count, DIM))))
+        return {"vec": q.astype(np.float32), "place": place, "day": day}
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def episode_id(i: int) -> str:
+    return f"e{i:07d}"
+
+
+# ----------------------------------------------------------------- ground truth
+class Truth:
+    """Exact top-10 by max-over-frames over every episode so far: unfiltered and radius."""
+
+    def __init__(self, queries: dict[str, np.ndarray], world: World) -> None:
+        n = queries["vec"].shape[0]
+        self.q = queries["vec"]
+        self.centre = world.pos[queries["place"]]
+        self.top = {kind: np.full((n, K), -1, dtype=np.int64) for kind in ("text", "radius")}
+        self.score = {kind: np.full((n, K), -np.inf) for kind in ("text", "radius")}
+
+    def update(self, batch: dict[str, np.ndarray], sel: slice) -> None:
+        frames = _unit(batch["frames"][sel].astype(np.float32))
+        e = frames.shape[0]
+        sims = (frames.reshape(e * FRAMES, DIM) @ self.q.T).reshape(e, FRAMES, -1).max(axis=1).T
+        idx = batch["index"][sel]
+        xy = batch["xy"][sel]
+        inside = np.linalg.norm(xy[None, :, :] - self.centre[:, None, :], axis=2) <= RADIUS_M
+        for kind, s in (("text", sims), ("radius", np.where(inside, sims, -np.inf))):
+            all_s = np.concatenate([self.score[kind], s], axis=1)
+            all_i = np.concatenate([self.top[kind], np.broadcast_to(idx, s.shape)], axis=1)
+            best = np.argsort(-all_s, axis=1, kind="stable")[:, :K]
+            self.score[kind] = np.take_along_axis(all_s, best, 1)
+            self.top[kind] = np.take_along_axis(all_i, best, 1)
+
+    def save(self, path: Path) -> None:
+        np.savez(
+            path,
+            **{f"top_{k}": v for k, v in self.top.items()},
+            **{f"score_{k}": v for k, v in self.score.items()},
+        )
+
+    def load(self, path: Path) -> None:
+        data = np.load(path)
+        for k in self.top:
+            self.top[k] = data[f"top_{k}"]
+            self.score[k] = data[f"score_{k}"]
+
+
+# ----------------------------------------------------------------- building
+def _record(batch: dict[str, np.ndarray], j: int) -> Any:
+    from surprise_memory.memory.pose import Pose
+    from surprise_memory.memory.store.records import EpisodeRecord
+
+    i = int(batch["index"][j])
+    stamp = int(batch["stamp"][j])
+    x, y = (float(v) for v in batch["xy"][j])
+    ep = episode_id(i)
+    return EpisodeRecord(
+        id=ep,
+        stamp_ns=stamp,
+        start_ns=stamp,
+        end_ns=stamp + 7 * S // 8,
+        pose=Pose(x, y, 0.0, frame_id="map"),
+        pose_valid=True,
+        surprise=float(batch["surprise"][j]),
+        threshold=float("nan"),
+        frame_stamps_ns=tuple(stamp + f * S // 8 for f in range(FRAMES)),
+        frame_paths=tuple(f"frames/{ep}/{f:02d}.jpg" for f in range(FRAMES)),
+        encoder_model="bench-encoder",
+        encoder_pretrained=True,
+        embedder_model=MODEL,
+        embedder_pretrained=True,
+        created_wall_ns=0,
+        robot_id="robot",
+    )
+
+
+def _frames_of(batch: dict[str, np.ndarray], j: int) -> list[Any]:
+    from surprise_memory.perception.frames import Frame
+
+    rng = np.random.default_rng(int(batch["index"][j]))
+    stamp = int(batch["stamp"][j])
+    return [
+        Frame(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8), stamp + f * S // 8)
+        for f in range(FRAMES)
+    ]
+
+
+def add_public(store: Any, batch: dict[str, np.ndarray], j: int) -> float:
+    """Add one episode through ``EpisodeStore.add``; returns seconds."""
+    from surprise_memory.memory.pose import Pose
+
+    x, y = (float(v) for v in batch["xy"][j])
+    t = time.perf_counter()
+    store.add(
+        _frames_of(batch, j),
+        batch["frames"][j].astype(np.float32),
+        stamp_ns=int(batch["stamp"][j]),
+        surprise=float(batch["surprise"][j]),
+        embedder_model=MODEL,
+        embedder_pretrained=True,
+        pose=Pose(x, y, 0.0, frame_id="map"),
+        episode_id=episode_id(int(batch["index"][j])),
+        robot_id="robot",
+    )
+    return time.perf_counter() - t
+
+
+def grow(store_dir: Path, world: World, truth: Truth, have: int, want: int) -> int:
+    """Insert episodes ``have .. want-1`` into the database in batches; returns ``want``."""
+    from surprise_memory.memory.store import open_store
+    from surprise_memory.memory.store.schema import insert_episode
+
+    if have == 0:  # the first episode through add: schema, meta, index folder
+        b0 = world.batch(0)
+        with open_store(store_dir) as store:
+            add_public(store, b0, 0)
+        truth.update(b0, slice(0, 1))
+        have = 1
+    conn = sqlite3.connect(store_dir / "episodes.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA synchronous = NORMAL")  # a bulk load: a crash reruns the batch
+    t0 = time.perf_counter()
+    while have < want:
+        b = have // BATCH
+        batch = world.batch(b)
+        lo, hi = have - b * BATCH, min(BATCH, want - b * BATCH)
+        conn.execute("BEGIN")
+        for j in range(lo, hi):
+            blobs = [row.astype("<f2").tobytes() for row in batch["frames"][j]]
+            insert_episode(
+                conn,
+                _record(batch, j),
+                nbytes=sum(len(x) for x in blobs),
+                blobs=blobs,
+                dtype="<f2",
+                jpeg_sizes=[0] * FRAMES,
+            )
+        conn.execute("COMMIT")
+        truth.update(batch, slice(lo, hi))
+        have = b * BATCH + hi
+        rate = (have) / max(time.perf_counter() - t0, 1e-9)
+        print(f"  generated {have:,} episodes ({rate:,.0f}/s overall)", file=sys.stderr, flush=True)
+    conn.close()
+    return have
+
+
+# ----------------------------------------------------------------- measuring (child)
+def _rss() -> dict[str, int]:
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("VmRSS", "RssAnon", "RssFile")):
+            key, val = line.split(":")
+            out[key] = int(val.split()[0]) * 1024
+    return out
+
+
+def _day_window(day: int, days: int) -> tuple[int, int]:
+    d = int(day) % max(days, 1)
+    return d * DAY_NS, (d + 1) * DAY_NS - 1
+
+
+def measure(
+    store_dir: Path, mode: str, queries: dict[str, np.ndarray], adds: list[int], seed: int
+) -> dict[str, Any]:
+    """Open the store in this process and time its queries (and adds, for ``ann``)."""
+    from surprise_memory.memory.retrieval import RetrievalQuery
+    from surprise_memory.memory.store import open_store
+
+    t0 = time.perf_counter()
+    if mode == "ann":
+        store = open_store(store_dir)
+        retrieve = store.retrieve
+    else:  # today's exact path: every frame vector in RAM, loaded at open
+        from surprise_memory.memory.store.catalog import Catalog
+        from surprise_memory.memory.store.folder import _take
+        from surprise_memory.memory.store.schema import index_rows
+
+        store = open_store(store_dir, read_only=True)
+        folder = store._folder
+        catalog = Catalog(folder.meta.embedding_dim)
+        _take(catalog, index_rows(folder.db()), folder.root)
+
+        def retrieve(q: Any) -> list[Any]:
+            found = catalog.index.search(q, q.max_results)
+            return folder.hits(found, include_images=False)
+
+    open_s = time.perf_counter() - t0
+    rss_open = _rss()
+    n = len(store)
+    days = int(np.ceil(n * PERIOD_NS / DAY_NS))
+    world = World(seed)
+    out: dict[str, Any] = {"mode": mode, "episodes": n, "open_s": open_s, "hits": {}, "ms": {}}
+    for kind in ("text", "day", "radius"):
+        lat, hits = [], []
+        for i, q in enumerate(queries["vec"]):
+            extra: dict[str, Any] = {}
+            if kind == "day":
+                extra["start_ns"], extra["end_ns"] = _day_window(queries["day"][i], days)
+            if kind == "radius":
+                cx, cy = world.pos[queries["place"][i]]
+                extra.update(near=(float(cx), float(cy), 0.0), radius_m=RADIUS_M, near_frame="map")
+            rq = RetrievalQuery(embedding=q, embedder_model=MODEL, max_results=K, **extra)
+            t = time.perf_counter()
+            got = retrieve(rq)
+            lat.append(time.perf_counter() - t)
+            hits.append([h.episode.id for h in got])
+        out["ms"][kind] = [float(x * 1e3) for x in lat]
+        out["hits"][kind] = hits
+    out["rss"] = _rss()
+    out["rss_open"] = rss_open
+    if mode == "ann":
+        out["index_ram_bytes"] = store._folder.catalog.index.ann.ram_bytes
+        out["segments"] = store._folder.catalog.index.ann.segments
+        add_s = []
+        index_s: list[float] = []  # the index's share of each add (graph + raw vectors)
+        ann = store._folder.catalog.index.ann
+        add_many = ann.add_many
+
+        def timed_add_many(*a: Any, **kw: Any) -> None:
+            t = time.perf_counter()
+            add_many(*a, **kw)
+            index_s.append(time.perf_counter() - t)
+
+        ann.add_many = timed_add_many
+        batches: dict[int, dict[str, np.ndarray]] = {}
+        for i in adds:
+            b = batches.get(i // BATCH) or batches.setdefault(i // BATCH, world.batch(i // BATCH))
+            add_s.append(add_public(store, b, i - (i // BATCH) * BATCH))
+        out["add_ms"] = [x * 1e3 for x in add_s]
+        out["add_index_ms"] = [x * 1e3 for x in index_s]
+        with (store_dir.parent / "add_index_ms.jsonl").open("a") as f:
+            f.write(json.dumps({"episodes": n, "add_index_ms": out["add_index_ms"]}) + "\n")
+        out["jpeg_bytes_per_episode"] = (
+            float(
+                np.mean(
+                    [
+                        sum(
+                            p.stat().st_size
+                            for p in (store_dir / "frames" / episode_id(i)).iterdir()
+                        )
+                        for i in adds
+                    ]
+                )
+            )
+            if adds
+            else None
+        )
+    store.close()
+    return out
+
+
+def day_truth(store_dir: Path, queries: dict[str, np.ndarray], n: int) -> list[list[str]]:
+    """Exact top-10 in each query's day window, from the database."""
+    from surprise_memory.memory.store.schema import select_embeddings_of
+
+    conn = sqlite3.connect(store_dir / "episodes.sqlite3")
+    days = int(np.ceil(n * PERIOD_NS / DAY_NS))
+    out = []
+    for i, q in enumerate(queries["vec"]):
+        lo, hi = _day_window(queries["day"][i], days)
+        rows = conn.execute(
+            "SELECT seq, id FROM episodes WHERE stamp_ns BETWEEN ? AND ?", (lo, hi)
+        ).fetchall()
+        keys, embs = select_embeddings_of(conn, [r[0] for r in rows])
+        scored = []
+        if keys.size:
+            starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+            best = np.maximum.reduceat(_unit(embs) @ q, starts)
+            id_of = dict(rows)
+            scored = [(-float(s), id_of[int(k)]) for k, s in zip(keys[starts], best, strict=True)]
+        out.append([ep for _, ep in sorted(scored)[:K]])
+    conn.close()
+    return out
+
+
+def recall(got: list[list[str]], want: list[list[str]]) -> float:
+    vals = [len(set(g) & set(w)) / len(w) for g, w in zip(got, want, strict=True) if w]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# ----------------------------------------------------------------- the library choice
+def compare_libraries(world: World, n: int, queries: dict[str, np.ndarray], work: Path) -> None:
+    """usearch and voyager side by side on the pooled vectors of ``n`` episodes.
+
+    Same graph settings (M = 16, ef_construction = 128, ef = 128), one vector per
+    episode, cosine; usearch stores float16 and is queried memory-mapped from its file
+    (how the store uses it), voyager stores float32 and E4M3 and is queried in RAM (it
+    has no memory-mapped open). recall@50 of the pooled neighbours against numpy.
+    """
+    import voyager
+    from usearch.index import Index
+
+    vecs = []
+    for b in range(int(np.ceil(n / BATCH))):
+        frames = world.batch(b)["frames"].astype(np.float32)
+        vecs.append(_unit(_unit(frames).mean(axis=1)))
+    x = np.concatenate(vecs)[:n].astype(np.float32)
+    q = queries["vec"]
+    truth = np.argsort(-(q @ x.T), axis=1)[:, :50]
+
+    def report(name: str, add_s: float, search: Any, rss: int) -> None:
+        lat, got = [], []
+        for v in q:
+            t = time.perf_counter()
+            got.append(search(v))
+            lat.append(time.perf_counter() - t)
+        rec = np.mean([len(set(g) & set(t)) / 50 for g, t in zip(got, truth, strict=True)])
+        print(
+            f"| {name} | {add_s / n * 1e3:.2f} | {np.percentile(lat, 50) * 1e3:.2f} | "
+            f"{np.percentile(lat, 99) * 1e3:.2f} | {rec:.3f} | {rss / 2**20:.0f} |"
+        )
+
+    print(f"{n:,} pooled episode vectors, 1024-d, {len(q)} queries, k = 50")
+    print("| library | add ms/vector | query p50 ms | p99 ms | recall@50 | RAM MiB |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    ix = Index(ndim=DIM, metric="cos", dtype="f16", connectivity=16, expansion_add=128)
+    t = time.perf_counter()
+    for i in range(n):
+        ix.add(i, x[i])
+    add_s = time.perf_counter() - t
+    path = work / "compare.usearch"
+    ix.save(str(path))
+    view = Index.restore(str(path), view=True)
+    view.expansion_search = 128
+    report(
+        "usearch 2.26 f16, memory-mapped",
+        add_s,
+        lambda v: view.search(v, 50).keys,
+        0,  # the file is mapped; the pages a query touches are the OS's cache
+    )
+    for name, dtype in (
+        ("float32", voyager.StorageDataType.Float32),
+        ("E4M3", voyager.StorageDataType.E4M3),
+    ):
+        vi = voyager.Index(
+            voyager.Space.Cosine,
+            num_dimensions=DIM,
+            M=16,
+            ef_construction=128,
+            storage_data_type=dtype,
+        )
+        t = time.perf_counter()
+        for i in range(n):
+            vi.add_item(x[i], i)
+        add_s = time.perf_counter() - t
+        vi.ef = 128
+        report(
+            f"voyager 2.2 {name}, in RAM",
+            add_s,
+            lambda v, vi=vi: vi.query(v, 50)[0],
+            len(vi.as_bytes()),
+        )
+
+
+# ----------------------------------------------------------------- main
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--work", type=Path, required=True, help="folder kept between runs")
+    p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, ROBOT_YEAR])
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument(
+        "--exact-max",
+        type=int,
+        default=60_000,
+        help="largest size for today's exact path (its RAM grows with the store)",
+    )
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--plot", type=Path, default=None)
+    p.add_argument(
+        "--libraries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only compare usearch and voyager on N pooled episode vectors",
+    )
+    p.add_argument("--child", nargs=2, metavar=("MODE", "ADDS"), help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = options(argv)
+    work = args.work.resolve()
+    store_dir = work / "store"
+    world = World(args.seed)
+    queries = world.queries(args.queries)
+    if args.libraries:
+        args.work.mkdir(parents=True, exist_ok=True)
+        compare_libraries(world, args.libraries, queries, args.work)
+        return
+    if args.child:
+        mode, adds = args.child
+        ids = [int(x) for x in adds.split(",") if x]
+        json.dump(measure(store_dir, mode, queries, ids, args.seed), sys.stdout)
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    state_path = work / "state.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else {"have": 0, "rows": []}
+    truth = Truth(queries, world)
+    if (work / "truth.npz").exists():
+        truth.load(work / "truth.npz")
+    have = state["have"]
+    if store_dir.exists():  # drop what a killed run inserted after its last saved state
+        conn = sqlite3.connect(store_dir / "episodes.sqlite3", isolation_level=None)
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("DELETE FROM episodes WHERE id >= ?", (episode_id(have),))
+        conn.close()
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"load {os.getloadavg()}",
+        file=sys.stderr,
+    )
+    for size in args.sizes:
+        if any(r["size"] == size for r in state["rows"]):
+            continue
+        t = time.perf_counter()
+        have = grow(store_dir, world, truth, have, size)
+        gen_s = time.perf_counter() - t
+        truth.save(work / "truth.npz")
+        state["have"] = have
+        state_path.write_text(json.dumps(state))
+        from surprise_memory.memory.store import open_store
+
+        t = time.perf_counter()
+        with open_store(store_dir):  # the index catches up with the new rows
+            build_s = time.perf_counter() - t
+        row: dict[str, Any] = {
+            "size": size,
+            "generate_s": gen_s,
+            "index_build_s": build_s,
+            "load": os.getloadavg(),
+        }
+        adds = list(range(have, have + ADDS))
+        want = {
+            "text": [[episode_id(int(i)) for i in r if i >= 0] for r in truth.top["text"]],
+            "radius": [[episode_id(int(i)) for i in r if i >= 0] for r in truth.top["radius"]],
+            "day": day_truth(store_dir, queries, have),
+        }
+        for mode in ("exact", "ann"):  # exact first: the adds come last
+            if mode == "exact" and size > args.exact_max:
+                continue
+            cmd = [
+                sys.executable,
+                __file__,
+                "--work",
+                str(work),
+                "--queries",
+                str(args.queries),
+                "--seed",
+                str(args.seed),
+                "--child",
+                mode,
+                ",".join(map(str, adds)) if mode == "ann" else "",
+            ]
+            res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+            summary: dict[str, Any] = {
+                "open_s": res["open_s"],
+                "rss": res["rss"],
+                "rss_open": res["rss_open"],
+            }
+            for kind in ("text", "day", "radius"):
+                ms = np.asarray(res["ms"][kind])
+                summary[kind] = {
+                    "p50_ms": float(np.percentile(ms, 50)),
+                    "p99_ms": float(np.percentile(ms, 99)),
+                    "recall": recall(res["hits"][kind], want[kind]),
+                }
+            if mode == "ann":
+                summary["add_p50_ms"] = float(np.percentile(res["add_ms"], 50))
+                summary["add_p99_ms"] = float(np.percentile(res["add_ms"], 99))
+                summary["add_index_p99_ms"] = float(np.percentile(res["add_index_ms"], 99))
+                summary["segments"] = res["segments"]
+                summary["index_ram_bytes"] = res["index_ram_bytes"]
+                summary["jpeg_bytes_per_episode"] = res["jpeg_bytes_per_episode"]
+            row[mode] = summary
+            print(json.dumps({"size": size, mode: summary}), file=sys.stderr, flush=True)
+        # the public adds joined the store: the truth takes them in
+        b = world.batch(have // BATCH)
+        lo = have - (have // BATCH) * BATCH
+        if lo + ADDS <= BATCH:
+            truth.update(b, slice(lo, lo + ADDS))
+        else:  # across a batch boundary
+            truth.update(b, slice(lo, BATCH))
+            truth.update(world.batch(have // BATCH + 1), slice(0, lo + ADDS - BATCH))
+        have += ADDS
+        db = (store_dir / "episodes.sqlite3").stat().st_size
+        row["db_bytes"] = db
+        row["index_bytes"] = _dir_bytes(store_dir / "index")
+        row["episodes"] = have
+        state["rows"].append(row)
+        state["have"] = have
+        truth.save(work / "truth.npz")
+        state_path.write_text(json.dumps(state))
+    print_table(state["rows"])
+    if args.json:
+        args.json.write_text(json.dumps(state["rows"], indent=1))
+    if args.plot:
+        plot(state["rows"], args.plot)
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    print(
+        "| episodes | path | open s | RSS MiB (anon+file) | text p50/p99 ms | 1-day p50/p99 ms "
+        "| 25 m p50/p99 ms | recall@10 text/day/radius | add p99 ms |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        for mode in ("exact", "ann"):
+            m = r.get(mode)
+            if not m:
+                continue
+            rss = m["rss"]
+            lat = " | ".join(
+                f"{m[k]['p50_ms']:.1f} / {m[k]['p99_ms']:.1f}" for k in ("text", "day", "radius")
+            )
+            rec = " / ".join(f"{m[k]['recall']:.3f}" for k in ("text", "day", "radius"))
+            add = f"{m['add_p99_ms']:.1f}" if "add_p99_ms" in m else ""
+            print(
+                f"| {r['episodes']:,} | {'exact (today)' if mode == 'exact' else 'index (new)'} "
+                f"| {m['open_s']:.2f} | {rss.get('RssAnon', 0) / 2**20:.0f}+"
+                f"{rss.get('RssFile', 0) / 2**20:.0f} | {lat} | {rec} | {add} |"
+            )
+    for r in rows:
+        per_ep = (r["db_bytes"] + r["index_bytes"]) / r["episodes"]
+        jpeg = (r.get("ann") or {}).get("jpeg_bytes_per_episode") or 0
+        print(
+            f"size {r['episodes']:,}: database {r['db_bytes'] / 2**30:.2f} GiB, index "
+            f"{r['index_bytes'] / 2**30:.3f} GiB; per robot-year {per_ep * ROBOT_YEAR / 2**30:.1f} "
+            f"GiB + JPEGs {jpeg * ROBOT_YEAR / 2**30:.1f} GiB; generate {r['generate_s']:.0f} s, "
+            f"index build {r['index_build_s']:.0f} s, load {r['load']}"
+        )
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for mode, style in (("exact", "--"), ("ann", "-")):
+        for kind, colour in (("text", "C0"), ("day", "C1"), ("radius", "C2")):
+            pts = [(r["episodes"], r[mode][kind]["p99_ms"]) for r in rows if r.get(mode)]
+            if pts:
+                x, y = zip(*pts, strict=True)
+                label = f"{'exact, all in RAM' if mode == 'exact' else 'episode index'}: {kind}"
+                ax.plot(x, y, style, color=colour, marker="o", label=label)
+    ax.axhline(20, color="grey", lw=0.8)  # the goal
+    ax.axvline(ROBOT_YEAR, color="grey", lw=0.8, ls=":")
+    ax.text(ROBOT_YEAR, 21, " goal 20 ms ", ha="right", va="bottom", fontsize=7, color="grey")
+    ax.set_xlim(700, 1_000_000)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("episodes in the store (670,000 = a robot-year)")
+    ax.set_ylabel("query p99, ms (k=10)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()

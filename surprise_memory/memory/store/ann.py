@@ -1,0 +1,450 @@
+"""The SQLite store's approximate index: pooled episode vectors in usearch files beside it.
+
+A cache, never the truth: the database holds every episode and its frame embeddings; this
+index holds one vector per episode (the mean of its unit frame embeddings, normalised),
+keyed by the episode's key, and can be rebuilt from the database at any time.
+
+Layout, in ``<store>/index/``:
+
+* ``segment-<first>-<last>.usearch``, ``.keys``, ``.f32``: sealed segments of
+  :data:`SEGMENT_SIZE` episodes each (keys ``first..last``): the usearch graph, the keys
+  and the vectors (float32, in key order), written once and then *memory-mapped*: the
+  history is not read into RAM at open; the OS pages in what queries touch. The raw
+  vectors let a filtered query score the episodes it keeps exactly, without the graph.
+* ``tail.usearch``, ``tail.keys``, ``tail.f32``: the episodes added since the last sealed
+  segment, held in RAM; keys and vectors are appended to their files as they come, and
+  every :data:`CHECKPOINT_EVERY` additions the files are synced and the graph saved.
+* ``manifest.json``: the files, their sizes and the largest key they hold (``covered``),
+  written (temporary file + rename) after the files it names.
+
+Crash safety: a file is renamed into place whole, and the manifest only names files that
+are in place, so after a kill the index holds every episode up to ``covered``; the
+episodes after it (at most :data:`CHECKPOINT_EVERY` + 1) are read again from the
+database at open (:meth:`AnnIndex.catch_up`). Episodes the database no longer holds
+(evicted, deleted) stay in the files and are filtered out by the caller, which only
+keeps keys it holds. A missing, unreadable or inconsistent file makes the whole index
+rebuilt from the database with a progress bar and one log line.
+
+Not thread-safe on its own; the store guards it with its lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["CHECKPOINT_EVERY", "SEGMENT_SIZE", "AnnIndex", "Segment", "pooled"]
+
+_LOG = logging.getLogger(__name__)
+
+SEGMENT_SIZE = 65_536
+"""Episodes per sealed (memory-mapped) segment; the RAM tail holds fewer."""
+
+CHECKPOINT_EVERY = 1_024
+"""The RAM tail is saved after this many additions: the most an open re-reads."""
+
+_DIR = "index"
+_MANIFEST = "manifest.json"
+_TAIL = "tail"
+_USEARCH = ".usearch"
+_KEYS = ".keys"
+_VECS = ".f32"
+_FORMAT = 1
+_BATCH = 1_024  # rows per batch of a rebuild or catch-up
+# usearch settings: 16 links per node, wide construction, vectors as float16
+_CONNECTIVITY = 16
+_EXPANSION_ADD = 128
+_EXPANSION_SEARCH = 128
+_DTYPE = "f16"
+
+
+def pooled(unit: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.float32]:
+    """An episode's vector for the index: the mean of its unit frame rows, normalised."""
+    mean = np.asarray(unit, dtype=np.float32).mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    out: npt.NDArray[np.float32] = mean / norm if norm > 0 else mean
+    return out
+
+
+@dataclass
+class Segment:
+    """One usearch index with its keys and vectors (float32, in key order).
+
+    Sealed: the usearch file memory-mapped, keys and vectors memory-mapped raw files. The
+    tail: all in RAM (the arrays have room for :data:`SEGMENT_SIZE` rows), the keys and
+    vectors also appended to raw files that the checkpoint syncs.
+    """
+
+    index: Any
+    first: int  # smallest key it may hold
+    last: int  # largest key it holds (0 when empty)
+    name: str  # file stem
+    keys: npt.NDArray[np.int64]
+    vecs: npt.NDArray[np.float32]
+    size: int = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+
+@functools.cache
+def _index_class() -> Any:
+    """The ``Index`` class of usearch, imported once, after rclpy's native module if any.
+
+    usearch's extension loaded *before* rclpy's (``rclpy._rclpy_pybind11``; both are
+    pybind11 modules) makes the later import of rclpy kill the process with SIGSEGV
+    (usearch 2.26.6, rclpy 9.1); the other order works. A process that opens a store and
+    then starts ROS (``surprise-memory goto``) would die, so rclpy's module is loaded
+    first where it is installed (a ROS-free process has none and loses nothing).
+    """
+    with contextlib.suppress(ImportError, OSError):
+        importlib.import_module("rclpy._rclpy_pybind11")
+    from usearch.index import Index
+
+    return Index
+
+
+def _new_index(dim: int) -> Any:
+    Index = _index_class()  # noqa: N806  # the class
+
+    return Index(
+        ndim=dim,
+        metric="cos",
+        dtype=_DTYPE,
+        connectivity=_CONNECTIVITY,
+        expansion_add=_EXPANSION_ADD,
+        expansion_search=_EXPANSION_SEARCH,
+    )
+
+
+def _restore(path: Path, dim: int, *, view: bool) -> Any:
+    """Open a saved index (memory-mapped with ``view``); ValueError when it does not fit."""
+    index = _index_class().restore(str(path), view=view)
+    if index is None or int(index.ndim) != dim:
+        raise ValueError(f"{path.name}: not a usearch index of dimension {dim}")
+    index.expansion_search = _EXPANSION_SEARCH  # a view restores 64
+    return index
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through a temporary file, fsync, rename into place."""
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+class AnnIndex:
+    """The on-disk approximate index of a store folder (see the module docstring).
+
+    Args:
+        root: The store folder (the index lives in ``root/index``).
+        dim: Embedding dimension.
+        read_only: Never write (a read-only store keeps what it catches up in RAM).
+
+    """
+
+    def __init__(self, root: Path, dim: int, *, read_only: bool) -> None:
+        self._dir = root / _DIR
+        self._dim = dim
+        self._read_only = read_only
+        self._sealed: list[Segment] = []
+        self._tail = self._new_tail(1)
+        self._covered = 0  # largest key saved in a file named by the manifest
+        self._unsaved = 0  # additions since the last checkpoint
+        self._files: tuple[Any, Any] | None = None  # the tail's open raw files
+        self._problem = "no index yet"  # why the last load failed
+
+    def _new_tail(self, first: int) -> Segment:
+        return Segment(
+            _new_index(self._dim),
+            first,
+            0,
+            _TAIL,
+            np.empty(SEGMENT_SIZE, dtype=np.int64),
+            np.empty((SEGMENT_SIZE, self._dim), dtype=np.float32),
+        )
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        return self._dim
+
+    @property
+    def last_key(self) -> int:
+        """Largest key the index holds (0 when empty)."""
+        return max([self._tail.last, *(s.last for s in self._sealed)], default=0)
+
+    @property
+    def covered(self) -> int:
+        """Largest key saved in the files (what a crash keeps)."""
+        return self._covered
+
+    @property
+    def segments(self) -> int:
+        """Number of usearch indexes a query visits (sealed segments + tail)."""
+        return len(self._sealed) + 1
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self._sealed) + len(self._tail)
+
+    @property
+    def ram_bytes(self) -> int:
+        """Bytes of the RAM tail in use (the sealed segments are memory-mapped files)."""
+        tail = self._tail
+        return int(tail.index.memory_usage) + tail.size * (8 + 4 * self._dim)
+
+    def close(self) -> None:
+        """Close the tail's raw files (what was not checkpointed is re-read at the next open)."""
+        if self._files is not None:
+            for f in self._files:
+                with contextlib.suppress(OSError):
+                    f.close()
+            self._files = None
+
+    # ----------------------------------------------------------------- open
+    def load(self) -> bool:
+        """Open the files the manifest names; False (nothing held) when they are unusable.
+
+        A read-only store reads files that their writer may be replacing (a checkpoint
+        or a seal between reading the manifest and the files): it tries three times.
+        """
+        for _ in range(2 if self._read_only else 0):
+            if self._load(quiet=True):
+                return True
+            time.sleep(0.05)
+        return self._load(quiet=False)
+
+    def _load(self, *, quiet: bool) -> bool:
+        try:
+            manifest = json.loads((self._dir / _MANIFEST).read_text())
+            if manifest.get("format") != _FORMAT or int(manifest["dim"]) != self._dim:
+                raise ValueError("another format or dimension")
+            sealed = [self._open_sealed(e) for e in manifest["segments"]]
+            first, last = (int(k) for k in manifest["tail_keys"])
+            tail = self._new_tail(first)
+            tail.last = last
+            size = int(manifest["tail_size"])
+            if size:
+                tail.index = _restore(self._dir / (_TAIL + _USEARCH), self._dim, view=False)
+                keys = np.fromfile(self._dir / (_TAIL + _KEYS), dtype=np.int64, count=size)
+                vecs = np.fromfile(
+                    self._dir / (_TAIL + _VECS), dtype=np.float32, count=size * self._dim
+                )
+                if (
+                    int(tail.index.size) != size
+                    or keys.size != size
+                    or vecs.size != size * self._dim
+                ):
+                    raise ValueError("the tail files hold fewer vectors than the manifest says")
+                tail.keys[:size] = keys
+                tail.vecs[:size] = vecs.reshape(size, self._dim)
+                tail.size = size
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+            if not quiet:
+                missing = not (self._dir / _MANIFEST).exists()
+                self._problem = "no index yet" if missing else f"the index is unusable: {exc}"
+            return False
+        self._sealed, self._tail = sealed, tail
+        self._covered = int(manifest["covered"])
+        self._open_tail_files(truncate=True)
+        return True
+
+    def _open_sealed(self, entry: dict[str, Any]) -> Segment:
+        name, size = str(entry["name"]), int(entry["size"])
+        index = _restore(self._dir / (name + _USEARCH), self._dim, view=True)
+        keys = np.memmap(self._dir / (name + _KEYS), dtype=np.int64, mode="r")
+        vecs = np.memmap(self._dir / (name + _VECS), dtype=np.float32, mode="r")
+        if int(index.size) != size or keys.size != size or vecs.size != size * self._dim:
+            raise ValueError(f"{name} does not hold {size} vectors")
+        first, last = (int(k) for k in entry["keys"])
+        return Segment(index, first, last, name, keys, vecs.reshape(size, self._dim), size)
+
+    def _open_tail_files(self, *, truncate: bool) -> None:
+        if self._read_only:
+            return
+        self.close()
+        self._dir.mkdir(parents=True, exist_ok=True)
+        size = self._tail.size
+        files = []
+        for suffix, width in ((_KEYS, 8), (_VECS, 4 * self._dim)):
+            f = open(self._dir / (_TAIL + suffix), "ab")  # noqa: SIM115  # kept open
+            if truncate:
+                f.truncate(size * width)
+            files.append(f)
+        self._files = (files[0], files[1])
+
+    def rebuild(self, rows: Iterable[tuple[int, npt.NDArray[np.float32]]], total: int) -> None:
+        """Start empty and add every episode of the database, with a progress bar.
+
+        Args:
+            rows: (key, unit frame embeddings) of every stored episode, ascending keys.
+            total: How many (for the progress bar).
+
+        """
+        from tqdm import tqdm  # type: ignore[import-untyped]
+
+        if total:
+            _LOG.warning(
+                "%s: rebuilding the episode index from the database (%d episodes; %s)",
+                self._dir,
+                total,
+                self._problem,
+            )
+        self.close()
+        self._drop_files()
+        self._sealed, self._covered = [], 0
+        self._tail = self._new_tail(1)
+        self._open_tail_files(truncate=True)
+        with tqdm(total=total, desc="episode index", unit="ep", disable=total < 1000) as bar:
+            self.add_rows(rows, bar.update)
+        self.checkpoint()
+
+    def _drop_files(self) -> None:
+        if self._read_only or not self._dir.is_dir():
+            return
+        for path in self._dir.iterdir():
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    # ----------------------------------------------------------------- writing
+    def add_rows(
+        self,
+        rows: Iterable[tuple[int, npt.NDArray[np.float32]]],
+        done: Callable[[int], object] | None = None,
+    ) -> int:
+        """Add (key, unit frame embeddings) rows in batches; returns how many were read."""
+        keys: list[int] = []
+        vecs: list[npt.NDArray[np.float32]] = []
+        count = 0
+
+        def flush() -> None:
+            if keys:
+                self.add_many(np.asarray(keys, dtype=np.int64), np.stack(vecs))
+                if done is not None:
+                    done(len(keys))
+                keys.clear()
+                vecs.clear()
+
+        for key, unit in rows:
+            keys.append(key)
+            vecs.append(pooled(unit))
+            count += 1
+            if len(keys) >= _BATCH:
+                flush()
+        flush()
+        return count
+
+    def add(self, key: int, vector: npt.NDArray[np.float32], *, checkpoint: bool = True) -> None:
+        """Add one episode's pooled vector (keys ascending); save or seal the tail when due."""
+        self.add_many(np.asarray([key], dtype=np.int64), vector[None, :])
+        if checkpoint and self._unsaved >= CHECKPOINT_EVERY:
+            self.checkpoint()
+
+    def add_many(self, keys: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
+        """Add pooled vectors of many episodes (keys ascending); seals, never checkpoints."""
+        keep = keys > self.last_key  # held already: a catch-up overlapping the files
+        keys, vectors = keys[keep], np.ascontiguousarray(vectors[keep], dtype=np.float32)
+        while keys.size:
+            tail = self._tail
+            room = SEGMENT_SIZE - tail.size
+            part_keys, part_vecs = keys[:room], vectors[:room]
+            if tail.size == 0:
+                tail.first = int(part_keys[0])
+            if part_keys.size == 1:
+                tail.index.add(int(part_keys[0]), part_vecs[0])
+            else:
+                tail.index.add(part_keys, part_vecs)
+            n = part_keys.size
+            tail.keys[tail.size : tail.size + n] = part_keys
+            tail.vecs[tail.size : tail.size + n] = part_vecs
+            tail.size += n
+            tail.last = int(part_keys[-1])
+            if self._files is not None:
+                self._files[0].write(part_keys.tobytes())
+                self._files[1].write(np.ascontiguousarray(part_vecs).tobytes())
+            self._unsaved += n
+            keys, vectors = keys[room:], vectors[room:]
+            if tail.size >= SEGMENT_SIZE:
+                self._seal()
+
+    def _sync_tail_files(self) -> None:
+        if self._files is not None:
+            for f in self._files:
+                f.flush()
+                os.fsync(f.fileno())
+
+    def _seal(self) -> None:
+        """Turn the full tail into a memory-mapped segment; start a new tail."""
+        tail = self._tail
+        name = f"segment-{tail.first}-{tail.last}"
+        if self._read_only:
+            self._sealed.append(
+                Segment(tail.index, tail.first, tail.last, name, tail.keys, tail.vecs, tail.size)
+            )
+        else:
+            self._sync_tail_files()
+            self.close()
+            d = self._dir
+            _atomic_write(d / (name + _USEARCH), lambda p: tail.index.save(str(p)))
+            os.replace(d / (_TAIL + _KEYS), d / (name + _KEYS))
+            os.replace(d / (_TAIL + _VECS), d / (name + _VECS))
+            entry = {"name": name, "keys": [tail.first, tail.last], "size": tail.size}
+            self._sealed.append(self._open_sealed(entry))
+        self._tail = self._new_tail(tail.last + 1)
+        self._open_tail_files(truncate=True)
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Save the RAM tail, then the manifest naming every file (no-op when read-only)."""
+        self._unsaved = 0
+        if self._read_only:
+            return
+        self._dir.mkdir(parents=True, exist_ok=True)
+        tail = self._tail
+        self._sync_tail_files()
+        if tail.size:
+            _atomic_write(self._dir / (_TAIL + _USEARCH), lambda p: tail.index.save(str(p)))
+        manifest = {
+            "format": _FORMAT,
+            "dim": self._dim,
+            "covered": self.last_key,
+            "segments": [
+                {"name": s.name, "keys": [s.first, s.last], "size": s.size} for s in self._sealed
+            ],
+            "tail_keys": [tail.first, tail.last],
+            "tail_size": tail.size,
+        }
+        _atomic_write(self._dir / _MANIFEST, lambda p: _write_text(p, json.dumps(manifest)))
+        self._covered = self.last_key
+
+    # ----------------------------------------------------------------- reading
+    def parts(self) -> list[Segment]:
+        """The segments that hold vectors, the tail last."""
+        return [s for s in (*self._sealed, self._tail) if s.size]
+
+    @staticmethod
+    def vectors(segment: Segment, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+        """The stored vectors of ``keys`` (each held by ``segment``), float32 rows."""
+        rows = np.searchsorted(segment.keys[: segment.size], keys)
+        return segment.vecs[rows]

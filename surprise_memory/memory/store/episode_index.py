@@ -1,0 +1,224 @@
+"""The SQLite store's search at a robot's lifetime: filters in RAM, vectors on disk.
+
+:class:`EpisodeIndex` keeps what :class:`~surprise_memory.memory.store.search.EmbeddingIndex`
+keeps per episode (key, stamp, position, robot, ...: a few dozen bytes each, so a
+robot-year's filters fit in tens of MB) but no frame matrix. A query with an embedding is
+answered in two steps:
+
+1. **Candidates** by the pooled episode vector (:func:`.ann.pooled`) of each episode
+   the filters leave, per segment of the :class:`~surprise_memory.memory.store.ann.AnnIndex`:
+   *exactly* (the segment's vectors of those episodes, read from the memory-mapped file)
+   when the filters leave at most :data:`EXACT_PER_SEGMENT` of its episodes or more
+   than a quarter of its size would have to be visited; otherwise by the approximate
+   search, asked for enough neighbours that, at the filters' selectivity in that
+   segment, :data:`RERANK` of them pass, and widened (doubled) until they do.
+2. **Exact re-ranking**: the :data:`RERANK` best candidates (at least ``k``) are scored
+   by the max cosine over their frames, read from the database (the truth), and the
+   best ``k`` of those are returned.
+
+An episode the database does not hold is never returned: only keys of this index's
+live episodes (loaded from the database) pass the filters, and the scores come from
+the database's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.store.ann import AnnIndex, pooled
+from surprise_memory.memory.store.schema import EpisodeRow
+from surprise_memory.memory.store.search import EmbeddingIndex, SearchResult
+
+__all__ = ["EXACT_PER_SEGMENT", "RERANK", "EpisodeIndex", "FrameReader"]
+
+RERANK = 100
+"""Candidates re-ranked by their frames per query (``k`` when larger)."""
+
+EXACT_PER_SEGMENT = 4_096
+"""Filtered episodes of a segment scored exactly (no approximate search) up to this many."""
+
+# neighbours asked of the graph per candidate wanted: the graph's own recall of the nearest
+# hundred is 0.69 when asked for 100 and 0.93 for 400 (16,384 pooled vectors of
+# bench_lifetime's year, connectivity 16)
+_OVERSAMPLE = 4.0
+_WIDEN_LIMIT = 4  # doublings of an approximate search before scoring the segment exactly
+_COMPACT_FRACTION = 0.125
+
+FrameReader = Callable[[Sequence[int]], tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
+"""Reads the unit frame embeddings of episodes: each row's key (ascending) and the rows."""
+
+
+class EpisodeIndex(EmbeddingIndex):
+    """Per-episode filters in RAM; episode vectors in an :class:`AnnIndex`; frames read back.
+
+    Args:
+        dim: Embedding dimension; None = set by the first :meth:`add`.
+
+    """
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__(dim)
+        self._ann: AnnIndex | None = None
+        self._frames: FrameReader | None = None
+        self._dead = 0
+        self._k = RERANK
+
+    def attach(self, ann: AnnIndex, frames: FrameReader) -> None:
+        """Use ``ann`` for the vectors and ``frames`` to read frame embeddings back."""
+        self._ann = ann
+        self._frames = frames
+
+    @property
+    def ann(self) -> AnnIndex | None:
+        """The approximate index (None before the first episode)."""
+        return self._ann
+
+    def add(
+        self,
+        key: int,
+        *,
+        stamp_ns: int,
+        position: Sequence[float],
+        pose_valid: bool,
+        surprise: float,
+        unit_embeddings: npt.NDArray[np.float32],
+        robot_id: str = "",
+        pose_frame: str = "",
+    ) -> None:
+        """Add one episode: its filter fields here, its pooled vector to the index."""
+        super().add(
+            key,
+            stamp_ns=stamp_ns,
+            position=position,
+            pose_valid=pose_valid,
+            surprise=surprise,
+            unit_embeddings=unit_embeddings[:0],  # no frame rows in RAM
+            robot_id=robot_id,
+            pose_frame=pose_frame,
+        )
+        if self._ann is not None:
+            self._ann.add(key, pooled(unit_embeddings))
+
+    def remove(self, keys: Sequence[int]) -> None:
+        """Mark episodes removed; compact the filter arrays once an eighth are removed."""
+        before = len(self)
+        super().remove(keys)
+        self._dead += before - len(self)
+        if self._dead > _COMPACT_FRACTION * len(self._keys):
+            self.compact()
+            self._dead = 0
+
+    def _episode_scores(
+        self, q: npt.NDArray[np.float32], cand: npt.NDArray[np.intp], n: int
+    ) -> npt.NDArray[np.float64]:
+        """Exact max-over-frames scores for the best candidates, -inf for the others.
+
+        The search keeps only the scored ones (at most :data:`RERANK` or ``k``), so the
+        ranking after it sorts a hundred episodes, not the store.
+        """
+        del n
+        keys = self._keys.view()[cand]
+        q = (q / np.linalg.norm(q)).astype(np.float32)
+        k_rerank = max(RERANK, self._k)
+        if cand.size <= k_rerank or self._ann is None:
+            chosen = keys
+        else:
+            chosen = self._candidates(q, keys, k_rerank)
+        scores = np.full(cand.size, -np.inf)
+        if self._frames is None or chosen.size == 0:
+            return scores
+        row_keys, rows = self._frames(chosen.tolist())
+        if row_keys.size == 0:
+            return scores
+        starts = np.flatnonzero(np.concatenate(([True], row_keys[1:] != row_keys[:-1])))
+        best = np.maximum.reduceat(rows @ q, starts)
+        scores[np.searchsorted(keys, row_keys[starts])] = best
+        return scores
+
+    def _candidates(
+        self, q: npt.NDArray[np.float32], keys: npt.NDArray[np.int64], want: int
+    ) -> npt.NDArray[np.int64]:
+        """The ``want`` filtered keys with the best pooled similarity, over every segment."""
+        if self._ann is None:
+            return keys
+        found_keys: list[npt.NDArray[np.int64]] = []
+        found_sims: list[npt.NDArray[np.float64]] = []
+        for seg in self._ann.parts():
+            index = seg.index
+            lo, hi = np.searchsorted(keys, [seg.first, seg.last + 1])
+            mine = keys[lo:hi]
+            if mine.size == 0:
+                continue
+            size = len(seg)
+            count = int(np.ceil(want * size / mine.size * _OVERSAMPLE))
+            got: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None = None
+            if mine.size > EXACT_PER_SEGMENT and count <= size // 4:
+                got = self._approximate(index, q=q, mine=mine, want=want, count=count, size=size)
+            if got is None:
+                vecs = AnnIndex.vectors(seg, mine)
+                got = mine, (vecs @ q).astype(np.float64)
+            found_keys.append(got[0])
+            found_sims.append(got[1])
+        if not found_keys:
+            return np.empty(0, dtype=np.int64)
+        all_keys = np.concatenate(found_keys)
+        sims = np.concatenate(found_sims)
+        if all_keys.size > want:
+            top = np.argpartition(-sims, want - 1)[:want]
+            all_keys = all_keys[top]
+        return np.sort(all_keys)
+
+    @staticmethod
+    def _approximate(
+        index: Any,
+        *,
+        q: npt.NDArray[np.float32],
+        mine: npt.NDArray[np.int64],
+        want: int,
+        count: int,
+        size: int,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
+        """Approximate search in one segment, widened until ``want`` filtered keys pass."""
+        for _ in range(_WIDEN_LIMIT):
+            matches = index.search(q, count)
+            got = np.asarray(matches.keys, dtype=np.int64)
+            dist = np.asarray(matches.distances, dtype=np.float64)
+            pos = np.searchsorted(mine, got)
+            ok = (pos < mine.size) & (mine[np.minimum(pos, mine.size - 1)] == got)
+            if np.count_nonzero(ok) >= min(want, mine.size) or count >= size:
+                return got[ok], 1.0 - dist[ok]
+            count = min(size, 2 * count)
+            if count > size // 4:
+                return None
+        return None
+
+    def search(self, query: RetrievalQuery, k: int) -> SearchResult:
+        """See :meth:`EmbeddingIndex.search`; the best candidates are re-ranked exactly."""
+        self._k = k
+        return super().search(query, k)
+
+    def load(self, rows: Sequence[EpisodeRow]) -> None:
+        """Add many episodes' filter fields at once (an open), in ascending key order."""
+        if not rows:
+            return
+        cols = list(zip(*rows, strict=True))
+        n = len(rows)
+        if self._dim is None:
+            raise ValueError("load needs the embedding dimension")
+        self._first_row.append(np.full(n, len(self._matrix), dtype=np.int64))
+        self._row_count.append(np.zeros(n, dtype=np.int64))
+        self._keys.append(np.asarray(cols[0], dtype=np.int64))
+        self._stamps.append(np.asarray(cols[2], dtype=np.int64))
+        self._positions.append(np.column_stack(cols[3:6]).astype(np.float64))
+        self._pose_valid.append(np.asarray(cols[6], dtype=np.bool_))
+        self._surprise.append(np.asarray(cols[7], dtype=np.float64))
+        self._alive.append(np.ones(n, dtype=np.bool_))
+        robots = self._robot_codes
+        frames = self._frame_codes
+        self._robots.append([robots.setdefault(r, len(robots)) for r in cols[9]])
+        self._pose_frames.append([frames.setdefault(f, len(frames)) for f in cols[10]])
