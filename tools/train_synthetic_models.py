@@ -29,6 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     for field in dataclasses.fields(TrainingSettings):
         flag = "--" + field.name.replace("_", "-")
         parser.add_argument(flag, type=type(field.default), default=field.default)
+    parser.add_argument(
+        "--parts",
+        default="video,embedder",
+        help="which models to (re)train, comma-separated; the others' files are kept",
+    )
     args = parser.parse_args(argv)
     settings = TrainingSettings(
         **{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainingSettings)}
@@ -38,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"[{time.perf_counter() - t0:7.1f} s] {message}", flush=True)
 
-    card = train(args.out, settings, log)
+    card = train(args.out, settings, log, tuple(args.parts.split(",")))
     for name, digest in card["sha256"].items():
         print(f"{digest}  {name}")
     return 0

@@ -19,7 +19,6 @@ import math
 import numpy as np
 
 from surprise_memory.offline.synthetic.scene import (
-    _DIM,
     RECURRING_KIND,
     SyntheticScene,
     _camera_x,
@@ -33,7 +32,7 @@ __all__ = [
     "frame_facts",
 ]
 
-FACTS = ("ball", "person", "dimming", "dark", "panel", "street")
+FACTS = ("ball", "person", "dimming", "panel", "street")
 """Fact keys of :func:`frame_facts` (``ball`` also comes as ``ball:<colour>``)."""
 
 TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
@@ -59,12 +58,6 @@ TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
         "the lights are going down",
         "lighting fades",
         "it is getting dark",
-    ),
-    "dark": (
-        "a dim scene",
-        "a dark street",
-        "low light",
-        "the lights are low",
     ),
     "panel": (
         "a striped panel",
@@ -131,7 +124,8 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
 
     ``ball:<colour>`` while an appeared object is in view, ``person`` while the walker is
     in the image, ``dimming`` from a dimming light change's start until 1.5 s after its end,
-    ``dark`` while the light is down, ``panel`` while the striped panel shows.
+    ``panel`` while the striped panel shows; ``street`` when none of these (lit or dim:
+    the light level alone is no fact, so the embedder learns objects, not brightness).
     """
     t = scene.seconds(scene.frame_stamp(index))
     w = scene.width
@@ -146,7 +140,6 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
         if 0.05 * w < x_img < 0.95 * w:
             facts.append(f"ball:{colour}")
     dim = True
-    light = 1.0
     for ev in scene.scripted_events:
         if ev.kind == "person_crosses" and ev.start_s <= t <= ev.end_s:
             span = max(ev.end_s - ev.start_s, 1e-9)
@@ -160,10 +153,7 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
         elif ev.kind == "light_change" and t >= ev.start_s:
             if dim and t <= ev.end_s + 1.5:
                 facts.append("dimming")
-            light *= _DIM if dim else 1.0 / _DIM
             dim = not dim
-    if light < 0.8 and "dimming" not in facts:
-        facts.append("dark")
     return facts or ["street"]
 
 

@@ -93,7 +93,8 @@ class TrainingSettings:
         embedder_steps: Optimiser steps of the embedder.
         embedder_batch: (frame, caption) pairs per step.
         embedder_lr: AdamW learning rate of the embedder.
-        threads: torch CPU threads.
+        threads: torch CPU threads (1: on a loaded machine two threads wait on each other
+            and run ten times slower).
 
     """
 
@@ -103,10 +104,10 @@ class TrainingSettings:
     video_steps: int = 300
     video_batch: int = 24
     video_lr: float = 1e-3
-    embedder_steps: int = 300
-    embedder_batch: int = 48
-    embedder_lr: float = 2e-3
-    threads: int = 2
+    embedder_steps: int = 1500
+    embedder_batch: int = 32
+    embedder_lr: float = 1e-3
+    threads: int = 1
 
 
 def random_event_scene(seed: int, seconds: float = 60.0) -> SyntheticScene:
@@ -259,9 +260,10 @@ def _embedder_data(
             f = frame_facts(scene, index)
             if f == ["street"] and rng.uniform() > 0.15:
                 continue  # most frames show nothing: keep a sample of them
-            if f == ["dark"] and rng.uniform() > 0.3:
-                continue
             rgb = render_frame(scene, index).rgb
+            if "dimming" not in f:  # any light level: objects are facts, brightness is not
+                gain = rng.uniform(0.45, 1.1)
+                rgb = np.clip(rgb.astype(np.float32) * gain, 0, 255).astype(np.uint8)
             x = torch.from_numpy(rgb).permute(2, 0, 1)
             x = tvf.resize(
                 x, list(size), interpolation=tvf.InterpolationMode.BILINEAR, antialias=True
@@ -274,8 +276,14 @@ def _embedder_data(
 
 def train_embedder(
     settings: TrainingSettings, log: Callable[[str], None] | None = None
-) -> tuple[Any, list[float]]:
-    """Train the small PE-Core contrastively (see the module docstring); (model, losses)."""
+) -> tuple[Any, list[float], tuple[float, float]]:
+    """Train the small PE-Core contrastively (see the module docstring).
+
+    Returns:
+        The model, the loss of each step, and the loss of one fixed batch (drawn with its
+        own seed) before and after training.
+
+    """
     import open_clip
 
     from surprise_memory.perception.encoders.presets import (
@@ -301,6 +309,36 @@ def train_embedder(
     )
     rng = np.random.default_rng([settings.seed, 17])
     opt = torch.optim.AdamW(model.parameters(), lr=settings.embedder_lr, weight_decay=0.05)
+
+    def draw(generator: np.random.Generator) -> tuple[list[int], list[str], list[str]]:
+        idx, texts, caption_keys = [], [], []
+        for _ in range(settings.embedder_batch):
+            key = keys[int(generator.integers(len(keys)))]
+            i = by_key[key][int(generator.integers(len(by_key[key])))]
+            fact = next(f for f in facts[i] if fact_key(f) == key)
+            idx.append(i)
+            texts.append(phrase(fact, generator))
+            caption_keys.append(key)
+        return idx, texts, caption_keys
+
+    def batch_loss(idx: list[int], texts: list[str], caption_keys: list[str]) -> torch.Tensor:
+        img = model.encode_image(images[idx], normalize=True)
+        txt = model.encode_text(tokenizer(texts), normalize=True)
+        logits = model.logit_scale.exp().clamp(max=100.0) * img @ txt.T
+        positive = torch.tensor(
+            [[k in {fact_key(f) for f in facts[i]} for k in caption_keys] for i in idx],
+            dtype=torch.float32,
+        )
+        target_i = positive / positive.sum(dim=1, keepdim=True)
+        target_t = positive.T / positive.T.sum(dim=1, keepdim=True)
+        return 0.5 * (
+            torch.sum(-target_i * logits.log_softmax(dim=1), dim=1).mean()
+            + torch.sum(-target_t * logits.T.log_softmax(dim=1), dim=1).mean()
+        )
+
+    probe = draw(np.random.default_rng([settings.seed, 19]))  # a fixed batch, for the record
+    with torch.no_grad():
+        before = float(batch_loss(*probe))
     losses: list[float] = []
     model.train()
     for step in range(settings.embedder_steps):
@@ -312,35 +350,18 @@ def train_embedder(
         )
         for group in opt.param_groups:
             group["lr"] = lr
-        idx, texts, caption_keys = [], [], []
-        for _ in range(settings.embedder_batch):
-            key = keys[int(rng.integers(len(keys)))]
-            i = by_key[key][int(rng.integers(len(by_key[key])))]
-            fact = next(f for f in facts[i] if fact_key(f) == key)
-            idx.append(i)
-            texts.append(phrase(fact, rng))
-            caption_keys.append(key)
-        img = model.encode_image(images[idx], normalize=True)
-        txt = model.encode_text(tokenizer(texts), normalize=True)
-        logits = model.logit_scale.exp().clamp(max=100.0) * img @ txt.T
-        positive = torch.tensor(
-            [[k in {fact_key(f) for f in facts[i]} for k in caption_keys] for i in idx],
-            dtype=torch.float32,
-        )
-        target_i = positive / positive.sum(dim=1, keepdim=True)
-        target_t = positive.T / positive.T.sum(dim=1, keepdim=True)
-        loss = 0.5 * (
-            torch.sum(-target_i * logits.log_softmax(dim=1), dim=1).mean()
-            + torch.sum(-target_t * logits.T.log_softmax(dim=1), dim=1).mean()
-        )
+        loss = batch_loss(*draw(rng))
         opt.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         losses.append(loss.item())
         if step % 50 == 0 or step == settings.embedder_steps - 1:
             say(f"embedder step {step}: contrastive loss {loss:.4f}")
+    with torch.no_grad():
+        after = float(batch_loss(*probe))
+    say(f"embedder: loss on a fixed batch {before:.4f} before, {after:.4f} after")
     model.train(False)
-    return model, losses
+    return model, losses, (before, after)
 
 
 # --- the whole run ------------------------------------------------------------------------
@@ -354,8 +375,12 @@ def train(
     out: str | Path,
     settings: TrainingSettings | None = None,
     log: Callable[[str], None] | None = None,
+    parts: tuple[str, ...] = ("video", "embedder"),
 ) -> dict[str, Any]:
     """Train both models and write the weights folder ``out``; returns its model card.
+
+    ``parts`` retrains only some of them (each part is seeded on its own, so the result
+    equals that part of a full run); the others' files and card entries are kept.
 
     ``out/video`` is a ``save_pretrained`` folder (config.json, model.safetensors) and
     ``out/embedder/open_clip_model.safetensors`` an open_clip checkpoint (float16, so the
@@ -376,15 +401,31 @@ def train(
     out = Path(out)
     (out / "video").mkdir(parents=True, exist_ok=True)
     (out / "embedder").mkdir(parents=True, exist_ok=True)
+    old_card = out / MODEL_CARD
+    old: dict[str, Any] = (
+        json.loads(old_card.read_text(encoding="utf-8")) if old_card.is_file() else {}
+    )
     t0 = time.perf_counter()
-    video, video_losses = train_video(settings, say)
-    t_video = time.perf_counter() - t0
-    video.save_pretrained(out / "video")
-    t1 = time.perf_counter()
-    embedder, embedder_losses = train_embedder(settings, say)
-    t_embedder = time.perf_counter() - t1
-    state = {k: v.detach().to(torch.float16).contiguous() for k, v in embedder.state_dict().items()}
-    save_file(state, str(out / "embedder" / "open_clip_model.safetensors"))
+    video_entry, embedder_entry = old.get("video", {}), old.get("embedder", {})
+    if "video" in parts:
+        video, video_losses = train_video(settings, say)
+        video.save_pretrained(out / "video")
+        video_entry = {
+            "final_loss": round(float(np.mean(video_losses[-20:])), 5),
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+    if "embedder" in parts:
+        t1 = time.perf_counter()
+        embedder, embedder_losses, fixed = train_embedder(settings, say)
+        state = {
+            k: v.detach().to(torch.float16).contiguous() for k, v in embedder.state_dict().items()
+        }
+        save_file(state, str(out / "embedder" / "open_clip_model.safetensors"))
+        embedder_entry = {
+            "final_loss": round(float(np.mean(embedder_losses[-20:])), 5),
+            "fixed_batch_loss": [round(v, 5) for v in fixed],
+            "seconds": round(time.perf_counter() - t1, 1),
+        }
     import open_clip
     import transformers
 
@@ -399,15 +440,16 @@ def train(
             "folder": "video",
             "objective": "V-JEPA-style future-latent prediction (EMA target, L1) + variance term",
             "clip_frames": _CLIP,
-            "final_loss": round(float(np.mean(video_losses[-20:])), 5),
-            "seconds": round(t_video, 1),
+            "final_loss": video_entry.get("final_loss"),
+            "seconds": video_entry.get("seconds"),
         },
         "embedder": {
             "folder": "embedder",
             "model": SYNTHETIC_EMBEDDER_MODEL,
             "objective": "contrastive (frame, caption) pairs from the scenes' ground truth",
-            "final_loss": round(float(np.mean(embedder_losses[-20:])), 5),
-            "seconds": round(t_embedder, 1),
+            "final_loss": embedder_entry.get("final_loss"),
+            "fixed_batch_loss": embedder_entry.get("fixed_batch_loss"),
+            "seconds": embedder_entry.get("seconds"),
         },
         "recommended": {"clip_frames": _CLIP},
         "train_seeds": [TRAIN_SEED_BASE, TRAIN_SEED_BASE + settings.scenes - 1],
