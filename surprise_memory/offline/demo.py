@@ -217,7 +217,7 @@ def _run(args: argparse.Namespace) -> int:
     import torch
 
     on_cpu = args.device == "cpu" or (args.device == "auto" and not torch.cuda.is_available())
-    if w["trained_encoder"] and on_cpu:
+    if w["trained_encoder"] and on_cpu and "video encoder" not in w["synthetic"]:
         # ViT-L on 64-frame windows is minutes per window on a CPU: encode 16-frame windows
         # twice a second, and shorten the scorer's and gate's warm-up to match.
         values.update(clip_frames=16, input_fps=2.0, window=16, warmup=8)

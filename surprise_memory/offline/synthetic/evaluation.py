@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from surprise_memory.offline.synthetic.captions import HELD_OUT_QUERIES
-from surprise_memory.offline.synthetic.scene import SyntheticScene, ground_truth, synthetic_frames
+from surprise_memory.offline.synthetic.scene import (
+    SyntheticScene,
+    ground_truth,
+    synthetic_frames,
+    synthetic_odometry,
+)
 from surprise_memory.stamps import NS_PER_SECOND
 
 if TYPE_CHECKING:
@@ -132,16 +137,27 @@ def evaluate_scene(
     max_results: int = 5,
     text_on_random: bool = False,
 ) -> SceneEvaluation:
-    """Run ``pipeline`` over ``scene`` into the new store ``store_dir`` and score it.
+    """Run ``pipeline`` over ``scene`` (poses from its odometry) into ``store_dir``; score it.
 
     Text queries run only when the pipeline's embedder is trained, or ``text_on_random``
     (for a benchmark's random baseline; ``ranks`` stays empty otherwise); each is embedded
     by that embedder and searched in the store.
     """
     from surprise_memory.memory.store import EpisodeStore
+    from surprise_memory.sources.pose_lookup import SampledPoseLookup
 
     truth = ground_truth(scene)
-    pipeline.run(synthetic_frames(scene), store_dir, input_info={"synthetic_seed": scene.seed})
+    poses = SampledPoseLookup(
+        [(o.stamp_ns, o.pose) for o in synthetic_odometry(scene)],
+        frame_id=scene.odom_frame,
+        child_frame_id=scene.base_frame,
+    )
+    pipeline.run(
+        synthetic_frames(scene),
+        store_dir,
+        pose_lookup=poses,
+        input_info={"synthetic_seed": scene.seed},
+    )
     run = json.loads((Path(store_dir) / "run.json").read_text(encoding="utf-8"))
     events = [(e["stamp_ns"] - scene.start_ns) / NS_PER_SECOND for e in run["events"]]
     kinds = [str(ev["name"]) for ev in truth["events"]]
