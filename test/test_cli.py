@@ -24,6 +24,7 @@ from surprise_memory.config import (
     DisplayConfig,
     NavigationConfig,
     NodeConfig,
+    SnapshotConfig,
     iter_settings,
 )
 from surprise_memory.evaluation import evaluate_gebd, load_ground_truth, load_predictions
@@ -93,8 +94,9 @@ def test_help_lists_every_setting_with_its_default() -> None:
     # argparse wraps lines, also at hyphens
     text, goto = ("".join(helps[cmd].split()) for cmd in ("process", "goto"))
     excluded = {"store_path", "odom_topic"}
-    # the live nodes' own: diagnostics, displays, the camera subscription and its loss
-    live_only = (NodeConfig, DisplayConfig, CameraConfig)
+    # the live nodes' own: diagnostics, displays, the camera subscription and its loss,
+    # the bag recorder's snapshot trigger
+    live_only = (NodeConfig, DisplayConfig, CameraConfig, SnapshotConfig)
     for _cls, spec in iter_settings():  # every setting but the live nodes' own
         if spec.name in excluded or _cls in live_only:
             continue
@@ -281,11 +283,13 @@ def test_pip_install_gives_the_command(tmp_path: Path) -> None:
         for n in names
     )
 
+    # the venv's own pip (ensurepip's, offline), not `pip --python` (pip >= 22.3): a robot's
+    # is older (Ubuntu 22.04 seeds new venvs with pip 22.0.2)
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=120)
     py = venv / "bin" / "python"
     subprocess.run(
-        [*pip, "--python", str(py), "install", "--no-deps", "--no-index", str(wheel)],
+        [py, *pip[1:], "install", "--no-deps", "--no-index", str(wheel)],
         cwd=tmp_path,
         env=env,
         check=True,

@@ -72,7 +72,15 @@ def test_schema_lives_in_its_namespace_with_a_version_and_an_hnsw_index(pg_url: 
             pg_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'surprise_memory'"
         )
     }
-    assert tables == {"meta", "robots", "episodes", "frames", "embeddings", "episode_vectors"}
+    assert tables == {
+        "meta",
+        "robots",
+        "episodes",
+        "frames",
+        "embeddings",
+        "episode_vectors",
+        "snapshots",
+    }
     assert _sql(pg_url, "SELECT value FROM surprise_memory.meta WHERE key = 'schema_version'") == [
         (str(pg_schema.SCHEMA_VERSION),)
     ]

@@ -1,8 +1,9 @@
 """The store's database: schema, migrations, transactions, and the SQL of its rows.
 
 Tables: ``episodes`` (one row per episode, key ``seq``), ``frames`` (path and stamp of
-each JPEG), ``embeddings`` (one unit-norm blob per frame, with its dtype and dimension)
-and ``meta`` (``embedder_model``, ``embedder_pretrained``, ``embedding_dim``,
+each JPEG), ``embeddings`` (one unit-norm blob per frame, with its dtype and dimension),
+``snapshots`` (a bag recorder's answers, per episode and call) and ``meta``
+(``embedder_model``, ``embedder_pretrained``, ``embedding_dim``,
 ``origin_ns``: the store's time origin, the first frame seen). ``PRAGMA user_version``
 holds :data:`SCHEMA_VERSION`; an older database is migrated on open by
 :func:`ensure_schema`, one step of ``_MIGRATIONS`` per version, each in its own
@@ -29,6 +30,7 @@ import numpy.typing as npt
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store.records import EpisodeRecord, episode_values, host_robot_id
+from surprise_memory.memory.store.snapshots import SNAPSHOTS_TABLE
 from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
 
 __all__ = [
@@ -50,7 +52,7 @@ __all__ = [
     "upsert_meta",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the database schema written by this code (``PRAGMA user_version``).
 
 1. The tables below; ``meta.origin_ns`` was the earliest *trigger* stamp.
@@ -60,6 +62,8 @@ SCHEMA_VERSION = 3
 3. ``episodes.robot_id`` (a store of version 1 or 2 was one robot's, opened on it: its
    episodes get the host name of the machine that migrates it). Migrated by
    :func:`_add_robot_id`.
+4. ``snapshots``: what a bag recorder answered when asked for a snapshot for an episode
+   (:mod:`~surprise_memory.memory.store.snapshots`). Migrated by :func:`_add_snapshots`.
 """
 
 DB_NAME = "episodes.sqlite3"
@@ -134,7 +138,12 @@ def _add_robot_id(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX episodes_robot ON episodes(robot_id)")
 
 
-_MIGRATIONS: dict[int, Migration] = {1: _origin_from_frames, 2: _add_robot_id}
+def _add_snapshots(conn: sqlite3.Connection) -> None:
+    """3 -> 4: add the ``snapshots`` table (empty: no episode asked for one before)."""
+    conn.execute(SNAPSHOTS_TABLE)
+
+
+_MIGRATIONS: dict[int, Migration] = {1: _origin_from_frames, 2: _add_robot_id, 3: _add_snapshots}
 """Schema steps: ``_MIGRATIONS[v]`` turns a version-v database into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own

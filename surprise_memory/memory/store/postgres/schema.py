@@ -46,6 +46,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from surprise_memory.errors import StoreError
+from surprise_memory.memory.store.postgres.snapshots import SNAPSHOTS_TABLE
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString  # typing's from Python 3.11 (we run on 3.10)
@@ -63,8 +64,11 @@ __all__ = [
 SCHEMA = "surprise_memory"
 """The PostgreSQL schema (namespace) holding the store's tables."""
 
-SCHEMA_VERSION = 2
-"""Version of the PostgreSQL schema written by this code (``meta.schema_version``)."""
+SCHEMA_VERSION = 3
+"""Version of the PostgreSQL schema written by this code (``meta.schema_version``).
+
+2 added ``episode_vectors``; 3 added ``snapshots`` (a bag recorder's answers per episode).
+"""
 
 # pg_advisory_lock key of schema creation and migration: "SMEM" in ASCII
 _SCHEMA_LOCK = 0x534D454D
@@ -155,8 +159,13 @@ def _v1_to_v2(conn: psycopg.Connection[Any]) -> None:
         conn.execute(stmt)
 
 
+def _v2_to_v3(conn: psycopg.Connection[Any]) -> None:
+    """Schema 2 -> 3: add ``snapshots`` (empty: no episode asked for one before)."""
+    conn.execute(SNAPSHOTS_TABLE)
+
+
 Migration = Callable[[psycopg.Connection[Any]], None]
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3}
 """Schema steps: ``MIGRATIONS[v]`` turns a version-v store into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own
