@@ -214,6 +214,7 @@ class Browser:
                 "search": self.search_capabilities(),
                 "untrained": bool(run and run.get("untrained"))
                 or self.store.embedder_pretrained is False,
+                "synthetic": _synthetic_models(self.store.embedder_model, run),
                 "run": None if run is None else {"summary": run.get("summary") or {}},
                 "max_results_cap": self.store.config.max_results_cap,
                 "live_poll_seconds": self.config.live_poll_seconds,
@@ -465,3 +466,15 @@ def create_app(store: EpisodeStoreBackend, location: str, config: BrowserConfig)
     )
     app.state.browser = b
     return app
+
+
+SYNTHETIC_MODEL_NAME = "synthetic-trained-tiny"
+"""``perception.encoders.SYNTHETIC_MODEL_NAME``, spelt here so the page does not import torch."""
+
+
+def _synthetic_models(embedder_model: str | None, run: dict[str, Any] | None) -> bool:
+    """True when the store's models are ``synthetic-trained-tiny`` (the page says so)."""
+    names = [embedder_model or ""]
+    models = (run or {}).get("models") or {}
+    names += [str((models.get(part) or {}).get("name", "")) for part in ("encoder", "embedder")]
+    return any(SYNTHETIC_MODEL_NAME in name for name in names)

@@ -251,6 +251,18 @@ def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
             + "). Events, scores and retrieval are not meaningful; this run only shows "
             "that the pipeline works.</div>"
         )
+    synthetic = [
+        f"{role} {m.get('name')}"
+        for role, m in models.items()
+        if "synthetic-trained-tiny" in str(m.get("name"))
+    ]
+    if synthetic:
+        parts.append(
+            '<div class="untrained" id="synthetic">synthetic-trained-tiny ('
+            + html.escape("; ".join(synthetic))
+            + "): small models trained on synthetic scenes, not the paper's models. "
+            "Figures from this run are not V-JEPA-2 or PE-Core results.</div>"
+        )
     if run.get("status") != "complete":
         parts.append(
             '<div class="untrained">This run did not finish (status '

@@ -104,6 +104,7 @@
     const info = state.info;
     $("#store-location").textContent = `${info.backend}: ${info.location}`;
     $("#untrained").hidden = !info.untrained;
+    $("#synthetic").hidden = !info.synthetic;
     const text = info.search.text;
     $("#text-note").hidden = text.ok;
     $("#text-note").textContent = text.ok ? "" : `Text search is not available: ${text.reason}`;

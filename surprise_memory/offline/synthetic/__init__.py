@@ -7,9 +7,13 @@ crosses, a recurring panel passes) change what the camera sees. Everything is a 
 
 * :mod:`.scene`: the scene, its events, odometry, rendering and ground truth (in memory);
 * :mod:`.recording`: the writers: a rosbag2 (sqlite3 or mcap) or ROS 1 bag, a video file,
-  and the ground-truth JSON beside them.
+  and the ground-truth JSON beside them;
+* :mod:`.captions`: what a frame shows, in words (training captions, held-out paraphrases);
+* :mod:`.training`: the project's own small models (``synthetic-trained-tiny``), trained
+  on these scenes;
+* :mod:`.evaluation`: scripted events found and sentences answered by a pipeline.
 
-The public names of both are re-exported here.
+The public names of the first two are re-exported here.
 """
 
 from __future__ import annotations

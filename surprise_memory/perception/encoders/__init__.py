@@ -5,9 +5,10 @@
 * :class:`ImageTextEmbedder`: PE-Core (open_clip) image and text embeddings, L2-normalised,
   for episode frames and retrieval queries.
 
-Both load weights from a hub id, a local folder, or ``random`` (seeded, untrained; tiny
-presets of the real architectures for tests), and expose ``model_name``, ``pretrained`` and
-``dim`` for the store and the messages.
+Both load weights from a hub id, a local folder, ``synthetic-trained-tiny`` (the project's
+own tiny models trained on synthetic scenes, shipped in the package; not the paper's), or
+``random`` (seeded, untrained; tiny presets of the real architectures for tests), and
+expose ``model_name``, ``pretrained`` and ``dim`` for the store and the messages.
 
 * :class:`LiveWindowEncoder`: the live encoder's forward over catch-up batches (distinct
   frames uploaded once, overlapping windows gathered on the device).
@@ -30,10 +31,14 @@ from surprise_memory.perception.encoders.loading import (
     resolve_device,
     resolve_dtype,
     seeded,
+    synthetic_part,
 )
 from surprise_memory.perception.encoders.presets import (
     PE_CORE_L14,
     RANDOM,
+    SYNTHETIC_EMBEDDER_MODEL,
+    SYNTHETIC_MODEL_NAME,
+    SYNTHETIC_WEIGHTS,
     TINY_EMBEDDER_MODEL,
     TINY_VIDEO_WEIGHTS,
     VJEPA2_PRESETS,
@@ -55,6 +60,9 @@ __all__ = [
     "PE_MEAN",
     "PE_STD",
     "RANDOM",
+    "SYNTHETIC_EMBEDDER_MODEL",
+    "SYNTHETIC_MODEL_NAME",
+    "SYNTHETIC_WEIGHTS",
     "TINY_EMBEDDER_MODEL",
     "TINY_VIDEO_WEIGHTS",
     "VJEPA2_PRESETS",
@@ -75,4 +83,5 @@ __all__ = [
     "resolve_device",
     "resolve_dtype",
     "seeded",
+    "synthetic_part",
 ]

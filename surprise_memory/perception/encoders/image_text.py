@@ -27,8 +27,13 @@ from surprise_memory.perception.encoders.loading import (
     resolve_device,
     resolve_dtype,
     seeded,
+    synthetic_part,
 )
-from surprise_memory.perception.encoders.presets import PE_CORE_L14, register_open_clip_configs
+from surprise_memory.perception.encoders.presets import (
+    PE_CORE_L14,
+    SYNTHETIC_MODEL_NAME,
+    register_open_clip_configs,
+)
 from surprise_memory.perception.frames import Frame
 
 __all__ = ["PE_INTERPOLATION", "PE_MEAN", "PE_RESIZE_MODE", "PE_STD", "ImageTextEmbedder"]
@@ -57,7 +62,9 @@ class ImageTextEmbedder:
     Args:
         model: open_clip architecture name (a PE-Core model, or ``TINY_EMBEDDER_MODEL``).
         weights: open_clip pretrained tag (``meta``), a hub id, a checkpoint file, a folder
-            holding one, or ``random`` (seeded init, untrained: ``model_name`` says so).
+            holding one, ``synthetic-trained-tiny`` (the project's own small model for
+            ``PE-Core-synthetic-tiny``, trained on synthetic scenes), or ``random``
+            (seeded init, untrained: ``model_name`` says so).
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
         dtype: ``auto`` (bf16 on CUDA, fp32 on CPU), ``bfloat16``, ``float16``, ``float32``.
         batch_size: Most images/texts per forward.
@@ -315,6 +322,14 @@ def _resolve_checkpoint(model: str, weights: str, hub_timeout_s: float) -> tuple
     import open_clip
 
     text = weights.strip()
+    synthetic = synthetic_part(text, "embedder")
+    if synthetic is not None:
+        found = _find_checkpoint(synthetic)
+        if found is None:
+            raise ModelLoadError(
+                f"the shipped weights folder {str(synthetic)!r} holds no checkpoint"
+            )
+        return str(found), SYNTHETIC_MODEL_NAME
     is_tag = text and "/" not in text and not text.startswith(("random", ".", "~"))
     if is_tag and not Path(text).exists():
         cfg = open_clip.get_pretrained_cfg(model, text)

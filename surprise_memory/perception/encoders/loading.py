@@ -4,6 +4,9 @@ A ``weights`` string is one of
 
 * ``random`` or ``random:<preset>``: a seeded random init of the architecture (untrained);
 * a local folder (or, for the embedder, a checkpoint file): loaded without any network;
+* ``synthetic-trained-tiny``: the project's own small models, trained on synthetic scenes
+  and shipped in the package (:data:`~.presets.SYNTHETIC_WEIGHTS`), loaded as a local
+  folder; outputs name them so (:func:`synthetic_part`), never as the paper's models;
 * a hub id (``org/name``): the local Hugging Face cache first; when it is not cached and the
   hub is offline (``HF_HUB_OFFLINE=1``) or unreachable, one :class:`ModelLoadError` at once,
   naming the model and how to provide a local folder, instead of retries and a trace.
@@ -30,6 +33,7 @@ __all__ = [
     "resolve_device",
     "resolve_dtype",
     "seeded",
+    "synthetic_part",
 ]
 
 _log = logging.getLogger(__name__)
@@ -82,6 +86,32 @@ def parse_weights(weights: str, *, default_preset: str) -> WeightsSource:
             f"weights {weights!r}: no such file or folder (and not a hub id 'org/name')"
         )
     return WeightsSource("hub", text)
+
+
+def synthetic_part(weights: str, part: str) -> Path | None:
+    """The shipped synthetic weights' ``part`` folder when ``weights`` names them, else None.
+
+    ``weights`` names them as ``synthetic-trained-tiny`` or as a path to the shipped folder
+    (or its ``part`` subfolder, or a file in it).
+
+    Args:
+        weights: A weights string.
+        part: ``video`` or ``embedder``.
+
+    """
+    from surprise_memory.perception.encoders.presets import SYNTHETIC_MODEL_NAME, SYNTHETIC_WEIGHTS
+
+    text = weights.strip()
+    if text == SYNTHETIC_MODEL_NAME:
+        return SYNTHETIC_WEIGHTS / part
+    path = Path(text).expanduser()
+    if not text or not path.exists():
+        return None
+    path = path.resolve()
+    root = SYNTHETIC_WEIGHTS.resolve()
+    if path == root or path.is_relative_to(root / part):
+        return SYNTHETIC_WEIGHTS / part
+    return None
 
 
 def hub_offline() -> bool:

@@ -13,6 +13,10 @@ from typing import Any
 __all__ = [
     "PE_CORE_L14",
     "RANDOM",
+    "SYNTHETIC_EMBEDDER_MODEL",
+    "SYNTHETIC_MODEL_NAME",
+    "SYNTHETIC_TRUNK",
+    "SYNTHETIC_WEIGHTS",
     "TINY_EMBEDDER_MODEL",
     "TINY_VIDEO_WEIGHTS",
     "VJEPA2_PRESETS",
@@ -39,6 +43,37 @@ TINY_EMBEDDER_MODEL = "PE-Core-tiny-random"
 tower and 64-d embeddings; registered from ``open_clip_configs/`` by
 :func:`register_open_clip_configs`. ``PE-Core-T-16-384`` itself is 70 M parameters (its
 text tower), about 1 s to build on a 2-core CPU: too slow for every test."""
+
+SYNTHETIC_MODEL_NAME = "synthetic-trained-tiny"
+"""What the project's own small models are called everywhere (run.json, reports, the
+browser, diagnostics): the tiny V-JEPA-2 and a small PE-Core, *trained on synthetic scenes*
+(:mod:`surprise_memory.offline.synthetic.training`), not the paper's models."""
+
+SYNTHETIC_WEIGHTS = Path(__file__).resolve().parent / SYNTHETIC_MODEL_NAME
+"""The folder of those weights, shipped with the package: ``video/`` (a ``save_pretrained``
+folder of the tiny ``VJEPA2Model``), ``embedder/`` (an open_clip checkpoint of
+:data:`SYNTHETIC_EMBEDDER_MODEL`) and ``MODEL_CARD.json`` (name, settings, checksums)."""
+
+SYNTHETIC_EMBEDDER_MODEL = "PE-Core-synthetic-tiny"
+"""open_clip name of the small PE-Core the synthetic weights are for: a PE-Core vision trunk
+(timm's PE ``Eva`` at 64 px, 16 px patches, 4 layers of width 96, attention pooling:
+:data:`SYNTHETIC_TRUNK`, 0.6 M parameters) and a 2-layer, 32-wide text tower, 64-d
+embeddings; small enough that both towers train on a 2-core CPU in minutes and the
+checkpoint stays under 5 MB."""
+
+SYNTHETIC_TRUNK = "vit_pe_core_synthetic_patch16_64"
+"""timm name of that trunk: ``vit_pe_core_tiny_patch16_384`` with smaller arguments,
+registered by :func:`register_open_clip_configs`."""
+
+_SYNTHETIC_TRUNK_ARGS: dict[str, Any] = {
+    "img_size": 64,
+    "patch_size": 16,
+    "embed_dim": 96,
+    "depth": 4,
+    "num_heads": 3,
+    "ref_feat_shape": (4, 4),
+    "attn_pool_num_heads": 4,
+}
 
 VJEPA2_PRESETS: dict[str, dict[str, Any]] = {
     # transformers' VJEPA2Config defaults are the ViT-L fpc64-256 model.
@@ -75,11 +110,27 @@ _CONFIG_DIR = Path(__file__).resolve().parent / "open_clip_configs"
 
 
 def register_open_clip_configs() -> None:
-    """Add this package's open_clip model configs (the tiny PE preset) to open_clip.
+    """Add this package's open_clip model configs (the tiny PE presets) to open_clip.
 
-    Uses open_clip's own registry (``add_model_config``); idempotent.
+    Uses open_clip's own registry (``add_model_config``) and timm's (``register_model``,
+    for :data:`SYNTHETIC_TRUNK`); idempotent.
     """
     import open_clip
+    from timm.models import is_model, register_model
 
-    if TINY_EMBEDDER_MODEL not in open_clip.list_models():
+    if not is_model(SYNTHETIC_TRUNK):
+
+        def vit_pe_core_synthetic_patch16_64(pretrained: bool = False, **kwargs: Any) -> Any:
+            import timm
+
+            return timm.create_model(
+                "vit_pe_core_tiny_patch16_384",
+                pretrained=False,
+                **{**_SYNTHETIC_TRUNK_ARGS, **kwargs},
+            )
+
+        register_model(vit_pe_core_synthetic_patch16_64)
+    if TINY_EMBEDDER_MODEL not in open_clip.list_models() or (
+        SYNTHETIC_EMBEDDER_MODEL not in open_clip.list_models()
+    ):
         open_clip.add_model_config(_CONFIG_DIR)

@@ -36,8 +36,13 @@ from surprise_memory.perception.encoders.loading import (
     resolve_device,
     resolve_dtype,
     seeded,
+    synthetic_part,
 )
-from surprise_memory.perception.encoders.presets import VJEPA2_PRESETS, VJEPA2_VITL_FPC64
+from surprise_memory.perception.encoders.presets import (
+    SYNTHETIC_MODEL_NAME,
+    VJEPA2_PRESETS,
+    VJEPA2_VITL_FPC64,
+)
 from surprise_memory.perception.frames import Frame
 from surprise_memory.perception.window import WindowSampler
 
@@ -117,7 +122,9 @@ class VideoEncoder:
     Args:
         weights: Hub id (default: the paper's ViT-L fpc64-256), local folder in
             ``save_pretrained`` layout, ``random`` (ViT-L architecture) or
-            ``random:<preset>`` (see :data:`VJEPA2_PRESETS`; ``random:tiny`` for tests).
+            ``random:<preset>`` (see :data:`VJEPA2_PRESETS`; ``random:tiny`` for tests), or
+            ``synthetic-trained-tiny`` (the project's own tiny model trained on synthetic
+            scenes; ``model_name`` ``VJEPA2-tiny:synthetic-trained-tiny``).
             Random weights are untrained: ``model_name`` says so and a warning is logged.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
         dtype: ``auto`` (bf16 on CUDA, fp32 on CPU), ``bfloat16``, ``float16``, ``float32``.
@@ -449,6 +456,17 @@ def _load_vjepa2(
     """Return (model, model_name, pretrained)."""
     from transformers import VJEPA2Config, VJEPA2Model
 
+    synthetic = synthetic_part(weights, "video")
+    if synthetic is not None:
+        try:
+            model = VJEPA2Model.from_pretrained(
+                str(synthetic), local_files_only=True, dtype=dtype, attn_implementation="sdpa"
+            )
+        except Exception as err:
+            raise ModelLoadError(
+                f"cannot load the shipped weights {str(synthetic)!r} ({type(err).__name__}: {err})"
+            ) from None
+        return model, f"VJEPA2-tiny:{SYNTHETIC_MODEL_NAME}", True
     source = parse_weights(weights, default_preset="vitl-fpc64-256")
     if source.kind == "random":
         if source.value not in VJEPA2_PRESETS:

@@ -1,0 +1,467 @@
+"""Training the project's own small models on synthetic scenes (``synthetic-trained-tiny``).
+
+No machine of ours reaches the hub that serves V-JEPA-2 and PE-Core weights, so the demo,
+the browser's text search and the retrieval tests would otherwise run on random weights.
+This module trains the *same architectures* at tiny sizes on the synthetic world of
+:mod:`.scene`, whose ground truth is known, with a fixed seed, in minutes on a 2-core CPU:
+
+* **video** (transformers ``VJEPA2Model``, the ``tiny`` preset): self-supervised, in the
+  spirit of V-JEPA: the encoder sees the first half of a 16-frame clip (the context), the
+  model's own predictor predicts the latents of the second half (the future) as an
+  exponential-moving-average copy of the encoder computes them from the whole clip; L1
+  loss on layer-normed targets. A small variance term on the context tokens (VICReg's
+  hinge on each dimension's standard deviation over the batch) keeps so short a run from
+  collapsing to a constant, which V-JEPA avoids with far longer schedules. Event labels are
+  never a target: clips are drawn at random times of scenes with random event times.
+* **embedder** (open_clip, :data:`~surprise_memory.perception.encoders.SYNTHETIC_EMBEDDER_MODEL`):
+  contrastive (CLIP's symmetric cross-entropy, with every caption of a fact the image
+  shows counted as a positive) on (frame, caption) pairs, captions from
+  :mod:`.captions` (ground-truth facts, several phrasings each; held-out paraphrases
+  never used).
+
+Training scenes use seeds ``TRAIN_SEED_BASE + i``; every seed below ``TRAIN_SEED_BASE`` or
+at and above ``HELD_OUT_SEED_BASE`` is never trained on (the demo's seed 0, the tests' and
+the benchmark's seeds). :func:`train` writes the weights folder (``video/``,
+``embedder/``, ``MODEL_CARD.json`` with the settings and SHA-256 of each file), which the
+encoders load as any local checkpoint. ``tools/train_synthetic_models.py`` is its command
+line.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from surprise_memory.offline.synthetic.captions import (
+    FACTS,
+    fact_key,
+    frame_facts,
+    phrase,
+)
+from surprise_memory.offline.synthetic.scene import (
+    EVENT_KINDS,
+    ScriptedEvent,
+    SyntheticScene,
+    render_frame,
+)
+
+__all__ = [
+    "HELD_OUT_SEED_BASE",
+    "MODEL_CARD",
+    "TRAIN_SEED_BASE",
+    "TrainingSettings",
+    "random_event_scene",
+    "train",
+    "train_embedder",
+    "train_video",
+]
+
+TRAIN_SEED_BASE = 100
+"""Training scenes use seeds ``TRAIN_SEED_BASE .. TRAIN_SEED_BASE + scenes - 1``."""
+
+HELD_OUT_SEED_BASE = 1000
+"""Seeds from here on are never trained on (tests and benchmarks use them; so does 0)."""
+
+MODEL_CARD = "MODEL_CARD.json"
+"""File name of the weights folder's card: name, what it is, settings, checksums."""
+
+_CLIP = 16  # frames per training clip (the tiny preset's frames_per_clip)
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """Everything that determines the trained weights (recorded in the model card).
+
+    Attributes:
+        seed: Seed of the initialisation, the scenes' event times and the batches.
+        scenes: Training scenes (seeds ``TRAIN_SEED_BASE + i``).
+        seconds: Length of each training scene.
+        video_steps: Optimiser steps of the video model.
+        video_batch: Clips per step.
+        video_lr: AdamW learning rate of the video model.
+        embedder_steps: Optimiser steps of the embedder.
+        embedder_batch: (frame, caption) pairs per step.
+        embedder_lr: AdamW learning rate of the embedder.
+        threads: torch CPU threads (1: on a loaded machine two threads wait on each other
+            and run ten times slower).
+
+    """
+
+    seed: int = 0
+    scenes: int = 12
+    seconds: float = 60.0
+    video_steps: int = 300
+    video_batch: int = 24
+    video_lr: float = 1e-3
+    embedder_steps: int = 1500
+    embedder_batch: int = 32
+    embedder_lr: float = 1e-3
+    threads: int = 1
+
+
+def random_event_scene(seed: int, seconds: float = 60.0) -> SyntheticScene:
+    """A scene with each event kind once (the panel too), at random times.
+
+    Events start in shuffled order, ``seconds / 6`` apart on average with a random
+    jitter, so training sees events at any phase of its clips and never learns "an event
+    every 12 s".
+    """
+    rng = np.random.default_rng([seed, 7])
+    kinds = list(EVENT_KINDS)
+    rng.shuffle(kinds)
+    spans = {
+        "object_appears": 0.0,
+        "light_change": float(rng.uniform(0.3, 1.0)),
+        "camera_pan": float(rng.uniform(1.5, 3.0)),
+        "person_crosses": float(rng.uniform(2.5, 4.0)),
+        "panel_passes": float(rng.uniform(1.5, 2.5)),
+    }
+    slot = seconds / (len(kinds) + 1)
+    events = []
+    for i, kind in enumerate(kinds):
+        start = slot * (i + 0.5) + float(rng.uniform(0.0, 0.5 * slot))
+        end = min(seconds, start + spans[kind])
+        events.append(ScriptedEvent(kind, round(start, 2), round(end, 2)))
+    return SyntheticScene(seed=seed, duration_s=seconds, events=tuple(events))
+
+
+def _log_to(log: Callable[[str], None] | None) -> Callable[[str], None]:
+    return log or (lambda _msg: None)
+
+
+# --- video --------------------------------------------------------------------------------
+
+
+def _scene_clips(scene: SyntheticScene, crop: int) -> npt.NDArray[np.uint8]:
+    """All frames of a scene, prepared for the encoder: (N, crop, crop, 3) uint8."""
+    from surprise_memory.perception.encoders.video import resize_shortest_edge_and_crop
+
+    frames = np.stack([render_frame(scene, i).rgb for i in range(scene.frame_count)])
+    video = torch.from_numpy(frames).permute(0, 3, 1, 2)
+    return resize_shortest_edge_and_crop(video, crop).permute(0, 2, 3, 1).contiguous().numpy()
+
+
+def _normalise_clips(clips: npt.NDArray[np.uint8]) -> torch.Tensor:
+    """(B, T, H, W, 3) uint8 -> (B, T, 3, H, W) float32, ImageNet mean/std (the encoder's)."""
+    from surprise_memory.perception.encoders.video import IMAGENET_MEAN, IMAGENET_STD
+
+    x = torch.from_numpy(clips).permute(0, 1, 4, 2, 3).float().div_(255.0)
+    mean = torch.tensor(IMAGENET_MEAN).view(1, 1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD).view(1, 1, 3, 1, 1)
+    return (x - mean) / std
+
+
+def train_video(
+    settings: TrainingSettings, log: Callable[[str], None] | None = None
+) -> tuple[Any, list[float]]:
+    """Train the tiny ``VJEPA2Model`` (see the module docstring); returns (model, losses)."""
+    from transformers import VJEPA2Config, VJEPA2Model
+
+    from surprise_memory.perception.encoders.presets import vjepa2_preset
+
+    say = _log_to(log)
+    torch.manual_seed(settings.seed)
+    config = VJEPA2Config(**vjepa2_preset("tiny"))
+    config._attn_implementation = "sdpa"
+    model = VJEPA2Model(config)
+    target = copy.deepcopy(model.encoder).eval()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    sizes: Any = (config.crop_size, config.patch_size, config.tubelet_size)
+    crop, patch, tubelet = (int(v) for v in sizes)
+    per_step = (crop // patch) ** 2
+    n_ctx = (_CLIP // 2 // tubelet) * per_step
+    n_all = (_CLIP // tubelet) * per_step
+    scenes = [
+        _scene_clips(random_event_scene(TRAIN_SEED_BASE + i, settings.seconds), crop)
+        for i in range(settings.scenes)
+    ]
+    say(f"video: {len(scenes)} scenes rendered, {n_ctx} context and {n_all - n_ctx} target tokens")
+    rng = np.random.default_rng([settings.seed, 11])
+    opt = torch.optim.AdamW(
+        [p for n, p in model.named_parameters() if "pooler" not in n],
+        lr=settings.video_lr,
+        weight_decay=0.04,
+    )
+    losses: list[float] = []
+    model.train()
+    for step in range(settings.video_steps):
+        lr = (
+            settings.video_lr
+            * min(1.0, (step + 1) / 20)
+            * 0.5
+            * (1 + math.cos(math.pi * step / max(1, settings.video_steps)))
+        )
+        for group in opt.param_groups:
+            group["lr"] = lr
+        batch = []
+        for _ in range(settings.video_batch):
+            frames = scenes[int(rng.integers(len(scenes)))]
+            start = int(rng.integers(0, len(frames) - _CLIP))
+            batch.append(frames[start : start + _CLIP])
+        x = _normalise_clips(np.stack(batch))
+        with torch.no_grad():
+            tgt = target(pixel_values_videos=x).last_hidden_state[:, n_ctx:]
+            tgt = torch.nn.functional.layer_norm(tgt, tgt.shape[-1:])
+        ctx = model.encoder(pixel_values_videos=x[:, : _CLIP // 2]).last_hidden_state
+        b = x.shape[0]
+        ctx_mask = [torch.arange(n_ctx).unsqueeze(0).repeat(b, 1)]
+        tgt_mask = [torch.arange(n_ctx, n_all).unsqueeze(0).repeat(b, 1)]
+        pred = model.predictor(ctx, ctx_mask, tgt_mask).last_hidden_state
+        loss_pred = (pred - tgt).abs().mean()
+        pooled = ctx.mean(dim=1)
+        std = torch.sqrt(pooled.var(dim=0) + 1e-4)
+        loss_var = torch.relu(1.0 - std).mean()
+        loss = loss_pred + loss_var
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        momentum = 0.99 + 0.009 * step / max(1, settings.video_steps)
+        with torch.no_grad():
+            for p_t, p_s in zip(target.parameters(), model.encoder.parameters(), strict=True):
+                p_t.mul_(momentum).add_(p_s.detach(), alpha=1 - momentum)
+        losses.append(loss_pred.item())
+        if step % 50 == 0 or step == settings.video_steps - 1:
+            say(f"video step {step}: prediction loss {loss_pred:.4f}, variance {loss_var:.4f}")
+    # the encoder the pipeline runs is the EMA one (V-JEPA evaluates its target encoder)
+    model.encoder.load_state_dict(target.state_dict())
+    model.train(False)
+    return model, losses
+
+
+# --- embedder -----------------------------------------------------------------------------
+
+
+def _embedder_data(
+    settings: TrainingSettings, size: tuple[int, int]
+) -> tuple[torch.Tensor, list[list[str]]]:
+    """Frames (preprocessed, float32) and their facts, from the training scenes."""
+    from torchvision.transforms.v2 import functional as tvf
+
+    from surprise_memory.perception.encoders.image_text import PE_MEAN, PE_STD
+
+    rng = np.random.default_rng([settings.seed, 13])
+    images, facts = [], []
+    for i in range(settings.scenes):
+        scene = random_event_scene(TRAIN_SEED_BASE + i, settings.seconds)
+        for index in range(scene.frame_count):
+            f = frame_facts(scene, index)
+            if f == ["street"] and rng.uniform() > 0.15:
+                continue  # most frames show nothing: keep a sample of them
+            rgb = render_frame(scene, index).rgb
+            if "dimming" not in f:  # any light level: objects are facts, brightness is not
+                gain = rng.uniform(0.45, 1.1)
+                rgb = np.clip(rgb.astype(np.float32) * gain, 0, 255).astype(np.uint8)
+            x = torch.from_numpy(rgb).permute(2, 0, 1)
+            x = tvf.resize(
+                x, list(size), interpolation=tvf.InterpolationMode.BILINEAR, antialias=True
+            )
+            images.append(x)
+            facts.append(f)
+    x = torch.stack(images).float().div_(255.0)
+    return (x - PE_MEAN[0]) / PE_STD[0], facts
+
+
+def train_embedder(
+    settings: TrainingSettings, log: Callable[[str], None] | None = None
+) -> tuple[Any, list[float], tuple[float, float]]:
+    """Train the small PE-Core contrastively (see the module docstring).
+
+    Returns:
+        The model, the loss of each step, and the loss of one fixed batch (drawn with its
+        own seed) before and after training.
+
+    """
+    import open_clip
+
+    from surprise_memory.perception.encoders.presets import (
+        SYNTHETIC_EMBEDDER_MODEL,
+        register_open_clip_configs,
+    )
+
+    say = _log_to(log)
+    register_open_clip_configs()
+    torch.manual_seed(settings.seed)
+    model = open_clip.create_model(SYNTHETIC_EMBEDDER_MODEL, pretrained=None)
+    tokenizer = open_clip.get_tokenizer(SYNTHETIC_EMBEDDER_MODEL)
+    size = model.visual.image_size
+    images, facts = _embedder_data(settings, (int(size[0]), int(size[1])))
+    by_key: dict[str, list[int]] = {k: [] for k in FACTS}
+    for i, f in enumerate(facts):
+        for fact in f:
+            by_key[fact_key(fact)].append(i)
+    keys = [k for k in FACTS if by_key[k]]
+    say(
+        f"embedder: {len(facts)} frames; per fact "
+        + ", ".join(f"{k} {len(by_key[k])}" for k in keys)
+    )
+    rng = np.random.default_rng([settings.seed, 17])
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.embedder_lr, weight_decay=0.05)
+
+    def draw(generator: np.random.Generator) -> tuple[list[int], list[str], list[str]]:
+        idx, texts, caption_keys = [], [], []
+        for _ in range(settings.embedder_batch):
+            key = keys[int(generator.integers(len(keys)))]
+            i = by_key[key][int(generator.integers(len(by_key[key])))]
+            fact = next(f for f in facts[i] if fact_key(f) == key)
+            idx.append(i)
+            texts.append(phrase(fact, generator))
+            caption_keys.append(key)
+        return idx, texts, caption_keys
+
+    def batch_loss(idx: list[int], texts: list[str], caption_keys: list[str]) -> torch.Tensor:
+        img = model.encode_image(images[idx], normalize=True)
+        txt = model.encode_text(tokenizer(texts), normalize=True)
+        logits = model.logit_scale.exp().clamp(max=100.0) * img @ txt.T
+        positive = torch.tensor(
+            [[k in {fact_key(f) for f in facts[i]} for k in caption_keys] for i in idx],
+            dtype=torch.float32,
+        )
+        target_i = positive / positive.sum(dim=1, keepdim=True)
+        target_t = positive.T / positive.T.sum(dim=1, keepdim=True)
+        return 0.5 * (
+            torch.sum(-target_i * logits.log_softmax(dim=1), dim=1).mean()
+            + torch.sum(-target_t * logits.T.log_softmax(dim=1), dim=1).mean()
+        )
+
+    probe = draw(np.random.default_rng([settings.seed, 19]))  # a fixed batch, for the record
+    with torch.no_grad():
+        before = float(batch_loss(*probe))
+    losses: list[float] = []
+    model.train()
+    for step in range(settings.embedder_steps):
+        lr = (
+            settings.embedder_lr
+            * min(1.0, (step + 1) / 20)
+            * 0.5
+            * (1 + math.cos(math.pi * step / max(1, settings.embedder_steps)))
+        )
+        for group in opt.param_groups:
+            group["lr"] = lr
+        loss = batch_loss(*draw(rng))
+        opt.zero_grad()
+        loss.backward()  # type: ignore[no-untyped-call]
+        opt.step()
+        losses.append(loss.item())
+        if step % 50 == 0 or step == settings.embedder_steps - 1:
+            say(f"embedder step {step}: contrastive loss {loss:.4f}")
+    with torch.no_grad():
+        after = float(batch_loss(*probe))
+    say(f"embedder: loss on a fixed batch {before:.4f} before, {after:.4f} after")
+    model.train(False)
+    return model, losses, (before, after)
+
+
+# --- the whole run ------------------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def train(
+    out: str | Path,
+    settings: TrainingSettings | None = None,
+    log: Callable[[str], None] | None = None,
+    parts: tuple[str, ...] = ("video", "embedder"),
+) -> dict[str, Any]:
+    """Train both models and write the weights folder ``out``; returns its model card.
+
+    ``parts`` retrains only some of them (each part is seeded on its own, so the result
+    equals that part of a full run); the others' files and card entries are kept.
+
+    ``out/video`` is a ``save_pretrained`` folder (config.json, model.safetensors) and
+    ``out/embedder/open_clip_model.safetensors`` an open_clip checkpoint (float16, so the
+    two fit in a few MB); ``out/MODEL_CARD.json`` records the name, what the models are
+    and are not, the settings, the final losses, the library versions and each file's
+    SHA-256.
+    """
+    from safetensors.torch import save_file
+
+    from surprise_memory.perception.encoders.presets import (
+        SYNTHETIC_EMBEDDER_MODEL,
+        SYNTHETIC_MODEL_NAME,
+    )
+
+    settings = settings or TrainingSettings()
+    say = _log_to(log)
+    torch.set_num_threads(settings.threads)
+    out = Path(out)
+    (out / "video").mkdir(parents=True, exist_ok=True)
+    (out / "embedder").mkdir(parents=True, exist_ok=True)
+    old_card = out / MODEL_CARD
+    old: dict[str, Any] = (
+        json.loads(old_card.read_text(encoding="utf-8")) if old_card.is_file() else {}
+    )
+    t0 = time.perf_counter()
+    video_entry, embedder_entry = old.get("video", {}), old.get("embedder", {})
+    if "video" in parts:
+        video, video_losses = train_video(settings, say)
+        video.save_pretrained(out / "video")
+        video_entry = {
+            "final_loss": round(float(np.mean(video_losses[-20:])), 5),
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+    if "embedder" in parts:
+        t1 = time.perf_counter()
+        embedder, embedder_losses, fixed = train_embedder(settings, say)
+        state = {
+            k: v.detach().to(torch.float16).contiguous() for k, v in embedder.state_dict().items()
+        }
+        save_file(state, str(out / "embedder" / "open_clip_model.safetensors"))
+        embedder_entry = {
+            "final_loss": round(float(np.mean(embedder_losses[-20:])), 5),
+            "fixed_batch_loss": [round(v, 5) for v in fixed],
+            "seconds": round(time.perf_counter() - t1, 1),
+        }
+    import open_clip
+    import transformers
+
+    files = sorted(p for p in out.rglob("*") if p.is_file() and p.name != MODEL_CARD)
+    card: dict[str, Any] = {
+        "name": SYNTHETIC_MODEL_NAME,
+        "what": (
+            "tiny V-JEPA-2 (transformers VJEPA2Model, 'tiny' preset) and a small PE-Core "
+            f"({SYNTHETIC_EMBEDDER_MODEL}) trained on synthetic scenes, not the paper's models"
+        ),
+        "video": {
+            "folder": "video",
+            "objective": "V-JEPA-style future-latent prediction (EMA target, L1) + variance term",
+            "clip_frames": _CLIP,
+            "final_loss": video_entry.get("final_loss"),
+            "seconds": video_entry.get("seconds"),
+        },
+        "embedder": {
+            "folder": "embedder",
+            "model": SYNTHETIC_EMBEDDER_MODEL,
+            "objective": "contrastive (frame, caption) pairs from the scenes' ground truth",
+            "final_loss": embedder_entry.get("final_loss"),
+            "fixed_batch_loss": embedder_entry.get("fixed_batch_loss"),
+            "seconds": embedder_entry.get("seconds"),
+        },
+        "recommended": {"clip_frames": _CLIP},
+        "train_seeds": [TRAIN_SEED_BASE, TRAIN_SEED_BASE + settings.scenes - 1],
+        "held_out_seeds": f"< {TRAIN_SEED_BASE} and >= {HELD_OUT_SEED_BASE}",
+        "settings": asdict(settings),
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "open_clip": open_clip.__version__,
+        },
+        "sha256": {str(p.relative_to(out)): _sha256(p) for p in files},
+    }
+    (out / MODEL_CARD).write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
+    say(f"wrote {out} in {time.perf_counter() - t0:.0f} s")
+    return card
