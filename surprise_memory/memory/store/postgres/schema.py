@@ -63,8 +63,13 @@ __all__ = [
 SCHEMA = "surprise_memory"
 """The PostgreSQL schema (namespace) holding the store's tables."""
 
-SCHEMA_VERSION = 2
-"""Version of the PostgreSQL schema written by this code (``meta.schema_version``)."""
+SCHEMA_VERSION = 3
+"""Version of the PostgreSQL schema written by this code (``meta.schema_version``).
+
+2. ``episode_vectors``: one pooled vector per episode (:func:`_v1_to_v2`).
+3. ``episodes.session_id``: the session (the machine's boot) that stored the episode, ""
+   (unknown) for older ones (:func:`_v2_to_v3`).
+"""
 
 # pg_advisory_lock key of schema creation and migration: "SMEM" in ASCII
 _SCHEMA_LOCK = 0x534D454D
@@ -155,8 +160,15 @@ def _v1_to_v2(conn: psycopg.Connection[Any]) -> None:
         conn.execute(stmt)
 
 
+def _v2_to_v3(conn: psycopg.Connection[Any]) -> None:
+    """Schema 2 -> 3: add ``episodes.session_id``, "" (unknown) for the episodes stored before."""
+    conn.execute(
+        "ALTER TABLE surprise_memory.episodes ADD COLUMN session_id text NOT NULL DEFAULT ''"
+    )
+
+
 Migration = Callable[[psycopg.Connection[Any]], None]
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3}
 """Schema steps: ``MIGRATIONS[v]`` turns a version-v store into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own
