@@ -102,7 +102,7 @@ def goal_json(pose: Pose) -> dict[str, Any]:
 
 
 def status_json(status: GoalStatus) -> dict[str, Any]:
-    """A goal's status as the tools give it (distance and time left only while known)."""
+    """A goal's status as the tools give it (distance and time left while it runs)."""
     out: dict[str, Any] = {
         "goal_id": status.goal_id,
         "episode_id": status.episode_id,
@@ -112,6 +112,8 @@ def status_json(status: GoalStatus) -> dict[str, Any]:
     }
     if status.preempted_by:
         out["preempted_by"] = status.preempted_by
+    if status.done:
+        return out
     if math.isfinite(status.distance_remaining_m):
         out["distance_remaining_m"] = round(status.distance_remaining_m, 2)
     if math.isfinite(status.eta_s):

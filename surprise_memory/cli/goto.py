@@ -290,7 +290,8 @@ def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespa
         msg = goal_msg(node, goal.pose)
         status = sender.send(msg, config.goal_timeout_seconds, goal.episode.id)
         result = _result(goal, status)
-        _print(result, args.json and not args.wait)
+        if not (args.json and args.wait):  # with both: one JSON at the end
+            _print(result, args.json)
         final = None
         if status.state == "pending":
             final = sender.book.wait(status.goal_id, args.timeout) or status
@@ -386,7 +387,8 @@ def _goto_through_service(args: argparse.Namespace, standoff: float | None) -> i
                 standoff_m=standoff,
                 dry_run=args.dry_run,
             )
-            _print(result, args.json and not args.wait)
+            if not (args.json and args.wait):  # with both: one JSON at the end
+                _print(result, args.json)
             final = None
             if args.wait and result.goal_id:
                 first = client.navigation_status(result.goal_id)

@@ -435,10 +435,14 @@ class GoalSender:
         state = _RESULT_STATES.get(int(response.status), "unknown")
         detail = getattr(response.result, "error_msg", "")
         code = getattr(response.result, "error_code", 0)
-        message = f"{state} (the navigator's result)"
+        message = "the navigator's result"
         if detail or code:
             message += f": error {code} {detail}".rstrip()
-        self.book.update(gid, state=state, message=message)
+        now = self.book.get(gid)
+        # "unknown" was what could be said without a result; a result says more
+        self.book.update(
+            gid, force=now is not None and now.state == "unknown", state=state, message=message
+        )
 
     # ------------------------------------------------------------------ cancelling
     def cancel(self, goal_id: str, timeout_s: float) -> tuple[bool, GoalStatus]:

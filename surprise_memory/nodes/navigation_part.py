@@ -197,8 +197,11 @@ class NavigationPart:
             + (f"; preempted goal {response.preempted}" if response.preempted else "")
             + note
         )
-        log = self._node.get_logger()
-        (log.info if response.success else log.warning)(f"go_to_episode: {response.message}")
+        # one severity per call site (rclpy refuses a change between calls)
+        if response.success:
+            self._node.get_logger().info(f"go_to_episode: {response.message}")
+        else:
+            self._node.get_logger().warning(f"go_to_episode: {response.message}")
         return response
 
     def _on_status(
@@ -225,7 +228,7 @@ class NavigationPart:
         except SurpriseMemoryError as exc:
             response.success = False
             response.message = str(exc)
-            response.status = goal_status_to_msg(self._sender.book.get(request.goal_id))
+            response.status = goal_status_to_msg(None)
             return response
         response.success = ok
         response.status = goal_status_to_msg(status)
