@@ -29,6 +29,7 @@ from surprise_memory.memory.navigation_goals import GoalStatus
 from surprise_memory.memory.pose import Pose, yaw_of
 
 __all__ = [
+    "GoalIdTool",
     "NavigateToEpisodeTool",
     "NavigationResult",
     "NavigationStatusTool",
@@ -189,10 +190,10 @@ class NavigateToEpisodeTool(FunctionTool):
             **kwargs: ``episode_id``.
 
         Returns:
-            ``{"sent": true, "goal_id", "state", "episode_id", "robot", "goal": {...},
-            "via", "message"}`` (``state`` ``running``, ``sent`` or ``pending``;
-            ``preempted`` where it replaced a running goal), or ``{"sent": false, "error":
-            message}`` when no goal of ours can run.
+            ``sent`` (true), ``goal_id``, ``state`` (running, sent or pending),
+            ``episode_id``, ``robot``, ``goal``, ``via``, ``message``, and ``preempted``
+            where it replaced a running goal; or ``sent`` (false) and ``error`` when no
+            goal of ours can run.
 
         """
         try:
@@ -239,8 +240,14 @@ _GOAL_ID = {
 }
 
 
-class _GoalTool(FunctionTool):
-    """A tool with one argument, ``goal_id``, answered by the navigator."""
+class GoalIdTool(FunctionTool):
+    """Base of the tools with one argument, ``goal_id``, answered by the navigator.
+
+    Args:
+        navigator: Answers the call.
+        name: Function name shown to the agent.
+
+    """
 
     def __init__(self, navigator: Navigator, name: str) -> None:
         self._navigator = navigator
@@ -270,7 +277,7 @@ class _GoalTool(FunctionTool):
         raise NotImplementedError
 
 
-class NavigationStatusTool(_GoalTool):
+class NavigationStatusTool(GoalIdTool):
     """Where a navigation goal stands, for an LLM agent (``navigation_status(goal_id)``).
 
     Args:
@@ -297,7 +304,7 @@ class NavigationStatusTool(_GoalTool):
         return status_json(self._navigator.navigation_status(goal_id))
 
 
-class StopNavigationTool(_GoalTool):
+class StopNavigationTool(GoalIdTool):
     """Cancel a navigation goal, for an LLM agent (``stop_navigation(goal_id)``).
 
     Args:

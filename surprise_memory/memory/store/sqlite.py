@@ -254,8 +254,8 @@ class EpisodeStore:
             robot_id: The robot that recorded it; None = ``config.robot_id``, or the host
                 name when that is empty.
             session_id: The session that recorded it (its poses in ``odom`` belong to it);
-                None = this machine's boot (:func:`~surprise_memory.memory.store.records.
-                host_session_id`), "" = unknown (a recording from elsewhere).
+                None = this machine's boot (``records.host_session_id()``), "" = unknown
+                (a recording from elsewhere).
 
         Returns:
             The stored episode.
