@@ -251,7 +251,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
     with _ros_node() if needs_tf or not args.dry_run else nullcontext() as node:
         transform, note = None, ""
         if needs_tf:
-            from surprise_memory.nodes.goal_sender import TransformLookup
+            from surprise_memory.nodes.tf_lookup import TransformLookup
 
             with TransformLookup(node) as tf:
                 transform, note = tf.lookup(

@@ -13,7 +13,8 @@ the topic (no outcome is reported there); final: ``succeeded``, ``aborted``, ``c
 after the caller had been answered "pending": the node cancelled it at once, and the
 navigator acknowledged), ``unknown`` (what became of it cannot be known: a late acceptance
 whose cancel was not acknowledged). A final state is kept: a result that arrives after it
-(the ``aborted`` of a preempted goal, the ``canceled`` of a late one) does not change it.
+(the ``aborted`` of a preempted goal, the ``canceled`` of a late one) does not change it;
+only ``unknown`` gives way to a result, which says more.
 ROS-free: the node's :class:`~surprise_memory.nodes.goal_sender.GoalSender` fills it.
 """
 

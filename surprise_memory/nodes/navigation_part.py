@@ -33,9 +33,10 @@ from surprise_memory.memory.store import EpisodeStoreBackend
 from surprise_memory.memory.store.records import host_session_id, resolve_robot_id
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.goal_messages import goal_status_to_msg
-from surprise_memory.nodes.goal_sender import GoalSender, TransformLookup, goal_msg
+from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
 from surprise_memory.nodes.messages import episode_to_msg, time_to_ns
 from surprise_memory.nodes.parameters import Applier
+from surprise_memory.nodes.tf_lookup import TransformLookup
 from surprise_memory.perception.encoders import ImageTextEmbedder
 from surprise_memory.srv import CancelNavigation, GoToEpisode, NavigationStatus
 
