@@ -3,11 +3,13 @@
 nav2_msgs is on no registry of ours, so the action path runs here against
 ``surprise_memory/action/TestNavigateToPose`` (``test/interfaces/action``: the fields of
 Nav2's ``NavigateToPose``, built with the package for the tests), named to the memory node
-by ``goal_action_type``. :class:`ScriptedNavigator` stands where Nav2's bt_navigator is: it
-accepts or rejects, answers late (after the node's ``goal_timeout_seconds``), runs long
-with feedback (distance remaining), preempts the running goal when a new one is accepted
-(as bt_navigator does: the old one is aborted), and honours or refuses cancels. Every
-goal it saw and what became of it is in its log, so each test checks both sides: what the
+by ``goal_action_type``; where nav2_msgs is installed, every test runs against
+``nav2_msgs/action/NavigateToPose`` too. :class:`ScriptedNavigator` stands where Nav2's
+bt_navigator is: it accepts or rejects, answers late (after the node's
+``goal_timeout_seconds``), runs long with feedback (distance remaining), preempts the
+running goal when a new one is accepted (as bt_navigator does: the old one is aborted),
+and honours or refuses cancels. Every goal it saw and what became of it is in its log, so
+each test checks both sides: what the
 caller was told, and what the navigator did.
 
 The memory node serves a store written here: an episode in ``map``, one in ``odom`` from
@@ -17,7 +19,6 @@ another session (boot), the same place stored in ``map`` in that session, and on
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import os
@@ -55,13 +56,24 @@ from surprise_memory.memory.navigation_goals import GoalStatus
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.memory.store.records import host_session_id
+from surprise_memory.nodes.goal_sender import NAV2_ACTION_TYPE, action_type, navigate_to_pose_action
 from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000
 NS = "/nav_action"
 ACTION_NAME = "/scripted/navigate_to_pose"
-ACTION_TYPE = "surprise_memory/action/TestNavigateToPose"
-ACTION = importlib.import_module("surprise_memory.action").TestNavigateToPose
+TEST_ACTION_TYPE = "surprise_memory/action/TestNavigateToPose"
+# every test runs against the tests' action, and against Nav2's where nav2_msgs is installed
+ACTION_TYPES = [
+    pytest.param(TEST_ACTION_TYPE, id="test_action"),
+    pytest.param(
+        NAV2_ACTION_TYPE,
+        id="nav2_msgs",
+        marks=pytest.mark.skipif(
+            navigate_to_pose_action() is None, reason="nav2_msgs is not installed (not on PyPI)"
+        ),
+    ),
+]
 TIMEOUT_S = 1.5  # the node's goal_timeout_seconds
 OTHER_BOOT = "boot-00000000-0000-0000-0000-000000000000"
 GOTO = [sys.executable, "-m", "surprise_memory", "goto", "--service", f"{NS}/go_to_episode"]
@@ -93,7 +105,9 @@ class ScriptedNavigator:
 
     """
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, action_type_name: str) -> None:
+        self.action_type_name = action_type_name
+        self.action = action = action_type(action_type_name)
         self.reject = False
         self.answer_delay_s = 0.0
         self.refuse_cancel = False
@@ -104,7 +118,7 @@ class ScriptedNavigator:
         self._preempted: set[str] = set()
         self._server = ActionServer(
             node,
-            ACTION,
+            action,
             ACTION_NAME,
             self._execute,
             goal_callback=self._on_goal,
@@ -174,14 +188,16 @@ class ScriptedNavigator:
             if handle.is_cancel_requested:
                 handle.canceled()
                 self._record(gid, "canceled")
-                return ACTION.Result()
+                return self.action.Result()
             with self._lock:
                 preempted = gid in self._preempted
             if preempted:
                 handle.abort()
                 self._record(gid, "aborted")
-                return ACTION.Result(error_code=ACTION.Result.UNKNOWN, error_msg="preempted")
-            feedback = ACTION.Feedback()
+                return self.action.Result(
+                    error_code=self.action.Result.UNKNOWN, error_msg="preempted"
+                )
+            feedback = self.action.Feedback()
             feedback.distance_remaining = 0.5 * (steps - i)
             feedback.estimated_time_remaining.sec = int(self.step_s * (steps - i))
             handle.publish_feedback(feedback)
@@ -191,7 +207,7 @@ class ScriptedNavigator:
         with self._lock:
             if self._running == gid:
                 self._running = None
-        return ACTION.Result()
+        return self.action.Result()
 
 
 def _fill(store: Path, weights: str, t0: int) -> None:
@@ -220,12 +236,18 @@ def _fill(store: Path, weights: str, t0: int) -> None:
             )
 
 
+@pytest.fixture(scope="module", params=ACTION_TYPES)
+def action_type_name(request: pytest.FixtureRequest) -> str:
+    """The action type under test (the memory node's goal_action_type)."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def ros() -> Iterator[tuple[Node, ScriptedNavigator]]:
+def ros(action_type_name: str) -> Iterator[tuple[Node, ScriptedNavigator]]:
     """rclpy, and the scripted navigator on a node spun by four threads."""
     rclpy.init()
     node = Node("scripted_navigator")
-    navigator = ScriptedNavigator(node)
+    navigator = ScriptedNavigator(node, action_type_name)
     executor = MultiThreadedExecutor(num_threads=4)
     executor.add_node(node)
     thread = threading.Thread(target=executor.spin, daemon=True)
@@ -241,7 +263,9 @@ def ros() -> Iterator[tuple[Node, ScriptedNavigator]]:
 
 @pytest.fixture(scope="module")
 def memory(
-    ros: tuple[Node, ScriptedNavigator], tmp_path_factory: pytest.TempPathFactory
+    ros: tuple[Node, ScriptedNavigator],
+    action_type_name: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[GoToEpisodeClient, Path]]:
     """memory_node sending through the test action, and a go_to_episode client."""
     work = tmp_path_factory.mktemp("nav_action")
@@ -252,7 +276,7 @@ def memory(
     params["/**/memory_node"]["ros__parameters"] |= {
         "goal_transport": "action",
         "goal_action": ACTION_NAME,
-        "goal_action_type": ACTION_TYPE,
+        "goal_action_type": action_type_name,
         "goal_timeout_seconds": TIMEOUT_S,
     }
     (work / "params.yaml").write_text(yaml.safe_dump(params))
@@ -520,7 +544,7 @@ def test_goto_store_cancels_a_late_acceptance_before_it_exits(
         "--goal-action",
         ACTION_NAME,
         "--goal-action-type",
-        ACTION_TYPE,
+        ros[1].action_type_name,
         "--goal-timeout-seconds",
         str(TIMEOUT_S),
         "--timeout",
