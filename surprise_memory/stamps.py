@@ -8,6 +8,7 @@ duck-typed on ``sec`` and ``nanosec``, so this module needs no ROS.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
 from typing import Any
@@ -67,11 +68,14 @@ def parse_time(text: str, origin_ns: int | None) -> int:
     """
     value = text.strip()
     if _NS_RE.match(value):
-        return int(value[:-2])
+        return _in_range(int(value[:-2]), text)
     if _REL_RE.match(value):
         if origin_ns is None:
             raise InputError(f"time {text!r} is relative, but the store has no episode yet")
-        return origin_ns + seconds_to_ns(float(value.rstrip("s")))
+        seconds = float(value.rstrip("s"))
+        if not math.isfinite(seconds) or abs(seconds) > _MAX_NS / NS_PER_SECOND:
+            _in_range(_MAX_NS + 1, text)  # 1e999 (inf) or 1e300: past any stamp
+        return _in_range(origin_ns + seconds_to_ns(seconds), text)
     try:
         when = datetime.fromisoformat(_iso_for_fromisoformat(value))
     except ValueError:
@@ -84,6 +88,18 @@ def parse_time(text: str, origin_ns: int | None) -> int:
         raise InputError(f"time {text!r}: an ISO 8601 time needs a zone (Z or +01:00)")
     seconds = int(when.timestamp())
     return seconds * NS_PER_SECOND + when.microsecond * 1000
+
+
+_MAX_NS = 2**63 - 1  # a stamp is a signed 64-bit count of nanoseconds (ROS, the stores)
+
+
+def _in_range(ns: int, text: str) -> int:
+    if not -_MAX_NS <= ns <= _MAX_NS:
+        raise InputError(
+            f"time {text!r}: outside the stamps a store can hold (at most {_MAX_NS} ns from "
+            "the epoch)"
+        )
+    return ns
 
 
 def _iso_for_fromisoformat(value: str) -> str:

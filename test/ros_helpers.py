@@ -33,9 +33,11 @@ def spin_until(node: Node, done: Callable[[], bool], timeout: float) -> bool:
 
 @contextmanager
 def peer_process(
-    args: Sequence[str], cwd: Path, name: str = "peer"
+    args: Sequence[str], cwd: Path, name: str = "peer", env: dict[str, str] | None = None
 ) -> Iterator[subprocess.Popen[str]]:
     """Run a Python program as a child process for the duration of a test.
+
+    ``env`` replaces the environment (default: this process's).
 
     Its output goes to ``cwd/<name>.log``; on exit it gets SIGINT (clean rclpy shutdown),
     then SIGKILL if it lingers. The log is printed when the test fails, which pytest shows.
@@ -48,7 +50,7 @@ def peer_process(
             stdout=log,
             stderr=subprocess.STDOUT,
             text=True,
-            env=os.environ.copy(),
+            env=os.environ.copy() if env is None else env,
         )
     try:
         yield proc

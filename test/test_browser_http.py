@@ -26,6 +26,7 @@ from browser_helpers import (
     image_search_ids,
     processed_store,
     serve,
+    wait_for,
 )
 
 from surprise_memory.memory.store import EpisodeStore, describe_location, open_store
@@ -34,6 +35,7 @@ from surprise_memory.offline.run_record import load_run_record, read_scores
 
 S = 1_000_000_000
 UPLOAD_LIMIT = 65536
+LIVE_STREAMS = 2
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     cwd = tmp_path_factory.mktemp("cwd")
-    options = ("--live-poll-seconds", "0.2", "--max-upload-bytes", str(UPLOAD_LIMIT))
+    options = (
+        "--live-poll-seconds",
+        "0.2",
+        "--max-upload-bytes",
+        str(UPLOAD_LIMIT),
+        "--max-live-streams",
+        str(LIVE_STREAMS),
+    )
     with serve(str(store), cwd, *options) as s:
         yield s
 
@@ -79,6 +88,10 @@ def raw_get(server: Server, path: str, host: str | None = None) -> tuple[int, by
         ("api/episodes/..%2F..%2Fetc%2Fpasswd", 404, "nothing at"),
         ("api/episodes/{id}/frames/99", 404, "frame 99 of episode"),
         ("api/episodes/{id}/frames/-1", 404, "frame '-1' of episode"),
+        ("api/episodes/{id}/frames/%C2%B2", 404, "frame '²' of episode"),  # was a 500
+        ("api/search?k=%C2%B2", 400, "k '²'"),
+        ("api/search?start=1e300", 400, "time '1e300'"),
+        ("api/search?start=99999999999999999999ns", 400, "time '99999999999999999999ns'"),
         ("api/search?start=yesterday", 400, "time 'yesterday'"),
         ("api/search?start=2023-11-14T22:13:32", 400, "needs a zone"),
         ("api/search?start=10&end=2", 400, "the end is before the start"),
@@ -196,6 +209,31 @@ def test_the_live_stream_tells_of_episodes_added_and_evicted(
         assert server.get("api/episodes/live-http-1")[0] == 404
     finally:
         stream.close()
+
+
+def test_live_streams_are_capped(server: Server) -> None:
+    """At most max_live_streams pages hold the stream; one more is told to come back (503)."""
+
+    def opened() -> EventStream | None:
+        try:
+            return EventStream(server.url)
+        except AssertionError:  # 503 until the server saw an earlier page go
+            return None
+
+    streams: list[EventStream] = []
+    try:
+        for _ in range(LIVE_STREAMS):
+            streams.append(wait_for(opened, 30.0, "a free live stream"))
+            assert streams[-1].next()[0] == "hello"
+        status, body, headers = server.get("api/live")
+        assert status == 503 and "max_live_streams" in json.loads(body)["error"]
+        assert headers["retry-after"] == "10"
+        streams.pop().close()  # a page leaves: its place is free again
+        streams.append(wait_for(opened, 30.0, "the place the page left"))
+        assert streams[-1].next()[0] == "hello"
+    finally:
+        for s in streams:
+            s.close()
 
 
 @pytest.mark.parametrize("case", ["missing store", "busy port"])

@@ -96,6 +96,9 @@ def test_search_fields_become_the_query(params: dict[str, str], want: dict[str, 
         ({"k": "0"}, "k '0'"),
         ({"k": "101"}, "1..100"),
         ({"k": "-3"}, "k '-3'"),
+        ({"k": "²"}, "k '²'"),  # str.isdigit accepts it, int() does not (was a 500)
+        ({"k": "１"}, "k '１'"),  # a full-width digit
+        ({"start": "1e300"}, "time '1e300'"),
         ({"robot_id": "../etc"}, "robot_id='../etc'"),
         ({"near_frame": "map"}, "near"),
     ],

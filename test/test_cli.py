@@ -24,6 +24,7 @@ from surprise_memory.config import (
     DisplayConfig,
     NavigationConfig,
     NodeConfig,
+    SnapshotConfig,
     iter_settings,
 )
 from surprise_memory.evaluation import evaluate_gebd, load_ground_truth, load_predictions
@@ -93,8 +94,9 @@ def test_help_lists_every_setting_with_its_default() -> None:
     # argparse wraps lines, also at hyphens
     text, goto = ("".join(helps[cmd].split()) for cmd in ("process", "goto"))
     excluded = {"store_path", "odom_topic"}
-    # the live nodes' own: diagnostics, displays, the camera subscription and its loss
-    live_only = (NodeConfig, DisplayConfig, CameraConfig)
+    # the live nodes' own: diagnostics, displays, the camera subscription and its loss,
+    # the bag recorder's snapshot trigger
+    live_only = (NodeConfig, DisplayConfig, CameraConfig, SnapshotConfig)
     for _cls, spec in iter_settings():  # every setting but the live nodes' own
         if spec.name in excluded or _cls in live_only:
             continue

@@ -2,7 +2,8 @@
 
 ``config/surprise_memory.rviz`` (YAML) and ``config/foxglove_layout.json`` must name the
 topics the nodes publish under the launch file's namespace, and the launch file's default
-camera topic, nothing else: a topic renamed in the code (or the config) fails here. That
+camera topic, and (the Foxglove layout) the topics of ``surprise-memory export``, nothing
+else: a topic renamed in the code (or the config) fails here. That
 the running nodes publish these topics, with the types the displays expect, is checked
 over DDS in test_episode_display.py, with :func:`referenced_topics`.
 """
@@ -22,12 +23,19 @@ from surprise_memory.nodes.episode_display import (
     MARKERS_TOPIC,
     PREVIEW_TOPIC,
 )
+from surprise_memory.offline.export import EXPORT_TOPICS
 
 ROOT = Path(__file__).resolve().parents[1]
 RVIZ = ROOT / "config" / "surprise_memory.rviz"
 FOXGLOVE = ROOT / "config" / "foxglove_layout.json"
 LAUNCH_FILE = ROOT / "launch" / "surprise_memory.launch.py"
 NS = "/surprise_memory"
+# what only an exported file has (its frames and markers are on the nodes' own topics)
+EXPORT_ONLY = {
+    topic
+    for role, (topic, _) in EXPORT_TOPICS.items()
+    if role in ("pose", "score", "threshold", "info")
+}
 
 # what each display needs on the topics the nodes publish (ROS type names, as DDS gives
 # them); the Image displays show the preview (the camera is the nodes' input)
@@ -39,6 +47,7 @@ TYPES = {
     "Plot": "surprise_memory/msg/SurpriseScore",
     "RawMessages": "surprise_memory/msg/Episode",
 }
+"""(the live topics'; the panels of an exported file read :data:`EXPORT_TOPICS`' types)"""
 
 
 def launch_defaults() -> dict[str, str]:
@@ -94,11 +103,14 @@ def test_both_configs_show_exactly_our_topics() -> None:
     ns = launch["namespace"]
     ours = {f"{ns}/{MARKERS_TOPIC}", f"{ns}/{PREVIEW_TOPIC}", f"{ns}/surprise", f"{ns}/episodes"}
     topics = referenced_topics()
-    assert set(topics) == ours | {launch["camera"]}
+    assert set(topics) == ours | {launch["camera"]} | EXPORT_ONLY
     assert topics[f"{ns}/{MARKERS_TOPIC}"] == {"rviz_default_plugins/MarkerArray", "3D"}
     assert topics[f"{ns}/{PREVIEW_TOPIC}"] == {"rviz_default_plugins/Image", "Image"}
     assert topics[launch["camera"]] == {"rviz_default_plugins/Image", "Image"}
     assert topics[f"{ns}/surprise"] == {"Plot"}  # RViz has no plot: rqt_plot, PlotJuggler
+    exported = {topic: role for role, (topic, _) in EXPORT_TOPICS.items()}
+    assert exported[f"{ns}/{MARKERS_TOPIC}"] == "markers"  # live and exported alike
+    assert exported[f"{ns}/{PREVIEW_TOPIC}"] == "frames"
 
 
 def test_rviz_config_subscribes_as_the_nodes_publish() -> None:
@@ -140,5 +152,11 @@ def test_foxglove_layout_is_complete_and_plots_score_against_threshold() -> None
     plotted = {p["value"].split(".", 1)[1] for p in plot["paths"]}
     assert plotted == {"score", "threshold"} and plotted <= set(fields)
     assert all(p["enabled"] is True for p in plot["paths"])  # a path without it draws nothing
+    # an exported file: std_msgs/Float64 (its field: data), by log time (no header)
+    exported = panels["Plot!episode_surprise"]["paths"]
+    want = {f"{EXPORT_TOPICS[r][0]}.data" for r in ("score", "threshold")}
+    assert {p["value"] for p in exported} == want
+    assert all(p["enabled"] is True and p["timestampMethod"] == "receiveTime" for p in exported)
+    assert panels["RawMessages!episode_info"]["topicPath"] == EXPORT_TOPICS["info"][0]
     scene = panels["3D!episodes"]["topics"]
     assert all(t["visible"] is True for t in scene.values())  # only visible topics subscribe

@@ -67,6 +67,10 @@ NEW_VALUES: dict[str, dict[str, Any]] = {
         "marker_max_episodes": 50,
         "marker_size_m": 1.0,
         "episode_preview_fps": 5.0,
+        "snapshot_hold_seconds": 5.0,
+        "snapshot_buffer_seconds": 60.0,
+        "snapshot_aftermath_seconds": 2.0,
+        "snapshot_timeout_seconds": 3.0,
     },
 }
 # the one-process pipeline declares the three nodes' settings and applies each the same way

@@ -30,7 +30,18 @@ def test_parse_time(text: str, ns: int) -> None:
     assert parse_time(text, T0) == ns
 
 
-@pytest.mark.parametrize("text", ["2023-11-14T22:13:20", "yesterday", "2023-13-01T00:00:00Z"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2023-11-14T22:13:20",
+        "yesterday",
+        "2023-13-01T00:00:00Z",
+        "²",  # str.isdigit says yes, int() says no
+        "1e300",  # seconds past any stamp (was an OverflowError)
+        "-1e999",  # -inf
+        "99999999999999999999ns",  # past int64
+    ],
+)
 def test_parse_time_refuses_with_a_reason(text: str) -> None:
     with pytest.raises(InputError, match="time"):
         parse_time(text, T0)

@@ -28,6 +28,7 @@ from surprise_memory.config import ConfigError, StoreConfig
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery
+from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store import (
     DB_NAME,
     EpisodeStore,
@@ -176,11 +177,11 @@ def test_migration_path_runs_each_step(tmp_path: Path, monkeypatch: pytest.Monke
         EpisodeStore(tmp_path)
 
 
-def test_schema_versions_are_origin_then_robot_id_then_session_id() -> None:
+def test_schema_versions_are_origin_then_robot_id_then_snapshots_then_session_id() -> None:
     """Version 2 moved the origin to the first frame (issue 13), version 3 added robot ids,
-    version 4 session ids (issue 29)."""
-    assert store_mod.SCHEMA_VERSION == 4
-    assert sorted(store_mod._MIGRATIONS) == [1, 2, 3]
+    version 4 the snapshot notes (issue 30), version 5 session ids (issue 29)."""
+    assert store_mod.SCHEMA_VERSION == 5
+    assert sorted(store_mod._MIGRATIONS) == [1, 2, 3, 4]
 
 
 def test_time_origin_is_the_first_frame_seen_and_persisted(store_location: str) -> None:
@@ -210,19 +211,42 @@ def test_time_origin_is_the_first_frame_seen_and_persisted(store_location: str) 
         assert store.origin_ns == 0
 
 
-def _as_version_3(db: Path) -> None:
-    """Turn a store's database back into what schema version 3 wrote (no session ids)."""
+def _as_version_4(db: Path) -> None:
+    """Turn a store's database back into what schema version 4 wrote (no session ids)."""
     conn = sqlite3.connect(db)
     conn.execute("ALTER TABLE episodes DROP COLUMN session_id")
-    conn.execute("PRAGMA user_version = 3")
+    conn.execute("PRAGMA user_version = 4")
     conn.commit()
     conn.close()
 
 
+def test_snapshot_notes_are_kept_per_episode_and_kind(store_location: str) -> None:
+    """A bag recorder's answers (issue 30): one note per episode and kind, gone with it."""
+    rng = np.random.default_rng(0)
+    asked = SnapshotNote("event", 5 * S, 6 * S, True)
+    failed = SnapshotNote("aftermath", 7 * S, 0, False, "no recorder serves /x/snapshot")
+    with open_store(store_location) as store:
+        a, b, c = (_add(store, rng, t).id for t in (10, 20, 30))
+        assert store.note_snapshot([a, b, "ep-gone"], asked) == 2  # an evicted one is skipped
+        assert store.note_snapshot([a], failed) == 1
+        again = SnapshotNote("event", 8 * S, 9 * S, True)
+        assert store.note_snapshot([b], again) == 1  # one per kind: the later call replaces
+        assert store.snapshot_notes([a, b, c]) == {a: [asked, failed], b: [again]}
+        store.delete([a])
+        assert store.snapshot_notes([a, b]) == {b: [again]}
+    with open_store(store_location, read_only=True) as store:
+        assert store.snapshot_notes([b]) == {b: [again]}
+        with pytest.raises(StoreError, match="read-only"):
+            store.note_snapshot([b], asked)
+    with pytest.raises(InputError, match="snapshot kind"):
+        SnapshotNote("later", 0, 0, True)  # type: ignore[arg-type]
+
+
 def _as_version_1(db: Path, origin_ns: int | None = None) -> None:
     """Turn a store's database back into what schema version 1 wrote."""
-    _as_version_3(db)
+    _as_version_4(db)
     conn = sqlite3.connect(db)
+    conn.execute("DROP TABLE snapshots")  # version 4's table
     conn.execute("DROP INDEX episodes_robot")  # version 3's column
     conn.execute("ALTER TABLE episodes DROP COLUMN robot_id")
     if origin_ns is not None:  # version 1's origin: the earliest trigger stamp
@@ -241,7 +265,7 @@ def test_version_1_store_migrates_its_origin_to_the_first_frame(tmp_path: Path) 
     with EpisodeStore(tmp_path) as store:
         assert store.origin_ns == 20 * S  # the first stored frame, 0.3 s before that trigger
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4  # 1 -> 2 -> 3 -> 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5  # 1 -> 2 -> 3 -> 4 -> 5
     conn.close()
 
 
@@ -264,18 +288,18 @@ def test_older_store_gains_robot_ids(tmp_path: Path, version: int) -> None:
         assert store.search(robot_id="someone-else") == []
         assert store.origin_ns == 0  # the first frame of episode 0
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
     conn.close()
 
 
-def test_version_3_store_gains_unknown_session_ids(tmp_path: Path) -> None:
+def test_version_4_store_gains_unknown_session_ids(tmp_path: Path) -> None:
     """A store from before session ids opens; its episodes' session is unknown (""), new
-    episodes get this machine's (or the one given), and a copy keeps them."""
+    episodes get this machine's (or the one given)."""
     rng = np.random.default_rng(0)
     with EpisodeStore(tmp_path) as store:
         old = _add(store, rng, 0)
     assert old.session_id == host_session_id() and old.session_id.startswith("boot-")
-    _as_version_3(tmp_path / DB_NAME)
+    _as_version_4(tmp_path / DB_NAME)
     with pytest.raises(StoreError, match="needs migrating"):
         EpisodeStore(tmp_path, read_only=True)
     with EpisodeStore(tmp_path) as store:
@@ -304,7 +328,7 @@ def test_version_3_store_gains_unknown_session_ids(tmp_path: Path) -> None:
         assert store.get(new.id).session_id == host_session_id()
         assert store.get(given.id).session_id == "boot-elsewhere"
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
     conn.close()
 
 

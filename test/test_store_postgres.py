@@ -74,7 +74,15 @@ def test_schema_lives_in_its_namespace_with_a_version_and_an_hnsw_index(pg_url: 
             pg_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'surprise_memory'"
         )
     }
-    assert tables == {"meta", "robots", "episodes", "frames", "embeddings", "episode_vectors"}
+    assert tables == {
+        "meta",
+        "robots",
+        "episodes",
+        "frames",
+        "embeddings",
+        "episode_vectors",
+        "snapshots",
+    }
     assert _sql(pg_url, "SELECT value FROM surprise_memory.meta WHERE key = 'schema_version'") == [
         (str(pg_schema.SCHEMA_VERSION),)
     ]
@@ -132,15 +140,15 @@ def test_migrations_run_each_step_once(pg_url: str, monkeypatch: pytest.MonkeyPa
         open_store(pg_url)
 
 
-def test_schema_2_store_gains_unknown_session_ids(pg_url: str) -> None:
-    """A store from before session ids (schema 2) opens: its episodes' session is unknown
+def test_schema_3_store_gains_unknown_session_ids(pg_url: str) -> None:
+    """A store from before session ids (schema 3) opens: its episodes' session is unknown
     (""), a new episode gets this machine's (issue 29)."""
     rng = np.random.default_rng(0)
     with open_store(pg_url) as store:
         old = _add(store, rng, 0)
     assert old.session_id == host_session_id()
     _sql(pg_url, "ALTER TABLE surprise_memory.episodes DROP COLUMN session_id")
-    _sql(pg_url, "UPDATE surprise_memory.meta SET value = '2' WHERE key = 'schema_version'")
+    _sql(pg_url, "UPDATE surprise_memory.meta SET value = '3' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match="needs migrating"):
         open_store(pg_url, read_only=True)
     with open_store(pg_url) as store:
@@ -148,7 +156,7 @@ def test_schema_2_store_gains_unknown_session_ids(pg_url: str) -> None:
         new = _add(store, rng, 1, session_id="boot-elsewhere")
     with open_store(pg_url, read_only=True) as store:
         assert store.get(new.id).session_id == "boot-elsewhere"
-    assert pg_schema.SCHEMA_VERSION == 3
+    assert pg_schema.SCHEMA_VERSION == 4
 
 
 def test_connection_strings_carry_no_password(pg_url: str) -> None:

@@ -89,8 +89,9 @@ def test_schema_1_store_is_migrated_to_pooled_vectors(pg_url: str) -> None:
         ids = [_add(store, rng, i, emb) for i, emb in enumerate(embs)]
     # turn it into the store schema 1 wrote: no pooled vectors, the HNSW index over frames
     with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE surprise_memory.snapshots")  # schema 3
         conn.execute("DROP TABLE surprise_memory.episode_vectors")
-        conn.execute("ALTER TABLE surprise_memory.episodes DROP COLUMN session_id")  # schema 3
+        conn.execute("ALTER TABLE surprise_memory.episodes DROP COLUMN session_id")  # schema 4
         conn.execute(
             "CREATE INDEX embeddings_hnsw ON surprise_memory.embeddings "
             f"USING hnsw ((embedding::halfvec({DIM})) halfvec_cosine_ops)"

@@ -51,7 +51,13 @@ from starlette.staticfiles import StaticFiles
 
 from surprise_memory.browser.live import ChangeFeed, watch
 from surprise_memory.browser.run_notes import RunFiles, why_kept
-from surprise_memory.browser.views import episode_view, hit_views, search_query, timeline_columns
+from surprise_memory.browser.views import (
+    episode_view,
+    hit_views,
+    parse_count,
+    search_query,
+    timeline_columns,
+)
 from surprise_memory.config.browser import BrowserConfig
 from surprise_memory.errors import InputError, ModelLoadError, StoreError
 from surprise_memory.memory.query_embedder import check_text_queries, store_query_embedder
@@ -253,7 +259,9 @@ class Browser:
             self._gone(episode_id)
             raise
         origin = self.origin()
-        return JSONResponse(episode_view(rec, origin, why_kept(rec, self.run_files.run(), origin)))
+        why = why_kept(rec, self.run_files.run(), origin)
+        snapshots = self.store.snapshot_notes([episode_id]).get(episode_id, [])
+        return JSONResponse(episode_view(rec, origin, why, snapshots))
 
     def frame(self, request: Request) -> Response:
         """One frame's JPEG, the bytes as stored."""
@@ -261,9 +269,10 @@ class Browser:
         index = request.path_params["index"]
         self._held(episode_id)
         try:
-            if not index.isdigit():
+            number = parse_count(index)
+            if number is None:
                 raise InputError(f"frame {index!r} of episode {episode_id}: not a frame number")
-            data = self.store.frame_jpeg(episode_id, int(index))
+            data = self.store.frame_jpeg(episode_id, number)
         except InputError as exc:  # not one of its frames
             raise HTTPException(404, str(exc)) from None
         except StoreError:
@@ -304,8 +313,8 @@ class Browser:
     async def _upload(self, request: Request) -> bytes:
         """The request body, refused (413) beyond ``max_upload_bytes``, or empty (400)."""
         limit = self.config.max_upload_bytes
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
+        declared = parse_count(request.headers.get("content-length", ""))
+        if declared is not None and declared > limit:
             raise HTTPException(413, f"the image is {declared} bytes; at most {limit} accepted")
         chunks, size = [], 0
         async for chunk in request.stream():
@@ -318,7 +327,18 @@ class Browser:
         return b"".join(chunks)
 
     async def live(self, request: Request) -> Response:
-        """Server-sent events: episodes added and evicted (:mod:`~surprise_memory.browser.live`)."""
+        """Server-sent events: episodes added and evicted (:mod:`~surprise_memory.browser.live`).
+
+        At most ``max_live_streams`` at once: each holds a connection and a queue for as long
+        as its page is open; past the cap a page is told to come back later (503).
+        """
+        cap = self.config.max_live_streams
+        if self.feed.pages >= cap:
+            return JSONResponse(
+                {"error": f"{cap} live streams are open (max_live_streams); try again later"},
+                status_code=503,
+                headers={"Retry-After": "10"},
+            )
         queue = self.feed.subscribe()
         return StreamingResponse(
             self.feed.stream(queue),

@@ -15,6 +15,7 @@ has no NaN: an unknown value (a threshold never set) is ``null``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -25,6 +26,7 @@ import numpy.typing as npt
 from surprise_memory.errors import InputError
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.retrieval import RetrievalQuery, parse_point
+from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
 from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.stamps import NS_PER_SECOND, parse_time
@@ -34,6 +36,7 @@ __all__ = [
     "episode_view",
     "frame_url",
     "hit_views",
+    "parse_count",
     "search_query",
     "seconds",
     "timeline_columns",
@@ -42,6 +45,17 @@ __all__ = [
 
 DEFAULT_RESULTS = 12
 """Results of a search when the page does not say."""
+
+_COUNT = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() also takes "²"
+
+
+def parse_count(text: str) -> int | None:
+    """A whole number >= 0 written in ASCII digits, or None for anything else.
+
+    ``str.isdigit`` accepts superscripts ("²") and other digits that ``int`` refuses, so a
+    check with it let such a number through to a crash (a 500); this one never raises.
+    """
+    return int(text) if _COUNT.fullmatch(text) else None
 
 
 def seconds(stamp_ns: int, origin_ns: int | None) -> float:
@@ -120,9 +134,10 @@ def search_query(
             raise InputError("a radius needs a place (near: x,y)")
     k = DEFAULT_RESULTS
     if k_text is not None:
-        if not k_text.isdigit() or not 1 <= int(k_text) <= max_results_cap:
+        k_value = parse_count(k_text)
+        if k_value is None or not 1 <= k_value <= max_results_cap:
             raise InputError(f"k {k_text!r}: expected a number of results, 1..{max_results_cap}")
-        k = int(k_text)
+        k = k_value
     return RetrievalQuery(
         embedding=embedding,
         embedder_model=embedder_model,
@@ -178,8 +193,16 @@ def _rounded(
     return out
 
 
-def episode_view(rec: EpisodeRecord, origin_ns: int | None, why: list[str]) -> dict[str, Any]:
-    """One episode for its page: frames, times, pose, surprise, models and why it was kept."""
+def episode_view(
+    rec: EpisodeRecord,
+    origin_ns: int | None,
+    why: list[str],
+    snapshots: Sequence[SnapshotNote] = (),
+) -> dict[str, Any]:
+    """One episode for its page: frames, times, pose, surprise, models, why it was kept.
+
+    ``snapshots``: the bag snapshots asked for it (their wall-clock ns as strings).
+    """
     pose = rec.pose
     return {
         "id": rec.id,
@@ -204,6 +227,10 @@ def episode_view(rec: EpisodeRecord, origin_ns: int | None, why: list[str]) -> d
         "embedder": {"model": rec.embedder_model, "pretrained": rec.embedder_pretrained},
         "created_wall_ns": str(rec.created_wall_ns),
         "why": why,
+        "snapshots": [
+            {**n.as_dict(), "requested_ns": str(n.requested_ns), "answered_ns": str(n.answered_ns)}
+            for n in snapshots
+        ],
     }
 
 

@@ -1,8 +1,9 @@
-"""The ``surprise-memory`` command: process, query, report, eval-gebd, migrate, goto, serve.
+"""The ``surprise-memory`` command: process, query, export, report, eval-gebd, migrate, goto, serve.
 
 One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, report;
 :mod:`~surprise_memory.cli.batch` for many recordings), :mod:`~surprise_memory.cli.store`
-(query, migrate), :mod:`~surprise_memory.cli.gebd` (eval-gebd),
+(query, migrate), :mod:`~surprise_memory.cli.export` (export: episodes as MCAP),
+:mod:`~surprise_memory.cli.gebd` (eval-gebd),
 :mod:`~surprise_memory.cli.goto` (goto: an episode as a Nav2 goal),
 :mod:`~surprise_memory.cli.serve` (serve: the memory browser);
 :mod:`~surprise_memory.cli.cluster` holds the ``--ray`` options and the job progress bar,
@@ -13,6 +14,8 @@ and ``config/surprise_memory.yaml`` agree.
 Errors raised on purpose (:class:`~surprise_memory.errors.SurpriseMemoryError`) print one
 line, ``surprise-memory: error: ...``, and exit with status 1; usage errors exit with 2; a
 job of many recordings or videos in which some failed exits with 3 (they are listed).
+Ctrl-C and SIGTERM stop any command the same way (status 130 or 143), and a reader that
+closes the pipe ends it quietly (141): :mod:`~surprise_memory.cli.stopping`.
 
 Heavy modules (torch, the models, matplotlib) are imported only by the subcommand that
 needs them, so ``--help`` and a query by time or place answer at once.
@@ -24,11 +27,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from surprise_memory.cli.export import add_export_command
 from surprise_memory.cli.gebd import add_gebd_command
 from surprise_memory.cli.goto import add_goto_command
 from surprise_memory.cli.options import PROG
 from surprise_memory.cli.process import add_process_commands
 from surprise_memory.cli.serve import add_serve_command
+from surprise_memory.cli.stopping import exit_status, install_sigterm, quiet_broken_pipe
 from surprise_memory.cli.store import add_store_commands
 from surprise_memory.errors import ConfigError, InputError, StoreError, SurpriseMemoryError
 
@@ -36,12 +41,12 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``surprise-memory`` with its seven subcommands."""
+    """The argument parser of ``surprise-memory`` with its eight subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Surprise-gated episodic memory, offline: process a bag or video into an "
-        "episode store, query it, report on it, browse it in a web page, evaluate on GEBD; "
-        "and send the robot to where an episode happened (goto).",
+        "episode store, query it, export episodes as MCAP, report on it, browse it in a web "
+        "page, evaluate on GEBD; and send the robot to where an episode happened (goto).",
         epilog="Setting options: every setting of the config schema is an option named "
         "--setting-name (the spelling --setting_name is accepted too), with the same name, "
         "default and range as the ROS node parameter.",
@@ -50,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.ArgumentDefaultsHelpFormatter
     add_process_commands(sub, fmt)
     add_store_commands(sub, fmt)
+    add_export_command(sub, fmt)
     add_gebd_command(sub)
     add_goto_command(sub, fmt)
     add_serve_command(sub, fmt)
@@ -59,21 +65,26 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 error, 2 usage, 130 ^C).
 
-    A job of many recordings or videos in which some failed returns 3.
+    A job of many recordings or videos in which some failed returns 3; SIGTERM 143; a
+    reader that closed the pipe 141.
     """
     import logging
 
     logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
     parser = build_parser()
     args = parser.parse_args(argv)
+    install_sigterm()
     try:
         status: int = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
     except (ConfigError, InputError, StoreError, SurpriseMemoryError) as exc:
         print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (Terminated)
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return exit_status(interrupt)
+    except BrokenPipeError:  # `surprise-memory query ... | head`: the reader has what it wanted
+        return quiet_broken_pipe()
     except OSError as exc:
         print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 1

@@ -4,7 +4,9 @@ The store (a folder or a ``postgresql://`` URI) is opened read-only and the page
 by uvicorn on ``--host``/``--port`` (127.0.0.1:8765 by default: this machine only). The
 first line printed is the page's address (with the real port when ``--port 0`` asked for
 any free one), so a script or a test can read it. Ctrl-C (or SIGTERM) stops the server,
-ending the pages' live streams first.
+ending the pages' live streams first, and the command exits 130 (or 143) as every other
+does after Ctrl-C (SIGTERM), also when it was started with SIGINT ignored
+(:mod:`~surprise_memory.cli.stopping`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.cli.options import add_config_options, given, note
+from surprise_memory.cli.stopping import raise_for_signal
 from surprise_memory.config.browser import BrowserConfig
 from surprise_memory.errors import ConfigError, InputError
 
@@ -101,9 +104,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 "store's episodes and frames (the page is read-only, without a login)"
             )
         browser = app.state.browser
+        stopped_by: list[int] = []
 
         class Server(uvicorn.Server):
             def handle_exit(self, sig: int, frame: Any) -> None:
+                stopped_by.append(sig)
                 browser.close_streams()  # else open pages' streams hold the shutdown
                 super().handle_exit(sig, frame)
 
@@ -116,5 +121,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 timeout_graceful_shutdown=2,
             )
         )
+        # uvicorn handles SIGINT and SIGTERM itself, then raises the signal again on the way
+        # out, which ends in our handlers (KeyboardInterrupt, Terminated) or, where the
+        # caller ignored SIGINT, in nothing: then the status comes from what it caught
         server.run(sockets=[sock])
+        raise_for_signal(stopped_by[0] if stopped_by else None)
     return 0

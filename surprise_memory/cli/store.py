@@ -113,7 +113,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
             robot_id=args.robot_id,
         )
         hits = store.retrieve(query)
-    rows = [_hit_dict(h, origin) for h in hits]
+        snapshots = store.snapshot_notes([h.episode.id for h in hits])
+    rows = [_hit_dict(h, origin, snapshots.get(h.episode.id, [])) for h in hits]
     if args.json:
         where = describe_location(args.store)
         print(json.dumps({"store": where, "origin_ns": origin, "hits": rows}, indent=2))
@@ -146,7 +147,7 @@ def _read_image(path: str) -> Any:
         raise InputError(f"--image {path!r}: cannot read the image ({exc})") from None
 
 
-def _hit_dict(hit: Any, origin: int | None) -> dict[str, Any]:
+def _hit_dict(hit: Any, origin: int | None, snapshots: list[Any]) -> dict[str, Any]:
     ep = hit.episode
     return {
         "id": ep.id,
@@ -162,6 +163,8 @@ def _hit_dict(hit: Any, origin: int | None) -> dict[str, Any]:
         "frame_stamps_ns": list(ep.frame_stamps_ns),
         "frames": ep.frame_uris(),
         "robot_id": ep.robot_id,
+        # what a bag recorder answered when asked for a snapshot (empty: none was asked)
+        "snapshots": [n.as_dict() for n in snapshots],
     }
 
 

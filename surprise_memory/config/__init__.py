@@ -15,7 +15,7 @@ Field names are unique across all component configs, so one flat namespace serve
 node parameters, the YAML and the command line. The settings live beside the stage they
 belong to: :mod:`~surprise_memory.config.perception`, :mod:`~surprise_memory.config.surprise`,
 :mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.navigation`,
-:mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.display`,
+:mod:`~surprise_memory.config.snapshot`, :mod:`~surprise_memory.config.display`,
 :mod:`~surprise_memory.config.nodes`; this module
 gathers them under one import.
 """
@@ -39,6 +39,7 @@ from surprise_memory.config.nodes import (
 )
 from surprise_memory.config.perception import CameraConfig, EmbedderConfig, EncoderConfig
 from surprise_memory.config.schema import ComponentConfig, Setting, setting, settings_of
+from surprise_memory.config.snapshot import SnapshotConfig
 from surprise_memory.config.surprise import (
     BaselineConfig,
     BudgetConfig,
@@ -70,6 +71,7 @@ __all__ = [
     "PoseConfig",
     "ScorerConfig",
     "Setting",
+    "SnapshotConfig",
     "StoreConfig",
     "iter_settings",
     "setting",

@@ -36,6 +36,13 @@ class BrowserConfig(ComponentConfig):
         low=0.1,
         high=60.0,
     )
+    max_live_streams: int = setting(
+        32,
+        "Most pages that may hold the live stream open at once; one more is answered 503 "
+        "(its page retries later). Each holds a connection and a small queue.",
+        low=1,
+        high=10_000,
+    )
     max_upload_bytes: int = setting(
         16 * 1024 * 1024,
         "Largest image accepted as an image query (bytes); a larger upload is refused (413).",

@@ -11,6 +11,7 @@ from surprise_memory.config.memory import EpisodeConfig, PoseConfig, StoreConfig
 from surprise_memory.config.navigation import NavigationConfig
 from surprise_memory.config.perception import CameraConfig, EmbedderConfig, EncoderConfig
 from surprise_memory.config.schema import ComponentConfig, Setting, setting, settings_of
+from surprise_memory.config.snapshot import SnapshotConfig
 from surprise_memory.config.surprise import (
     BaselineConfig,
     BudgetConfig,
@@ -65,6 +66,7 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     BaselineConfig,
     NavigationConfig,
     DisplayConfig,
+    SnapshotConfig,
     NodeConfig,
 )
 """Every component config; their field names form one flat namespace."""
@@ -87,6 +89,7 @@ SPLIT_NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
         StoreConfig,
         NavigationConfig,
         DisplayConfig,
+        SnapshotConfig,
     ),
 }
 """The configs of the three nodes of the split pipeline."""

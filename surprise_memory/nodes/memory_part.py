@@ -5,7 +5,9 @@
 ``episodes`` (and, through :class:`~surprise_memory.nodes.episode_display.EpisodeDisplay`,
 ``episode_markers`` and ``episode_preview/compressed``) and serves ``retrieve_episodes``
 (:class:`~surprise_memory.nodes.retrieval_part.RetrievalPart`) and ``go_to_episode``
-(:class:`~surprise_memory.nodes.navigation_part.NavigationPart`).
+(:class:`~surprise_memory.nodes.navigation_part.NavigationPart`); with ``snapshot_service``
+set, it asks a bag recorder for a snapshot per burst of stored episodes
+(:class:`~surprise_memory.nodes.snapshot_part.SnapshotPart`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from surprise_memory.nodes.parameters import Applier
 from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable
 from surprise_memory.nodes.retrieval_part import RetrievalPart
 from surprise_memory.nodes.runtime import frame_from_msg
+from surprise_memory.nodes.snapshot_part import SnapshotPart
 from surprise_memory.perception.encoders import ImageTextEmbedder
 from surprise_memory.perception.frames import (
     CompressedFrame,
@@ -133,6 +136,8 @@ class MemoryPart:
             embed_lock=self._embed_lock,
         )
         self._navigation.setup(values)  # go_to_episode: an episode as a Nav2 goal
+        self._snapshot = SnapshotPart(self._node, self._stats, self._store)
+        self._snapshot.setup(values)  # a bag recorder's snapshot per burst of episodes
         self._node.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
 
     def appliers(self) -> dict[type[ComponentConfig], Applier]:
@@ -142,6 +147,7 @@ class MemoryPart:
             EmbedderConfig: lambda c: setattr(self._embedder, "batch_size", c.embedder_batch),
             StoreConfig: self._store.reconfigure,
             **self._navigation.appliers(),
+            **self._snapshot.appliers(),
             DisplayConfig: self._display.reconfigure,
         }
 
@@ -275,6 +281,7 @@ class MemoryPart:
             f"surprise {record.surprise:.3f}"
         )
         self._display.on_stored(record)
+        self._snapshot.on_stored(record.id)
 
     def _on_store_failed(self, episode: EpisodeFrames, exc: BaseException) -> None:
         self._stats.reject("store", f"{type(exc).__name__}: {exc}")
@@ -328,4 +335,6 @@ class MemoryPart:
             self._node.get_logger().error(
                 f"{not_stored} episode(s) not stored within {_CLOSE_TIMEOUT_S:.0f} s of shutdown"
             )
+        if "_snapshot" in self.__dict__:
+            self._snapshot.close()  # its notes, before the store closes
         self._store.close()

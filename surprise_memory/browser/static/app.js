@@ -548,6 +548,7 @@
       ["encoder", `${ep.encoder.model}${ep.encoder.pretrained ? "" : " (UNTRAINED)"}`],
       ["embedder", `${ep.embedder.model}${ep.embedder.pretrained ? "" : " (UNTRAINED)"}`],
       ["stored", new Date(Number(BigInt(ep.created_wall_ns) / 1000000n)).toISOString()],
+      ["bag snapshot", snapshotText(ep.snapshots || [])],
     ];
     const table = $("#ep-meta");
     table.textContent = "";
@@ -563,6 +564,16 @@
     ep.why.forEach((w) => { const li = document.createElement("li"); li.textContent = w; why.append(li); });
     drawTimeline();
     drawMap();
+  }
+
+  // what the bag recorder answered when the memory node asked for a snapshot (issue 30)
+  function snapshotText(notes) {
+    if (!notes.length) return "none asked";
+    return notes.map((n) => {
+      const at = new Date(Number(BigInt(n.requested_ns) / 1000000n)).toISOString();
+      return `${n.kind} ${n.success ? "saved" : "not saved"} (asked ${at})`
+        + (n.message ? `: ${n.message}` : "");
+    }).join("; ");
   }
 
   function showFrame(i) {

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from surprise_memory.config import StoreConfig
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
 from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.perception.frames import Frame
@@ -186,6 +187,14 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
 
     def delete(self, episode_ids: Sequence[str]) -> int:
         """Delete episodes by id; returns how many were found and deleted."""
+        ...
+
+    def note_snapshot(self, episode_ids: Sequence[str], note: SnapshotNote) -> int:
+        """Record a bag recorder's answer on these episodes; how many are still stored."""
+        ...
+
+    def snapshot_notes(self, episode_ids: Sequence[str]) -> dict[str, list[SnapshotNote]]:
+        """The snapshot notes of these episodes, by id (episodes without one left out)."""
         ...
 
     def episode_ids(self) -> list[str]:

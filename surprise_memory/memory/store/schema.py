@@ -1,8 +1,9 @@
 """The store's database: schema, migrations, transactions, and the SQL of its rows.
 
 Tables: ``episodes`` (one row per episode, key ``seq``), ``frames`` (path and stamp of
-each JPEG), ``embeddings`` (one unit-norm blob per frame, with its dtype and dimension)
-and ``meta`` (``embedder_model``, ``embedder_pretrained``, ``embedding_dim``,
+each JPEG), ``embeddings`` (one unit-norm blob per frame, with its dtype and dimension),
+``snapshots`` (a bag recorder's answers, per episode and call) and ``meta``
+(``embedder_model``, ``embedder_pretrained``, ``embedding_dim``,
 ``origin_ns``: the store's time origin, the first frame seen). ``PRAGMA user_version``
 holds :data:`SCHEMA_VERSION`; an older database is migrated on open by
 :func:`ensure_schema`, one step of ``_MIGRATIONS`` per version, each in its own
@@ -29,6 +30,7 @@ import numpy.typing as npt
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store.records import EpisodeRecord, episode_values, host_robot_id
+from surprise_memory.memory.store.snapshots import SNAPSHOTS_TABLE
 from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
 
 __all__ = [
@@ -50,7 +52,7 @@ __all__ = [
     "upsert_meta",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the database schema written by this code (``PRAGMA user_version``).
 
 1. The tables below; ``meta.origin_ns`` was the earliest *trigger* stamp.
@@ -60,7 +62,9 @@ SCHEMA_VERSION = 4
 3. ``episodes.robot_id`` (a store of version 1 or 2 was one robot's, opened on it: its
    episodes get the host name of the machine that migrates it). Migrated by
    :func:`_add_robot_id`.
-4. ``episodes.session_id``: the session (the machine's boot) that stored the episode, so
+4. ``snapshots``: what a bag recorder answered when asked for a snapshot for an episode
+   (:mod:`~surprise_memory.memory.store.snapshots`). Migrated by :func:`_add_snapshots`.
+5. ``episodes.session_id``: the session (the machine's boot) that stored the episode, so
    a pose in a frame that starts anew each session (``odom``) is not taken for today's
    (episodes of older versions get "", unknown). Migrated by :func:`_add_session_id`.
 """
@@ -137,15 +141,21 @@ def _add_robot_id(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX episodes_robot ON episodes(robot_id)")
 
 
+def _add_snapshots(conn: sqlite3.Connection) -> None:
+    """3 -> 4: add the ``snapshots`` table (empty: no episode asked for one before)."""
+    conn.execute(SNAPSHOTS_TABLE)
+
+
 def _add_session_id(conn: sqlite3.Connection) -> None:
-    """3 -> 4: add ``episodes.session_id``, "" (unknown) for the episodes stored before."""
+    """4 -> 5: add ``episodes.session_id``, "" (unknown) for the episodes stored before."""
     conn.execute("ALTER TABLE episodes ADD COLUMN session_id TEXT NOT NULL DEFAULT ''")
 
 
 _MIGRATIONS: dict[int, Migration] = {
     1: _origin_from_frames,
     2: _add_robot_id,
-    3: _add_session_id,
+    3: _add_snapshots,
+    4: _add_session_id,
 }
 """Schema steps: ``_MIGRATIONS[v]`` turns a version-v database into version v+1.
 

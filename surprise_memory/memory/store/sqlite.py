@@ -72,6 +72,7 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.errors import ConfigError, InputError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.folder import StoreFolder, catch_up, import_episode
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
@@ -81,7 +82,8 @@ from surprise_memory.memory.store.records import (
     new_episode,
     with_source,
 )
-from surprise_memory.memory.store.schema import select_summaries
+from surprise_memory.memory.store.schema import select_summaries, transaction
+from surprise_memory.memory.store.snapshots import select_snapshots, upsert_snapshots
 from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.perception.frames import Frame
 
@@ -338,6 +340,39 @@ class EpisodeStore:
             seqs = [s for s in map(self._folder.catalog.key, episode_ids) if s is not None]
             self._folder.delete(seqs)
             return len(seqs)
+
+    def note_snapshot(self, episode_ids: Sequence[str], note: SnapshotNote) -> int:
+        """Record a bag recorder's answer on these episodes (one note per kind and episode).
+
+        Returns:
+            How many of them are still stored and got the note.
+
+        Raises:
+            StoreError: Read-only, closed, or the write failed.
+
+        """
+        if self._read_only:
+            raise StoreError(f"{self._root}: the store was opened read-only")
+        with self._lock:
+            conn = self._folder.db()
+            try:
+                with transaction(conn):
+                    return upsert_snapshots(conn, episode_ids, note)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self._root}: cannot record a snapshot: {exc}") from exc
+
+    def snapshot_notes(self, episode_ids: Sequence[str]) -> dict[str, list[SnapshotNote]]:
+        """The snapshot notes of these episodes, by id (episodes without one left out).
+
+        Raises:
+            StoreError: Closed, or the read failed.
+
+        """
+        with self._lock:
+            try:
+                return select_snapshots(self._folder.db(), episode_ids)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self._root}: cannot read snapshot notes: {exc}") from exc
 
     # ----------------------------------------------------------------- reading
     def get(self, episode_id: str) -> EpisodeRecord:

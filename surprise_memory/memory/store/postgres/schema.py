@@ -46,6 +46,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from surprise_memory.errors import StoreError
+from surprise_memory.memory.store.postgres.snapshots import SNAPSHOTS_TABLE
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString  # typing's from Python 3.11 (we run on 3.10)
@@ -63,12 +64,13 @@ __all__ = [
 SCHEMA = "surprise_memory"
 """The PostgreSQL schema (namespace) holding the store's tables."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the PostgreSQL schema written by this code (``meta.schema_version``).
 
 2. ``episode_vectors``: one pooled vector per episode (:func:`_v1_to_v2`).
-3. ``episodes.session_id``: the session (the machine's boot) that stored the episode, ""
-   (unknown) for older ones (:func:`_v2_to_v3`).
+3. ``snapshots``: a bag recorder's answers per episode (:func:`_v2_to_v3`).
+4. ``episodes.session_id``: the session (the machine's boot) that stored the episode, ""
+   (unknown) for older ones (:func:`_v3_to_v4`).
 """
 
 # pg_advisory_lock key of schema creation and migration: "SMEM" in ASCII
@@ -161,14 +163,19 @@ def _v1_to_v2(conn: psycopg.Connection[Any]) -> None:
 
 
 def _v2_to_v3(conn: psycopg.Connection[Any]) -> None:
-    """Schema 2 -> 3: add ``episodes.session_id``, "" (unknown) for the episodes stored before."""
+    """Schema 2 -> 3: add ``snapshots`` (empty: no episode asked for one before)."""
+    conn.execute(SNAPSHOTS_TABLE)
+
+
+def _v3_to_v4(conn: psycopg.Connection[Any]) -> None:
+    """Schema 3 -> 4: add ``episodes.session_id``, "" (unknown) for the episodes stored before."""
     conn.execute(
         "ALTER TABLE surprise_memory.episodes ADD COLUMN session_id text NOT NULL DEFAULT ''"
     )
 
 
 Migration = Callable[[psycopg.Connection[Any]], None]
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 """Schema steps: ``MIGRATIONS[v]`` turns a version-v store into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own

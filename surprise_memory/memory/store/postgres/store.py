@@ -48,12 +48,14 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.errors import ConfigError, InputError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.catalog import StoreMeta
 from surprise_memory.memory.store.frame_files import encode_jpeg
 from surprise_memory.memory.store.postgres import rows
 from surprise_memory.memory.store.postgres.schema import ensure_ann_index
 from surprise_memory.memory.store.postgres.search import find
 from surprise_memory.memory.store.postgres.session import Session
+from surprise_memory.memory.store.postgres.snapshots import select_snapshots, upsert_snapshots
 from surprise_memory.memory.store.postgres.writes import commit_episode
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
@@ -301,6 +303,21 @@ class PostgresEpisodeStore:
         """
         with self._session.writing("delete episodes") as conn:
             return len(rows.delete_episodes(conn, rows.keys_of(conn, list(episode_ids))))
+
+    def note_snapshot(self, episode_ids: Sequence[str], note: SnapshotNote) -> int:
+        """Record a bag recorder's answer on these episodes; how many are still stored.
+
+        Raises:
+            StoreError: Read-only, closed, or the write failed.
+
+        """
+        with self._session.writing("record a snapshot") as conn:
+            return upsert_snapshots(conn, episode_ids, note)
+
+    def snapshot_notes(self, episode_ids: Sequence[str]) -> dict[str, list[SnapshotNote]]:
+        """The snapshot notes of these episodes, by id (episodes without one left out)."""
+        with self._session.reading("read snapshot notes") as conn:
+            return select_snapshots(conn, episode_ids)
 
     # ----------------------------------------------------------------- reading
     def _key(self, conn: psycopg.Connection[Any], episode_id: str) -> int:

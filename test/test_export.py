@@ -1,0 +1,165 @@
+"""``surprise-memory export`` (issue 30): episodes as an MCAP recording, read back three ways.
+
+A store written by ``process`` (frames, odometry poses, ``scores.csv``) is exported; the
+file is read back with ``rosbags`` and with the ``mcap`` reader, holds every topic with the
+stored JPEG bytes, poses, markers, the surprise curve and the metadata, and
+``surprise-memory process`` takes it as input (round trip). The same episodes exported
+from a PostgreSQL copy of the store give the same frames.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from browser_helpers import processed_store
+from rosbags.highlevel import AnyReader
+from test_cli import TINY  # the tiny offline models (random weights, CPU)
+
+from surprise_memory.memory.snapshot import SnapshotNote
+from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.memory.store.migrate import migrate_store
+from surprise_memory.offline.export import EXPORT_TF_CHILD, EXPORT_TOPICS
+from surprise_memory.offline.run_record import load_run_record, read_scores
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+FRAMES, POSE = EXPORT_TOPICS["frames"][0], EXPORT_TOPICS["pose"][0]
+
+
+def run(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "surprise_memory", *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        pytest.fail(f"{args[0]} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = processed_store(tmp_path_factory.mktemp("export"), seconds=10.0, episode_frames=4)
+    with EpisodeStore(path) as s:
+        s.note_snapshot(s.episode_ids()[:1], SnapshotNote("event", 5, 6, True))
+    return path
+
+
+@pytest.fixture(scope="module")
+def exported(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cwd = tmp_path_factory.mktemp("exported")
+    out = run(cwd, "export", str(store), "--out", "episodes", "--start", "0")
+    assert "wrote" in out.stdout and FRAMES in out.stdout
+    return cwd / "episodes"
+
+
+def test_rosbags_reads_every_topic_back(store: Path, exported: Path) -> None:
+    with EpisodeStore(store, read_only=True) as s:
+        records = sorted((s.get(i) for i in s.episode_ids()), key=lambda r: r.stamp_ns)
+        # every frame at its stamp (the windows of close episodes interleave)
+        frames_in = sorted(
+            ((stamp, s.frame_jpeg(r.id, i)) for r in records
+             for i, stamp in enumerate(r.frame_stamps_ns)),
+            key=lambda x: x[0],
+        )  # fmt: skip
+    scores = read_scores(store / "scores.csv")
+    assert len(records) >= 2, "the synthetic run should store a few episodes"
+    got: dict[str, list[tuple[int, object]]] = {}
+    with AnyReader([exported]) as reader:
+        assert {c.topic: c.msgtype for c in reader.connections} == dict(EXPORT_TOPICS.values())
+        for conn, t, raw in reader.messages():
+            got.setdefault(conn.topic, []).append((t, reader.deserialize(raw, conn.msgtype)))
+    frames = got[FRAMES]
+    assert [bytes(m.data) for _, m in frames] == [j for _, j in frames_in]  # not re-encoded
+    stamps = [t for t, _ in frames_in]
+    assert [t for t, _ in frames] == stamps  # logged at their stamps, in order
+    assert [m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for _, m in frames] == stamps
+    poses = got[POSE]
+    assert [t for t, _ in poses] == [r.stamp_ns for r in records]
+    for (_, msg), rec in zip(poses, records, strict=True):
+        assert msg.header.frame_id == rec.pose.frame_id
+        assert msg.pose.position.x == pytest.approx(rec.pose.x)
+    (tf,) = got["/tf"][0][1].transforms
+    assert tf.child_frame_id == EXPORT_TF_CHILD and tf.header.frame_id == records[0].pose.frame_id
+    markers = got[EXPORT_TOPICS["markers"][0]]
+    arrows = [m for m in markers[-1][1].markers if m.ns == "episodes"]
+    assert len(markers) == len(records) and len(arrows) == len(records)
+    # the curve around each trigger: every scores.csv row within an episode's window
+    curve = got[EXPORT_TOPICS["score"][0]]
+    tau = got[EXPORT_TOPICS["threshold"][0]]
+    inside = [
+        (int(t), float(s))
+        for t, s in zip(scores["stamp_ns"], scores["score"], strict=True)
+        for r in records
+        if r.start_ns <= t <= r.end_ns
+    ]
+    assert [(t, m.data) for t, m in curve] == sorted(inside, key=lambda x: x[0])
+    assert len(tau) == len(curve) and len(curve) > len(records)
+    infos = [m.status[0] for _, m in got[EXPORT_TOPICS["info"][0]]]
+    values = [{kv.key: kv.value for kv in status.values} for status in infos]
+    assert [v["id"] for v in values] == [r.id for r in records]
+    assert values[0]["embedder_model"] == records[0].embedder_model
+    assert json.loads(values[0]["snapshots"])[0]["success"] is True
+    assert json.loads(values[1]["snapshots"]) == []
+
+
+def test_the_mcap_reader_reads_it_back(exported: Path) -> None:
+    from mcap.reader import make_reader
+
+    (path,) = exported.glob("*.mcap")
+    counts: dict[str, int] = {}
+    with path.open("rb") as f:
+        reader = make_reader(f)
+        for schema, channel, message in reader.iter_messages():
+            assert channel.message_encoding == "cdr" and schema is not None and message.data
+            assert schema.encoding == "ros2msg" and schema.data  # definitions inside
+            assert (channel.topic, schema.name) in {
+                (topic, msgtype) for topic, msgtype in EXPORT_TOPICS.values()
+            }
+            counts[channel.topic] = counts.get(channel.topic, 0) + 1
+    assert set(counts) == {topic for topic, _ in EXPORT_TOPICS.values()}
+
+
+def test_process_takes_the_export_as_input(exported: Path, tmp_path: Path) -> None:
+    with AnyReader([exported]) as reader:
+        frames = sum(c.msgcount for c in reader.connections if c.topic == FRAMES)
+    args = ["--image-topic", FRAMES, "--pose-topic", POSE, *TINY]
+    run(tmp_path, "process", str(exported), "--out", "again", *args)
+    record = load_run_record(tmp_path / "again")
+    assert record["status"] == "complete"
+    assert record["summary"]["frames"] == frames
+
+
+def test_by_id_and_from_postgresql(store: Path, pg_url: str, tmp_path: Path) -> None:
+    with EpisodeStore(store, read_only=True) as s:
+        first = s.episode_ids()[0]
+        jpegs = [s.frame_jpeg(first, i) for i in range(len(s.get(first).frame_paths))]
+    migrate_store(str(store), pg_url)
+    run(tmp_path, "export", pg_url, "--out", "one", "--id", first)
+    with AnyReader([tmp_path / "one"]) as reader:
+        got = [bytes(reader.deserialize(raw, c.msgtype).data) for c, _, raw in reader.messages()
+               if c.topic == FRAMES]  # fmt: skip
+    assert got == jpegs
+
+
+def test_bad_requests_say_why_in_one_line(store: Path, tmp_path: Path) -> None:
+    for args, needle in (
+        (["--id", "ep-nope"], "no episode 'ep-nope'"),
+        (["--start", "1e9"], "no episode matches"),
+        (["--near", "1,2,3,4"], "near '1,2,3,4'"),
+    ):
+        proc = run(tmp_path, "export", str(store), "--out", "x", *args, check=False)
+        assert proc.returncode == 1 and needle in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and not (tmp_path / "x").exists()
+    (tmp_path / "taken").mkdir()
+    proc = run(tmp_path, "export", str(store), "--out", "taken", check=False)
+    assert proc.returncode == 1 and "exists" in proc.stderr
