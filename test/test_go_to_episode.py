@@ -470,7 +470,7 @@ def test_topic_mode_waits_for_the_navigator_not_any_subscriber(
     recorder = node.create_subscription(PoseStamped, "/lonely_goal", got.append, qos)
     try:
         store = ["--store", str(memory[1]), "--allow-other-robots", "--goal-transport", "topic"]
-        store += ["--goal-topic", "/lonely_goal", "--goal-timeout-seconds", "1"]
+        store += ["--goal-topic", "/lonely_goal", "--goal-timeout-seconds", "5"]  # discovery
         refused = goto(tmp_path, "--id", "door", *store)
         assert refused.returncode == 1 and "Traceback" not in refused.stderr
         (line,) = refused.stderr.strip().splitlines()
