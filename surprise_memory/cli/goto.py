@@ -302,7 +302,8 @@ def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespa
                     "this process ends: if the navigator accepts it later it may run",
                 )
             if not args.wait:
-                print(final.progress_line(), file=sys.stderr)
+                line = final.progress_line()
+                print(line if final.done else f"{line}: {final.message}", file=sys.stderr)
         if args.wait:
 
             def status_of(gid: str) -> GoalStatus:
