@@ -283,11 +283,13 @@ def test_pip_install_gives_the_command(tmp_path: Path) -> None:
         for n in names
     )
 
+    # the venv's own pip (ensurepip's, offline), not `pip --python` (pip >= 22.3): a robot's
+    # is older (Ubuntu 22.04 seeds new venvs with pip 22.0.2)
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=120)
     py = venv / "bin" / "python"
     subprocess.run(
-        [*pip, "--python", str(py), "install", "--no-deps", "--no-index", str(wheel)],
+        [py, *pip[1:], "install", "--no-deps", "--no-index", str(wheel)],
         cwd=tmp_path,
         env=env,
         check=True,

@@ -91,10 +91,16 @@ def test_requirements_are_setup_cfg_ranges_with_torch_and_opencv_apart() -> None
     assert sum(r.startswith("opencv-python-headless") for r in bare) == 1
 
 
+RAISED_ABOVE_APT = {"pillow": (9, 1)}
+"""Floors above Ubuntu 22.04's apt version, so that the set-up step installs a newer one into
+the venv: transformers uses PIL.Image.Resampling (Pillow 9.1); 22.04 has 9.0.1."""
+
+
 def test_setup_cfg_floors_admit_the_robots_apt_versions() -> None:
-    # Ubuntu 22.04 (Humble, JetPack 6) has numpy 1.21, Pillow 9.0, matplotlib 3.5, PyYAML 5.4;
+    # Ubuntu 22.04 (Humble, JetPack 6) has numpy 1.21, matplotlib 3.5, PyYAML 5.4;
     # JetPack 6's NVIDIA torch is a 2.4/2.5 pre-release build: a floor above them would make
-    # pip replace the system's package (numpy: break ROS's compiled modules)
+    # pip replace the system's package (numpy: break ROS's compiled modules). Pillow is the
+    # exception, on purpose (CI's 22.04 stage shows the encoder failing with 9.0.1)
     floors = {}
     for spec in robot_env.package_ranges(REPO / "setup.cfg"):
         name, _, floor = spec.partition(">=")
@@ -108,6 +114,10 @@ def test_setup_cfg_floors_admit_the_robots_apt_versions() -> None:
         "torchvision": "0.19.0a0",
     }
     for name, version in have.items():
+        if name in RAISED_ABOVE_APT:
+            assert robot_env.release(floors[name]) == RAISED_ABOVE_APT[name], name
+            assert robot_env.release(floors[name]) > robot_env.release(version), name
+            continue
         assert robot_env.release(floors[name]) <= robot_env.release(version), (name, floors[name])
         if "a0" in version:  # a pre-release build passes only a floor that names one
             assert "a0" in floors[name], (name, floors[name])
@@ -245,3 +255,127 @@ def test_the_humble_guard_is_seen() -> None:
     assert "rclpy.clock_type" not in _unguarded_imports(ast.parse(guarded))
     bare = "from rclpy.clock_type import ClockType\n"
     assert "rclpy.clock_type" in _unguarded_imports(ast.parse(bare))
+
+
+def _rosdep_python_keys() -> set[str]:
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(REPO / "package.xml").getroot()
+    tags = ("depend", "exec_depend", "test_depend", "build_depend")
+    return {e.text.strip() for tag in tags for e in root.iter(tag) if e.text}
+
+
+def _apt_list(script: Path) -> list[str]:
+    """The APT_PACKAGES=(...) array of a shell script."""
+    text = script.read_text(encoding="utf-8")
+    start = text.index("APT_PACKAGES=(") + len("APT_PACKAGES=(")
+    return text[start : text.index(")", start)].split()
+
+
+def test_the_robot_stage_installs_package_xml_s_rosdep_keys() -> None:
+    # tools/test_robot.sh writes by hand what `rosdep install` would bring for the Python
+    # keys of package.xml: a key added there must reach the robot stage too
+    keys = {k for k in _rosdep_python_keys() if k.startswith("python3-")}
+    assert keys >= {"python3-numpy", "python3-yaml", "python3-pil", "python3-pytest"}
+    apt = _apt_list(REPO / "tools" / "test_robot.sh")
+    assert len(apt) == len(set(apt))
+    assert set(apt) == keys | {"python3-venv"}  # and the venv module for the set-up step
+
+
+def test_the_apt_list_reader_sees_a_missing_key(tmp_path: Path) -> None:
+    script = _write(
+        tmp_path / "s.sh", "APT_PACKAGES=(python3-venv python3-numpy\n  python3-yaml)\n"
+    )
+    assert _apt_list(script) == ["python3-venv", "python3-numpy", "python3-yaml"]
+
+
+LAST_TORCH_WITH_CP310 = (2, 14)
+"""torch 2.15 publishes no cp310 wheel: Ubuntu 22.04 and JetPack 6 (Python 3.10) stay below."""
+
+
+def _pins_for(path: Path, python: str) -> dict[str, str]:
+    """name -> version of a requirements file's ``==`` lines whose marker holds on ``python``."""
+    pins = {}
+    for line in robot_env._spec_lines(path.read_text(encoding="utf-8")):
+        spec, _, marker = line.partition(";")
+        if marker:
+            op, _, version = marker.replace("python_version", "").strip().partition(" ")
+            wanted = tuple(int(p) for p in version.strip().strip("\"'").split("."))
+            have = tuple(int(p) for p in python.split("."))
+            if not {"<": have < wanted, ">=": have >= wanted}[op]:
+                continue
+        name, _, version = spec.strip().partition("==")
+        assert robot_env._name(name) not in pins, f"{path.name}: two pins of {name} on {python}"
+        pins[robot_env._name(name)] = version
+    return pins
+
+
+@pytest.mark.parametrize("python", ["3.10", "3.11", "3.12"])
+def test_each_python_gets_one_pin_of_each_package(python: str) -> None:
+    # the optional parts' files: on 3.10 their `; python_version < "3.11"` fallbacks
+    for name in ("browser.txt", "ray.txt", "store.txt", "test.txt", "torch.txt"):
+        pins = _pins_for(REPO / "requirements" / name, python)
+        assert pins, name
+    torch = _pins_for(REPO / "requirements" / "torch.txt", python)["torch"]
+    if python == "3.10":  # a torch bump must keep a 3.10 line
+        assert robot_env.release(torch)[:2] <= LAST_TORCH_WITH_CP310, torch
+
+
+def test_python_3_10_gets_its_fallbacks() -> None:
+    on310 = _pins_for(REPO / "requirements" / "browser.txt", "3.10")
+    on311 = _pins_for(REPO / "requirements" / "browser.txt", "3.11")
+    assert on310["starlette"] != on311["starlette"]  # 1.8 and later need Python 3.11
+    assert _pins_for(REPO / "requirements" / "test.txt", "3.10")["sphinx"].startswith("8.")
+
+
+def _platform_table() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "platform_table", REPO / "tools" / "platform_table.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+platform_table = _platform_table()
+GUIDE = REPO / "doc" / "guides" / "robot-setup.md"
+
+
+def test_the_guide_s_ubuntu_22_04_column_has_every_row_the_stage_checks() -> None:
+    # CI's 22.04 stage compares these cells with its venv; a row missing from the guide, or a
+    # cell left unfilled, would be reported there: here it is found without that stage
+    text = GUIDE.read_text(encoding="utf-8")
+    rows, _, index = platform_table.table(text, "Ubuntu 22.04")
+    cells = {line.strip("|").split("|")[0].strip(): line for line in rows[2:]}
+    have = platform_table.cells()
+    assert set(have) <= set(cells)
+    doc = {row: platform_table._split(cells[row])[index] for row in have}
+    assert doc["Python"] == "3.10"
+    assert doc["numpy (kept)"] == "1.21.5 (apt)"  # 22.04's numpy, kept under ROS
+    assert doc["Pillow"].endswith("(venv)")  # apt's 9.0.1 lacks Image.Resampling
+    assert not doc["optional parts"].startswith("no ")
+
+
+def test_the_platform_check_reports_a_wrong_cell(tmp_path: Path) -> None:
+    have = platform_table.cells()  # this interpreter's, in a table written for it
+    assert have["Python"] == "{}.{}".format(*sys.version_info[:2])
+    assert have["numpy (kept)"].startswith(metadata.version("numpy") + " (")
+    text = "intro\n\n| | Here | There |\n| --- | --- | --- |\n| ROS 2 | Kilted | Humble |\n"
+    written = platform_table.write(text, "Here", have)
+    assert written.startswith("intro\n") and "| ROS 2 | Kilted | Humble |" in written
+    assert platform_table.compare(written, "Here", have) == []
+    wrong = written.replace(have["torch"], "9.9.9 (venv)")
+    assert platform_table.compare(wrong, "Here", have) == [
+        f"torch: the guide says '9.9.9 (venv)', this robot has {have['torch']!r}"
+    ]
+    doc = _write(tmp_path / "guide.md", wrong)
+    tool = str(REPO / "tools" / "platform_table.py")
+    proc = subprocess.run(
+        [sys.executable, tool, "check", "--column", "Here", doc],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1 and "torch: the guide says" in proc.stdout

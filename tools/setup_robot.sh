@@ -15,7 +15,11 @@
 #   the pins of requirements/torch.txt are installed. It stays in the venv as
 #   surprise_memory-constraints.txt: pass it (-c) to anything installed there later.
 # * Then the package's ranges (setup.cfg) go in under those constraints; what was kept and
-#   what was installed is printed.
+#   what was installed is printed. A floor above the system's version installs the newer
+#   one into the venv, over it: Ubuntu 22.04's Pillow 9.0.1 lacks Image.Resampling, which
+#   transformers uses, so Pillow >= 9.1 comes from PyPI there (doc/guides/robot-setup.md).
+# * Where the robot's pytest (rosdep's python3-pytest) is older than the tests need
+#   (PYTEST_RANGE; Humble's is 6.2.5), a pytest in that range goes into the venv too.
 #
 # The Python: $ROBOT_PYTHON, default /usr/bin/python3, the one ROS 2 from apt runs on (3.10
 # on Ubuntu 22.04 and JetPack 6, 3.12 on 24.04). Run it again after an apt upgrade or a
@@ -30,6 +34,9 @@ fi
 VENV="$(realpath -m "$1")"
 CONSTRAINTS="$VENV/surprise_memory-constraints.txt"
 STAMP="$VENV/.surprise_memory_robot_setup"
+# what the tests need (pytest 7's API; the anyio plugin that the browser's starlette brings
+# refuses pytest 6); below 8, as Humble's launch_testing plugin was written for pytest 7
+PYTEST_RANGE="pytest>=7.2,<8"
 
 pyver="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 case "$pyver" in
@@ -54,15 +61,23 @@ py="$VENV/bin/python"
 
 # redo the install when the ranges, the pins, these scripts or the system's numpy/torch
 # (an apt upgrade) changed; otherwise only report
-have="$("$py" -c 'from importlib import metadata as m
-for n in ("numpy", "torch", "torchvision"):
+state() {  # (the stamp is written after the install: what it installed counts as unchanged)
+  "$py" -c 'from importlib import metadata as m
+for n in ("numpy", "torch", "torchvision", "pytest"):
     try: print(n, m.version(n))
-    except m.PackageNotFoundError: print(n, "none")')"
-want="$(cat "$ROOT/setup.cfg" "$ROOT/requirements/torch.txt" "$ROOT/tools/setup_robot.sh" \
-  "$ROOT/tools/robot_env.py" <(echo "$have") | sha256sum | cut -d' ' -f1)"
+    except m.PackageNotFoundError: print(n, "none")' \
+    | cat "$ROOT/setup.cfg" "$ROOT/requirements/torch.txt" "$ROOT/tools/setup_robot.sh" \
+      "$ROOT/tools/robot_env.py" - | sha256sum | cut -d' ' -f1
+}
+want="$(state)"
 if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
   mapfile -t requirements < <("$py" "$ROOT/tools/robot_env.py" plan --setup-cfg "$ROOT/setup.cfg" \
     --torch-pins "$ROOT/requirements/torch.txt" --constraints "$CONSTRAINTS")
+  if "$py" -c 'import sys; from importlib import metadata as m
+v = tuple(int(p) for p in m.version("pytest").split(".")[:2] if p.isdigit())
+sys.exit(0 if v < (7, 2) else 1)' 2>/dev/null; then
+    requirements+=("$PYTEST_RANGE")
+  fi
   echo "setup_robot: constraints ($CONSTRAINTS):"
   sed 's/^/  /' "$CONSTRAINTS"
   echo "setup_robot: installing into $VENV: ${requirements[*]}"
@@ -71,7 +86,7 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
   # which pip warns about once per package
   "$py" -m pip --disable-pip-version-check install -q -c "$CONSTRAINTS" "${requirements[@]}" 2>&1 \
     | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
-  echo "$want" > "$STAMP"
+  state > "$STAMP"
 fi
 "$py" "$ROOT/tools/robot_env.py" report --setup-cfg "$ROOT/setup.cfg"
 

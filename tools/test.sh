@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command (`make test`, also .ci/run): set up the venv, colcon build,
 # lint and type-check, then run the whole test suite against the colcon install; then the
-# robot stage (tools/test_robot.sh).
+# robot stages (tools/test_robot.sh: Debian 12's system Python; tools/test_robot_ubuntu2204.sh:
+# an Ubuntu 22.04-like Python 3.10).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -34,12 +35,29 @@ echo "== pytest ($(command -v pytest))"
 # tree (which lacks the generated msg/srv modules) would shadow the colcon install.
 main=0
 pytest "$@" || main=$?
-# The robot stage (a robot's system Python with apt's numpy 1.x, the README's robot set-up,
-# the ROS-free tests): after the main suite, so that both report even when one fails; only
-# on a full run (with arguments, the caller chose which tests to run).
+# The robot stages (a robot's system Python with apt's numpy 1.x, the README's robot set-up,
+# the ROS-free tests, the demo): after the main suite, so that each reports even when
+# another fails; only on a full run (with arguments, the caller chose which tests to run).
+# The two run at once (each is one pytest process that often waits: subprocesses, servers,
+# Chromium), their logs printed one after the other.
 robot=0
+jammy=0
 if [[ $# -eq 0 ]]; then
-  echo "== robot stage (tools/test_robot.sh)"
-  bash "$ROOT/tools/test_robot.sh" || robot=$?
+  logs="$(mktemp -d)"
+  echo "== robot stages: Debian 12 (tools/test_robot.sh) and Ubuntu 22.04-like" \
+    "(tools/test_robot_ubuntu2204.sh), at once"
+  bash "$ROOT/tools/test_robot.sh" >"$logs/debian12.log" 2>&1 &
+  debian12=$!
+  bash "$ROOT/tools/test_robot_ubuntu2204.sh" >"$logs/ubuntu2204.log" 2>&1 &
+  ubuntu2204=$!
+  wait "$debian12" || robot=$?
+  echo "== robot stage, Debian 12 (tools/test_robot.sh): exit $robot"
+  cat "$logs/debian12.log"
+  wait "$ubuntu2204" || jammy=$?
+  echo "== robot stage, Ubuntu 22.04-like (tools/test_robot_ubuntu2204.sh): exit $jammy"
+  cat "$logs/ubuntu2204.log"
+  rm -r "$logs"
 fi
-exit $((main != 0 ? main : robot))
+for rc in "$main" "$robot" "$jammy"; do
+  ((rc == 0)) || exit "$rc"
+done
