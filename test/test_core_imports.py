@@ -9,8 +9,8 @@ from pathlib import Path
 
 import surprise_memory
 
-# the ROS side: generated interfaces, the nodes, and the service client
-ROS_MODULES = {"msg", "srv", "nodes", "agents.ros_client", "agents.ros_navigation"}
+# the ROS side: generated interfaces (the test action too), the nodes, and the service client
+ROS_MODULES = {"msg", "srv", "action", "nodes", "agents.ros_client", "agents.ros_navigation"}
 
 CORE_MODULES = sorted(
     m.name.removeprefix("surprise_memory.")

@@ -1,6 +1,7 @@
 """``go_to_episode`` over real DDS: the memory node, pipeline_node, the CLI and the agent function.
 
-A test node stands where Nav2 is (:class:`FakeNav2`): it subscribes ``/goal_pose`` and,
+A test node stands where Nav2 is (:class:`FakeNav2`): a node named ``bt_navigator`` (the
+node the memory node's ``navigator_node`` waits for) subscribes ``/goal_pose`` and,
 where ``nav2_msgs`` is importable, serves the ``NavigateToPose`` action too, accepting every
 goal; with ``goal_transport: auto`` the node sends through the action where nav2_msgs is
 installed, else on the topic, so the same checks run both ways. Each goal is checked for
@@ -15,8 +16,11 @@ serves the same service (``test_pipeline_node.py`` checks it there, with random 
 a text query is refused).
 
 The demo's store (the offline pipeline over a synthetic bag, random weights, odometry
-poses in ``odom``) is exercised through ``surprise-memory goto --store``: a text query is
-refused and says which selectors work; a time window gives the right goal.
+poses in ``odom`` of the recording's session, unknown here) is exercised through
+``surprise-memory goto --store``: a text query is refused and says which selectors work;
+its odom episodes are refused as another session's, unless ``--fixed-frames`` declares
+``odom`` fixed; then a time window gives the right goal. The action path, with goal ids,
+late answers, preemption and cancels, is ``test_navigation_action.py``.
 """
 
 from __future__ import annotations
@@ -96,13 +100,16 @@ EPISODES = [
 
 
 class FakeNav2:
-    """In Nav2's place: takes goals on /goal_pose and, with nav2_msgs, the action."""
+    """In Nav2's place: takes goals on /goal_pose (as ``navigator``, a node named
+    bt_navigator) and, with nav2_msgs, the action."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, navigator: Node) -> None:
         self._goals: list[tuple[str, PoseStamped]] = []
         self._lock = threading.Lock()
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        node.create_subscription(PoseStamped, "/goal_pose", lambda m: self._add("topic", m), qos)
+        navigator.create_subscription(
+            PoseStamped, "/goal_pose", lambda m: self._add("topic", m), qos
+        )
         if NAV2 is not None:
             from rclpy.action import ActionServer, GoalResponse
 
@@ -200,7 +207,8 @@ def ros(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, FakeNa
     """rclpy, the test node in Nav2's place (spun in a thread), and tf map -> odom."""
     rclpy.init()
     node = Node("go_to_episode_test")
-    nav = FakeNav2(node)
+    navigator = Node("bt_navigator")
+    nav = FakeNav2(node, navigator)
     if HAS_TF2:
         from geometry_msgs.msg import TransformStamped
         from tf2_ros import StaticTransformBroadcaster
@@ -215,12 +223,14 @@ def ros(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, FakeNa
         broadcaster.sendTransform(tf)
     executor = MultiThreadedExecutor(num_threads=2)
     executor.add_node(node)
+    executor.add_node(navigator)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
     try:
         yield node, nav
     finally:
         executor.shutdown()
+        navigator.destroy_node()
         node.destroy_node()
         rclpy.shutdown()
         thread.join(timeout=5)
@@ -450,6 +460,36 @@ def test_cli_through_the_memory_node(
     assert ros[1].quiet(0.5) == []
 
 
+def test_topic_mode_waits_for_the_navigator_not_any_subscriber(
+    ros: tuple[Node, FakeNav2], memory: tuple[GoToEpisodeClient, Path], tmp_path: Path
+) -> None:
+    """A recorder or `ros2 topic echo` on the goal topic is not Nav2: no goal is "sent" to it."""
+    node, _ = ros
+    got: list[PoseStamped] = []
+    qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    recorder = node.create_subscription(PoseStamped, "/lonely_goal", got.append, qos)
+    try:
+        store = ["--store", str(memory[1]), "--allow-other-robots", "--goal-transport", "topic"]
+        store += ["--goal-topic", "/lonely_goal", "--goal-timeout-seconds", "5"]  # discovery
+        refused = goto(tmp_path, "--id", "door", *store)
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        (line,) = refused.stderr.strip().splitlines()
+        assert "'bt_navigator' does not subscribe /lonely_goal" in line
+        assert "/go_to_episode_test" in line and "Goal not sent" in line
+        time.sleep(0.5)
+        assert got == []
+        # named as the navigator, the same subscriber takes the goal
+        sent = goto(tmp_path, "--id", "door", *store, "--navigator-node", "go_to_episode_test")
+        assert sent.returncode == 0, sent.stderr
+        assert "via topic /lonely_goal: sent" in sent.stdout
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(got) == 1 and got[0].pose.position.x == pytest.approx(2.0)
+    finally:
+        node.destroy_subscription(recorder)
+
+
 @pytest.fixture(scope="module")
 def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's store as ``make demo`` makes it without trained weights, smaller.
@@ -478,7 +518,20 @@ def test_cli_on_the_demo_store(
         assert hits, "the synthetic scene's events should give episodes"
         newest = hits[0].episode
     assert newest.pose_valid and newest.pose.frame_id == "odom"
+    assert newest.session_id == ""  # a recording's odom: its session is not this machine's
     store = ["--store", str(demo_store), "--goal-transport", "topic"]
+
+    # odom of another session: refused, in map (through tf) as in odom, dry run or not
+    for frame in ("map", "odom"):
+        proc = goto(tmp_path, "--id", newest.id, "--navigation-frame", frame, *store)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        assert "'odom', a frame that starts anew each session" in line and f"'{frame}'" in line
+    proc = goto(tmp_path, "--id", newest.id, "--navigation-frame", "odom", "--dry-run", *store)
+    assert proc.returncode == 1 and "starts anew each session" in proc.stderr
+    assert nav.quiet(0.5) == []
+    # ...unless odom is declared fixed (a robot whose odom is its map)
+    store += ["--fixed-frames", "map,odom"]
 
     refused = goto(tmp_path, "a person", *store)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
@@ -492,6 +545,7 @@ def test_cli_on_the_demo_store(
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["episode"]["id"] == newest.id and out["sent_via"] == "topic /goal_pose"
+    assert out["state"] == "sent" and out["goal_id"]
     how, goal = nav.take()
     assert how == "topic"
     assert_goal(goal, newest.pose)

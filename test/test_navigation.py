@@ -7,24 +7,30 @@ q_yaw * q_pitch, written out by hand below.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from surprise_memory.errors import InputError, StoreError
+from surprise_memory.config import NavigationConfig
+from surprise_memory.errors import ConfigError, InputError, StoreError
 from surprise_memory.memory.navigation import (
     GoalQuery,
     GoalRefusedError,
     check_query_times,
+    check_session,
     choose_episode,
     goal_from_episode,
     standoff_pose,
 )
+from surprise_memory.memory.navigation_goals import GoalBook, GoalStatus
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store import EpisodeRecord, EpisodeStore
+from surprise_memory.memory.store.records import check_session_id, host_session_id
 from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000
@@ -276,3 +282,114 @@ def test_choose_refusals(
 ) -> None:
     with pytest.raises(error, match=needle):
         _pick(store, **fields)
+
+
+# --- frames of a session --------------------------------------------------------------------
+
+BOOT = "boot-1"
+
+
+def in_session(pose: Pose, session: str) -> EpisodeRecord:
+    return dataclasses.replace(record(pose), session_id=session)
+
+
+@pytest.mark.parametrize(
+    ("frame", "stored_in", "fixed", "refused"),
+    [
+        ("odom", "boot-0", ("map",), True),  # another boot's odom: its origin is gone
+        ("odom", "", ("map",), True),  # unknown session (a recording, an old store)
+        ("odom", BOOT, ("map",), False),  # this boot's odom: tf gives today's map <- odom
+        ("map", "boot-0", ("map",), False),  # map holds in every session
+        ("map", "", ("map",), False),
+        ("odom", "boot-0", ("map", "odom"), False),  # odom declared fixed
+        ("earth", "boot-0", ("map",), True),  # any frame not declared fixed
+    ],
+)
+def test_a_pose_in_a_frame_of_another_session_is_refused(
+    frame: str, stored_in: str, fixed: tuple[str, ...], refused: bool
+) -> None:
+    ep = in_session(yawed(1.0, 0.0, 0.0, frame), stored_in)
+    kwargs = {"transform": yawed(10.0, 5.0, 90.0)} if frame != "map" else {}
+    if not refused:
+        check_session(ep, BOOT, fixed, "map")
+        goal = goal_from_episode(ep, "map", session_id=BOOT, fixed_frames=fixed, **kwargs)
+        assert goal.pose.frame_id == "map"
+        return
+    with pytest.raises(GoalRefusedError) as info:
+        goal_from_episode(ep, "map", session_id=BOOT, fixed_frames=fixed, **kwargs)
+    message = str(info.value)
+    assert f"is posed in {frame!r}, a frame that starts anew each session" in message
+    assert "it needs a pose in 'map'" in message and f"not this one ({BOOT})" in message
+    assert (stored_in or "unknown session") in message
+    assert "\n" not in message
+    # without a session to compare with (None), nothing is checked
+    goal_from_episode(ep, "map", fixed_frames=fixed, **kwargs)
+
+
+def test_session_ids_are_this_boots_and_checked() -> None:
+    session = host_session_id()
+    assert session == host_session_id()  # one per process at least, the boot's on Linux
+    boot = Path("/proc/sys/kernel/random/boot_id")
+    if boot.exists():
+        assert session == f"boot-{boot.read_text().strip()}"
+    assert check_session_id("") == "" and check_session_id(session) == session
+    for bad in ("two words", "x" * 129, "tab\t", "new\nline"):
+        with pytest.raises(InputError, match="session_id"):
+            check_session_id(bad)
+
+
+def test_navigation_settings_are_checked() -> None:
+    config = NavigationConfig(fixed_frames=" map, earth ,,")
+    assert config.fixed_frame_names == ("map", "earth")
+    assert NavigationConfig().goal_action_type == "nav2_msgs/action/NavigateToPose"
+    assert NavigationConfig().navigator_node == "bt_navigator"
+    for bad in ("nav2_msgs/NavigateToPose", "nav2_msgs/msg/NavigateToPose", "a/action/b c"):
+        with pytest.raises(ConfigError, match="goal_action_type"):
+            NavigationConfig(goal_action_type=bad)
+    with pytest.raises(ConfigError, match="navigator_node"):
+        NavigationConfig(navigator_node="/")
+
+
+# --- the goals a node sent ------------------------------------------------------------------
+
+
+def test_goal_book_one_goal_at_a_time_and_final_states_kept() -> None:
+    book = GoalBook(keep=3)
+    assert book.get() is None and book.active() is None
+    book.add(GoalStatus("a", episode_id="ep", state="pending"))
+    assert book.update("a", state="running", distance_remaining_m=4.0) is not None
+    book.add(GoalStatus("b"))  # sent: "a" runs on until "b" is taken
+    assert book.get("a").state == "running" and book.get().goal_id == "b"  # type: ignore[union-attr]
+    (earlier,) = book.preempt_others("b")
+    assert earlier.goal_id == "a" and earlier.state == "running"
+    a = book.get("a")
+    assert a is not None and a.state == "preempted" and a.preempted_by == "b" and a.done
+    assert a.progress_line() == "goal a: preempted by b (preempted by b)"
+    # the navigator's "aborted" for a preempted goal does not change what its caller is told
+    assert book.update("a", state="aborted").state == "preempted"  # type: ignore[union-attr]
+    assert book.update("a", force=True, message="m").message == "m"  # type: ignore[union-attr]
+    assert book.preempt_others("b") == []
+    book.update("b", state="running", distance_remaining_m=2.5, eta_s=7.2)
+    assert book.get("b").progress_line() == "goal b: running, 2.50 m to go, about 7 s left"  # type: ignore[union-attr]
+    assert book.counts() == {"preempted": 1, "running": 1}
+    assert book.active().goal_id == "b"  # type: ignore[union-attr]
+    book.add(GoalStatus("c"))
+    book.add(GoalStatus("d"))  # keep=3: "a" is forgotten
+    assert book.get("a") is None and book.update("a", state="aborted") is None
+    with pytest.raises(ValueError, match="state='flying'"):
+        GoalStatus("x", state="flying")
+
+
+def test_goal_book_wait_returns_on_a_change_or_at_the_deadline() -> None:
+    book = GoalBook()
+    book.add(GoalStatus("g", state="running"))
+    timer = threading.Timer(0.2, lambda: book.update("g", state="succeeded"))
+    timer.start()
+    try:
+        final = book.wait("g", 30.0)
+    finally:
+        timer.join()
+    assert final is not None and final.state == "succeeded"
+    book.add(GoalStatus("h", state="running"))
+    assert book.wait("h", 0.05).state == "running"  # type: ignore[union-attr]
+    assert book.wait("nope", 0.05) is None

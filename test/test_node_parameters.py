@@ -63,6 +63,7 @@ NEW_VALUES: dict[str, dict[str, Any]] = {
         "navigation_frame": "odom",
         "goal_standoff_meters": 1.0,
         "goal_timeout_seconds": 2.0,
+        "fixed_frames": "map,earth",
         "marker_max_episodes": 50,
         "marker_size_m": 1.0,
         "episode_preview_fps": 5.0,

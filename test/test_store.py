@@ -8,6 +8,7 @@ schema, migrations, many writers and the approximate index in test_store_postgre
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -35,7 +36,7 @@ from surprise_memory.memory.store import (
     is_postgres_url,
     open_store,
 )
-from surprise_memory.memory.store.records import host_robot_id
+from surprise_memory.memory.store.records import host_robot_id, host_session_id
 from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000
@@ -176,11 +177,11 @@ def test_migration_path_runs_each_step(tmp_path: Path, monkeypatch: pytest.Monke
         EpisodeStore(tmp_path)
 
 
-def test_schema_versions_are_origin_then_robot_id_then_snapshots() -> None:
+def test_schema_versions_are_origin_then_robot_id_then_snapshots_then_session_id() -> None:
     """Version 2 moved the origin to the first frame (issue 13), version 3 added robot ids,
-    version 4 the snapshot notes (issue 30)."""
-    assert store_mod.SCHEMA_VERSION == 4
-    assert sorted(store_mod._MIGRATIONS) == [1, 2, 3]
+    version 4 the snapshot notes (issue 30), version 5 session ids (issue 29)."""
+    assert store_mod.SCHEMA_VERSION == 5
+    assert sorted(store_mod._MIGRATIONS) == [1, 2, 3, 4]
 
 
 def test_time_origin_is_the_first_frame_seen_and_persisted(store_location: str) -> None:
@@ -210,6 +211,15 @@ def test_time_origin_is_the_first_frame_seen_and_persisted(store_location: str) 
         assert store.origin_ns == 0
 
 
+def _as_version_4(db: Path) -> None:
+    """Turn a store's database back into what schema version 4 wrote (no session ids)."""
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE episodes DROP COLUMN session_id")
+    conn.execute("PRAGMA user_version = 4")
+    conn.commit()
+    conn.close()
+
+
 def test_snapshot_notes_are_kept_per_episode_and_kind(store_location: str) -> None:
     """A bag recorder's answers (issue 30): one note per episode and kind, gone with it."""
     rng = np.random.default_rng(0)
@@ -234,6 +244,7 @@ def test_snapshot_notes_are_kept_per_episode_and_kind(store_location: str) -> No
 
 def _as_version_1(db: Path, origin_ns: int | None = None) -> None:
     """Turn a store's database back into what schema version 1 wrote."""
+    _as_version_4(db)
     conn = sqlite3.connect(db)
     conn.execute("DROP TABLE snapshots")  # version 4's table
     conn.execute("DROP INDEX episodes_robot")  # version 3's column
@@ -254,7 +265,7 @@ def test_version_1_store_migrates_its_origin_to_the_first_frame(tmp_path: Path) 
     with EpisodeStore(tmp_path) as store:
         assert store.origin_ns == 20 * S  # the first stored frame, 0.3 s before that trigger
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4  # 1 -> 2 -> 3 -> 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5  # 1 -> 2 -> 3 -> 4 -> 5
     conn.close()
 
 
@@ -271,12 +282,53 @@ def test_older_store_gains_robot_ids(tmp_path: Path, version: int) -> None:
     conn.close()
     with EpisodeStore(tmp_path) as store:
         got = store.get(rec.id)
-        assert got.robot_id == host_robot_id() and got == rec
+        assert got.robot_id == host_robot_id() and got.session_id == ""  # unknown
+        assert got == dataclasses.replace(rec, session_id="")
         assert [h.episode.id for h in store.search(robot_id=host_robot_id())] == [rec.id]
         assert store.search(robot_id="someone-else") == []
         assert store.origin_ns == 0  # the first frame of episode 0
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    conn.close()
+
+
+def test_version_4_store_gains_unknown_session_ids(tmp_path: Path) -> None:
+    """A store from before session ids opens; its episodes' session is unknown (""), new
+    episodes get this machine's (or the one given)."""
+    rng = np.random.default_rng(0)
+    with EpisodeStore(tmp_path) as store:
+        old = _add(store, rng, 0)
+    assert old.session_id == host_session_id() and old.session_id.startswith("boot-")
+    _as_version_4(tmp_path / DB_NAME)
+    with pytest.raises(StoreError, match="needs migrating"):
+        EpisodeStore(tmp_path, read_only=True)
+    with EpisodeStore(tmp_path) as store:
+        assert store.get(old.id) == dataclasses.replace(old, session_id="")
+        new = _add(store, rng, 10)
+        given = store.add(
+            [Frame(np.zeros((8, 8, 3), np.uint8), 20 * S)],
+            rng.standard_normal((1, DIM)),
+            stamp_ns=20 * S,
+            surprise=1.0,
+            embedder_model=MODEL,
+            embedder_pretrained=True,
+            session_id="boot-elsewhere",
+        )
+        with pytest.raises(InputError, match="session_id"):
+            store.add(
+                [Frame(np.zeros((8, 8, 3), np.uint8), 30 * S)],
+                rng.standard_normal((1, DIM)),
+                stamp_ns=30 * S,
+                surprise=1.0,
+                embedder_model=MODEL,
+                embedder_pretrained=True,
+                session_id="two words",
+            )
+    with EpisodeStore(tmp_path, read_only=True) as store:
+        assert store.get(new.id).session_id == host_session_id()
+        assert store.get(given.id).session_id == "boot-elsewhere"
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
     conn.close()
 
 

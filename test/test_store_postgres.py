@@ -8,6 +8,7 @@ semantics it shares with the SQLite store are tested on both in test_store.py.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
 from surprise_memory.memory.store.postgres import PostgresEpisodeStore
 from surprise_memory.memory.store.postgres.search import SqlSearch, ann_candidates
+from surprise_memory.memory.store.records import host_session_id
 from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000
@@ -136,6 +138,25 @@ def test_migrations_run_each_step_once(pg_url: str, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(pg_schema, "SCHEMA_VERSION", version + 2)
     with pytest.raises(StoreError, match=f"no migration from schema version {version + 1}"):
         open_store(pg_url)
+
+
+def test_schema_3_store_gains_unknown_session_ids(pg_url: str) -> None:
+    """A store from before session ids (schema 3) opens: its episodes' session is unknown
+    (""), a new episode gets this machine's (issue 29)."""
+    rng = np.random.default_rng(0)
+    with open_store(pg_url) as store:
+        old = _add(store, rng, 0)
+    assert old.session_id == host_session_id()
+    _sql(pg_url, "ALTER TABLE surprise_memory.episodes DROP COLUMN session_id")
+    _sql(pg_url, "UPDATE surprise_memory.meta SET value = '3' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="needs migrating"):
+        open_store(pg_url, read_only=True)
+    with open_store(pg_url) as store:
+        assert store.get(old.id) == dataclasses.replace(old, session_id="")
+        new = _add(store, rng, 1, session_id="boot-elsewhere")
+    with open_store(pg_url, read_only=True) as store:
+        assert store.get(new.id).session_id == "boot-elsewhere"
+    assert pg_schema.SCHEMA_VERSION == 4
 
 
 def test_connection_strings_carry_no_password(pg_url: str) -> None:

@@ -91,6 +91,7 @@ def test_schema_1_store_is_migrated_to_pooled_vectors(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("DROP TABLE surprise_memory.snapshots")  # schema 3
         conn.execute("DROP TABLE surprise_memory.episode_vectors")
+        conn.execute("ALTER TABLE surprise_memory.episodes DROP COLUMN session_id")  # schema 4
         conn.execute(
             "CREATE INDEX embeddings_hnsw ON surprise_memory.embeddings "
             f"USING hnsw ((embedding::halfvec({DIM})) halfvec_cosine_ops)"

@@ -36,8 +36,9 @@ from sphinx.util.docutils import SphinxDirective
 LOG = logging.getLogger(__name__)
 PACKAGE = "surprise_memory"
 
-# Modules that are not API: generated interface packages, the ``python -m`` entry.
-_NOT_API = (f"{PACKAGE}.msg", f"{PACKAGE}.srv", f"{PACKAGE}.__main__")
+# Modules that are not API: generated interface packages (action: the tests' only), the
+# ``python -m`` entry.
+_NOT_API = (f"{PACKAGE}.msg", f"{PACKAGE}.srv", f"{PACKAGE}.action", f"{PACKAGE}.__main__")
 # Names built on access that need a package we do not require (documented in the guide).
 _OPTIONAL = {f"{PACKAGE}.integrations.daaam.EpisodicMemory": "needs DAAAM installed"}
 

@@ -1,4 +1,4 @@
-"""``navigate_to_episode``: the agent's second call, "take me there", after the search.
+"""``navigate_to_episode``, ``navigation_status``, ``stop_navigation``: "take me there".
 
 DAAAM's agent answers "take me to where the chemical spill happened yesterday" with two
 calls: ``search_episodic_memory`` (:class:`~surprise_memory.agents.tool.EpisodicMemoryTool`)
@@ -9,20 +9,35 @@ sends the robot there. The tool has the same shape as the search tool
 works through a :class:`Navigator`: on a robot,
 :class:`~surprise_memory.agents.ros_navigation.GoToEpisodeClient`, the memory node's
 ``go_to_episode`` service, which checks the episode, transforms its pose into the
-navigation frame and sends the Nav2 goal. ROS-free: the navigator is the only ROS part.
+navigation frame and sends the Nav2 goal. Each goal has an id: ``navigation_status(goal_id)``
+(:class:`NavigationStatusTool`) says where it stands (running with the distance remaining,
+succeeded, aborted, preempted by a later goal, ...) and ``stop_navigation(goal_id)``
+(:class:`StopNavigationTool`) cancels it ("" = the current goal). ROS-free: the navigator
+is the only ROS part.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from surprise_memory.agents.function_tool import FunctionTool
 from surprise_memory.errors import InputError, SurpriseMemoryError
+from surprise_memory.memory.navigation_goals import GoalStatus
 from surprise_memory.memory.pose import Pose, yaw_of
 
-__all__ = ["NavigateToEpisodeTool", "NavigationResult", "Navigator", "goal_json"]
+__all__ = [
+    "GoalIdTool",
+    "NavigateToEpisodeTool",
+    "NavigationResult",
+    "NavigationStatusTool",
+    "Navigator",
+    "StopNavigationTool",
+    "goal_json",
+    "status_json",
+]
 
 _PARAMETERS = ("episode_id",)
 
@@ -40,6 +55,10 @@ class NavigationResult:
         sent_via: ``action /navigate_to_pose`` or ``topic /goal_pose``; "" = not sent
             (a dry run).
         message: The memory's one-line account.
+        goal_id: The goal's id ("" = not sent).
+        state: ``running`` (accepted), ``sent`` (topic), ``pending`` (the navigator did not
+            answer in time: cancelled if it accepts late; follow it by id); "" = not sent.
+        preempted: The earlier goal this one preempted ("" = none).
 
     """
 
@@ -50,6 +69,9 @@ class NavigationResult:
     goal: Pose
     sent_via: str
     message: str
+    goal_id: str = ""
+    state: str = ""
+    preempted: str = ""
 
 
 class Navigator(Protocol):
@@ -61,6 +83,14 @@ class Navigator(Protocol):
         """Send the robot to the episode's place, or raise ``InputError`` saying why not."""
         ...
 
+    def navigation_status(self, goal_id: str = "") -> GoalStatus:
+        """Where a goal stands ("" = the latest), or raise ``InputError`` (no such goal)."""
+        ...
+
+    def stop_navigation(self, goal_id: str = "") -> tuple[bool, GoalStatus]:
+        """Cancel a goal ("" = the current one): acknowledged?, and the goal after it."""
+        ...
+
 
 def goal_json(pose: Pose) -> dict[str, Any]:
     """A pose as the tools give it: frame, ``[x, y, z]`` metres, yaw in degrees, quaternion."""
@@ -70,6 +100,26 @@ def goal_json(pose: Pose) -> dict[str, Any]:
         "yaw_deg": round(math.degrees(yaw_of(pose)), 1),
         "orientation": [round(v, 4) for v in (pose.qx, pose.qy, pose.qz, pose.qw)],
     }
+
+
+def status_json(status: GoalStatus) -> dict[str, Any]:
+    """A goal's status as the tools give it (distance and time left while it runs)."""
+    out: dict[str, Any] = {
+        "goal_id": status.goal_id,
+        "episode_id": status.episode_id,
+        "state": status.state,
+        "done": status.done,
+        "message": status.message,
+    }
+    if status.preempted_by:
+        out["preempted_by"] = status.preempted_by
+    if status.done:
+        return out
+    if math.isfinite(status.distance_remaining_m):
+        out["distance_remaining_m"] = round(status.distance_remaining_m, 2)
+    if math.isfinite(status.eta_s):
+        out["estimated_time_remaining_s"] = round(status.eta_s, 1)
+    return out
 
 
 class NavigateToEpisodeTool(FunctionTool):
@@ -108,9 +158,12 @@ class NavigateToEpisodeTool(FunctionTool):
             "Send the robot to where an episode of its episodic memory happened: a "
             "navigation goal at the pose the robot had then. Take the episode's id from "
             "search_episodic_memory. Returns the goal sent ([x, y, z] in metres, the frame, "
-            "the heading), or an error saying why none was sent (the episode has no known "
-            "position, is another robot's, or the navigation stack did not take it). "
-            "Navigation goes on after the call returns."
+            "the heading) and its goal_id, or an error saying why none was sent (the episode "
+            "has no known position, is another robot's, or the navigation stack did not "
+            "take it). Navigation goes on after the call returns: follow it with "
+            "navigation_status(goal_id), stop it with stop_navigation(goal_id). A new goal "
+            "replaces the robot's current one. With state 'pending' the navigation stack "
+            "did not answer in time: do not send it again blindly, ask navigation_status."
         )
 
     @property
@@ -137,8 +190,10 @@ class NavigateToEpisodeTool(FunctionTool):
             **kwargs: ``episode_id``.
 
         Returns:
-            ``{"sent": true, "episode_id", "robot", "goal": {...}, "via", "message"}``, or
-            ``{"sent": false, "error": message}``.
+            ``sent`` (true), ``goal_id``, ``state`` (running, sent or pending),
+            ``episode_id``, ``robot``, ``goal``, ``via``, ``message``, and ``preempted``
+            where it replaced a running goal; or ``sent`` (false) and ``error`` when no
+            goal of ours can run.
 
         """
         try:
@@ -156,11 +211,122 @@ class NavigateToEpisodeTool(FunctionTool):
         if not isinstance(episode_id, str) or not episode_id:
             raise InputError(f"episode_id={episode_id!r}: must be an episode id (a string)")
         result = self._navigator.go_to_episode(episode_id, standoff_m=self._standoff_m)
-        return {
+        out = {
             "sent": bool(result.sent_via),
+            "goal_id": result.goal_id,
+            "state": result.state,
             "episode_id": result.episode_id,
             "robot": result.robot_id,
             "goal": goal_json(result.goal),
             "via": result.sent_via,
             "message": result.message,
         }
+        if result.preempted:
+            out["preempted"] = result.preempted
+        return out
+
+
+_GOAL_ID = {
+    "type": "object",
+    "properties": {
+        "goal_id": {
+            "type": "string",
+            "description": "The goal's id, as navigate_to_episode returned it; an empty "
+            "string for the robot's current (latest) goal.",
+        }
+    },
+    "required": ["goal_id"],
+    "additionalProperties": False,
+}
+
+
+class GoalIdTool(FunctionTool):
+    """Base of the tools with one argument, ``goal_id``, answered by the navigator.
+
+    Args:
+        navigator: Answers the call.
+        name: Function name shown to the agent.
+
+    """
+
+    def __init__(self, navigator: Navigator, name: str) -> None:
+        self._navigator = navigator
+        super().__init__(name)
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments, in OpenAI's strict form."""
+        return copy.deepcopy(_GOAL_ID)
+
+    def execute(self, **kwargs: Any) -> dict[str, Any]:
+        """Run one call; never raises (an error comes back as ``{"error": message}``)."""
+        try:
+            unknown = sorted(set(kwargs) - {"goal_id"})
+            if unknown:
+                raise InputError(f"unknown arguments {unknown}; allowed: ['goal_id']")
+            goal_id = kwargs.get("goal_id", "")
+            if not isinstance(goal_id, str):
+                raise InputError(f"goal_id={goal_id!r}: must be a string ('' = the current)")
+            return self._call(goal_id)
+        except SurpriseMemoryError as exc:
+            return {"error": str(exc)}
+        except Exception as exc:  # an agent loop must never see a raise
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    def _call(self, goal_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class NavigationStatusTool(GoalIdTool):
+    """Where a navigation goal stands, for an LLM agent (``navigation_status(goal_id)``).
+
+    Args:
+        navigator: Answers (e.g.
+            :class:`~surprise_memory.agents.ros_navigation.GoToEpisodeClient`).
+        name: Function name shown to the agent.
+
+    """
+
+    def __init__(self, navigator: Navigator, *, name: str = "navigation_status") -> None:
+        super().__init__(navigator, name)
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        return (
+            "Where a navigation goal sent by navigate_to_episode stands: its state (pending, "
+            "running, succeeded, aborted, canceled, preempted by a later goal, rejected, "
+            "cancelled_after_late_acceptance, unknown), whether it is done, and while it "
+            "runs the distance remaining in metres and the estimated time left."
+        )
+
+    def _call(self, goal_id: str) -> dict[str, Any]:
+        return status_json(self._navigator.navigation_status(goal_id))
+
+
+class StopNavigationTool(GoalIdTool):
+    """Cancel a navigation goal, for an LLM agent (``stop_navigation(goal_id)``).
+
+    Args:
+        navigator: Cancels (e.g.
+            :class:`~surprise_memory.agents.ros_navigation.GoToEpisodeClient`).
+        name: Function name shown to the agent.
+
+    """
+
+    def __init__(self, navigator: Navigator, *, name: str = "stop_navigation") -> None:
+        super().__init__(navigator, name)
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        return (
+            "Stop the robot's navigation to an episode: cancel the goal sent by "
+            "navigate_to_episode (by its goal_id, or the current goal with an empty "
+            "string). Only goals sent through navigate_to_episode are cancelled. Returns "
+            "whether the navigation stack acknowledged the cancel and the goal's state after."
+        )
+
+    def _call(self, goal_id: str) -> dict[str, Any]:
+        stopped, status = self._navigator.stop_navigation(goal_id)
+        return {"stopped": stopped, **status_json(status)}

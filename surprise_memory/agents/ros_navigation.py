@@ -2,10 +2,14 @@
 
 :class:`GoToEpisodeClient` asks the memory node to send the robot to an episode (by id, or
 the best hit of a text/time/place query) and returns what it did as a
-:class:`~surprise_memory.agents.navigation_tool.NavigationResult`; a refusal raises
-:class:`~surprise_memory.memory.navigation.GoalRefusedError` with the node's reason. It is
-the :class:`~surprise_memory.agents.navigation_tool.Navigator` of the agent function
-``navigate_to_episode`` and what ``surprise-memory goto`` calls. Like
+:class:`~surprise_memory.agents.navigation_tool.NavigationResult` (with the goal's id and
+state); a refusal (nothing of ours runs) raises
+:class:`~surprise_memory.memory.navigation.GoalRefusedError` with the node's reason. It
+follows and cancels the goals through the node's ``navigation_status`` and
+``cancel_navigation`` (beside ``go_to_episode``). It is the
+:class:`~surprise_memory.agents.navigation_tool.Navigator` of the agent functions
+``navigate_to_episode``, ``navigation_status`` and ``stop_navigation``, and what
+``surprise-memory goto`` calls. Like
 :class:`~surprise_memory.agents.ros_client.EpisodicMemoryClient`, it calls from a private
 node, so it works from any callback of the host node.
 """
@@ -21,14 +25,16 @@ from surprise_memory.agents.navigation_tool import NavigationResult
 from surprise_memory.agents.ros_client import ServiceCaller
 from surprise_memory.errors import InputError
 from surprise_memory.memory.navigation import GoalRefusedError
+from surprise_memory.memory.navigation_goals import GoalStatus
+from surprise_memory.nodes.goal_messages import goal_status_from_msg
 from surprise_memory.nodes.messages import ns_to_time, pose_from_msg, time_to_ns
-from surprise_memory.srv import GoToEpisode
+from surprise_memory.srv import CancelNavigation, GoToEpisode, NavigationStatus
 
 __all__ = ["GoToEpisodeClient", "result_from_response"]
 
 
 def result_from_response(response: GoToEpisode.Response) -> NavigationResult:
-    """A successful ``go_to_episode`` response in plain Python types."""
+    """A ``go_to_episode`` response that sent a goal (or a dry run) in plain Python types."""
     ep = response.episode
     return NavigationResult(
         episode_id=ep.id,
@@ -38,6 +44,9 @@ def result_from_response(response: GoToEpisode.Response) -> NavigationResult:
         goal=pose_from_msg(response.goal.pose, response.goal.header.frame_id),
         sent_via=response.sent_via,
         message=response.message,
+        goal_id=response.goal_id,
+        state=response.state,
+        preempted=response.preempted,
     )
 
 
@@ -47,6 +56,7 @@ class GoToEpisodeClient:
     Args:
         node: The host node (its context and namespace are used; nothing is added to it).
         service: Name of the service; a relative name resolves in the host's namespace.
+            ``navigation_status`` and ``cancel_navigation`` are beside it.
         timeout: Seconds to wait for the service and its answer; the node itself waits
             up to its ``goal_timeout_seconds`` for Nav2, so keep this longer.
 
@@ -59,7 +69,11 @@ class GoToEpisodeClient:
         timeout: float = 15.0,
     ) -> None:
         self._timeout = timeout
+        base = service.rsplit("/", 1)[0]
+        prefix = f"{base}/" if base or service.startswith("/") else ""
         self._caller = ServiceCaller(node, GoToEpisode, service)
+        self._status = ServiceCaller(node, NavigationStatus, f"{prefix}navigation_status")
+        self._cancel = ServiceCaller(node, CancelNavigation, f"{prefix}cancel_navigation")
 
     def go_to_episode(
         self, episode_id: str, *, standoff_m: float | None = None, dry_run: bool = False
@@ -103,9 +117,15 @@ class GoToEpisodeClient:
             standoff_m: Metres short of the pose (None = the node's setting).
             dry_run: Make the goal, send nothing.
 
+        Returns:
+            The goal: ``state`` ``running`` (accepted), ``sent`` (topic), or ``pending``
+            (the navigator did not answer in time; the node cancels it if it accepts late:
+            :meth:`navigation_status` tells the outcome).
+
         Raises:
             InputError: A field is invalid (nothing was sent to the node).
-            GoalRefusedError: The node sent no goal (its message says why).
+            GoalRefusedError: No goal of ours runs: none was sent, or the navigator
+                rejected it (the message says why).
             ServiceTimeoutError: The node did not answer in time.
 
         """
@@ -135,10 +155,46 @@ class GoToEpisodeClient:
             request.standoff = float(standoff_m)
         request.dry_run = bool(dry_run)
         response = self._caller.call(request, self._timeout)
-        if not response.success:
+        if not response.success and response.state not in ("pending", "unknown"):
             raise GoalRefusedError(f"go_to_episode: no goal: {response.message}")
         return result_from_response(response)
 
+    def navigation_status(self, goal_id: str = "") -> GoalStatus:
+        """Where a goal of the node stands ("" = the latest).
+
+        Raises:
+            GoalRefusedError: The node sent no goal with that id (or none yet).
+            ServiceTimeoutError: The node did not answer in time.
+
+        """
+        request = NavigationStatus.Request(goal_id=goal_id)
+        response = self._status.call(request, self._timeout)
+        status = goal_status_from_msg(response.status)
+        if not response.success or status is None:
+            raise GoalRefusedError(f"navigation_status: {response.message}")
+        return status
+
+    def stop_navigation(self, goal_id: str = "") -> tuple[bool, GoalStatus]:
+        """Cancel a goal of the node by id, or the current one ("").
+
+        Returns:
+            Whether the navigator acknowledged the cancel (or the goal had finished), and
+            the goal's status after it.
+
+        Raises:
+            GoalRefusedError: No such goal, no current goal, or a goal on the topic.
+            ServiceTimeoutError: The node did not answer in time.
+
+        """
+        request = CancelNavigation.Request(goal_id=goal_id)
+        response = self._cancel.call(request, self._timeout)
+        status = goal_status_from_msg(response.status)
+        if status is None:
+            raise GoalRefusedError(f"cancel_navigation: {response.message}")
+        return bool(response.success), status
+
     def destroy(self) -> None:
-        """Remove the service client and its private node (idempotent)."""
+        """Remove the service clients and their private node (idempotent)."""
         self._caller.destroy()
+        self._status.destroy()
+        self._cancel.destroy()

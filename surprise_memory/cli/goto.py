@@ -8,15 +8,21 @@ Two ways, one output:
   and sends the goal with the navigation settings given here (tf2_ros where the frames
   differ). For a store on disk with no memory node running (a bag processed offline).
 
-``--dry-run`` chooses the episode and prints the goal without sending it. rclpy is
+``--dry-run`` chooses the episode and prints the goal without sending it. Every goal sent
+has an id (printed); ``--wait`` follows it to its outcome with a progress line (Nav2's
+distance remaining), ``--status [ID]`` and ``--cancel [ID]`` ask the memory node about its
+goal by id, or the current one. The exit status is 0 when the goal was accepted (with
+``--wait``: succeeded), 1 otherwise (refused, rejected, pending, aborted, ...). rclpy is
 imported only when the command talks to ROS, so the core stays ROS-free.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +30,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from surprise_memory.agents.navigation_tool import NavigationResult, goal_json
+from surprise_memory.agents.navigation_tool import NavigationResult, goal_json, status_json
 from surprise_memory.cli.options import add_config_options, add_time_place_options, given
 from surprise_memory.cli.store import _store_origin
 from surprise_memory.config import NavigationConfig
@@ -32,9 +38,11 @@ from surprise_memory.errors import InputError
 from surprise_memory.memory.navigation import (
     GoalQuery,
     GoalRefusedError,
+    check_session,
     choose_episode,
     goal_from_episode,
 )
+from surprise_memory.memory.navigation_goals import GoalStatus
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.query_embedder import store_query_embedder
 from surprise_memory.memory.retrieval import parse_point
@@ -44,6 +52,7 @@ __all__ = ["add_goto_command"]
 
 SERVICE = "/surprise_memory/go_to_episode"
 _SELECTORS = "--id, --start/--end or --near"
+_POLL_S = 0.5  # how often --wait asks for the goal's status
 
 
 def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
@@ -64,8 +73,11 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "`query`. A text query needs the store's embedder to have trained weights (with "
         "random weights, e.g. the demo's store, pick the episode by --id, --start/--end or "
         "--near). No goal is sent for an episode without a pose, for another robot's "
-        "unless --allow-other-robots, for a time in the future, or for a frame that has "
-        "no transform to the navigation frame.",
+        "unless --allow-other-robots, for a time in the future, for a frame that has "
+        "no transform to the navigation frame, or for a pose in odom (a frame of its "
+        "session) stored in another session. Prints the goal's id; --wait follows it to "
+        "its outcome, --status/--cancel ask about (or cancel) a goal by id. Exit 0: "
+        "accepted (with --wait: succeeded); 1: anything else.",
     )
     g.add_argument("text", nargs="?", help="what happened, in words")
     g.add_argument("--id", dest="episode_id", metavar="ID", help="the episode's id")
@@ -75,6 +87,27 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "--allow-other-robots", action="store_true", help="allow another robot's episode"
     )
     g.add_argument("--dry-run", action="store_true", help="print the goal, send nothing")
+    g.add_argument(
+        "--wait",
+        action="store_true",
+        help="follow the goal until it ends, with a progress line (distance remaining); "
+        "exit 0 only if it succeeded",
+    )
+    g.add_argument(
+        "--status",
+        nargs="?",
+        const="",
+        metavar="GOAL_ID",
+        help="print where the memory node's goal stands (default: the latest); with "
+        "--wait, until it ends",
+    )
+    g.add_argument(
+        "--cancel",
+        nargs="?",
+        const="",
+        metavar="GOAL_ID",
+        help="cancel the memory node's goal by id (default: the current one)",
+    )
     g.add_argument("--json", action="store_true", help="print JSON")
     g.add_argument(
         "--store",
@@ -91,18 +124,83 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
 
 def _cmd_goto(args: argparse.Namespace) -> int:
     settings = given(args, [NavigationConfig])
+    if args.status is not None or args.cancel is not None:
+        return _status_or_cancel(args)
+    if args.wait and args.dry_run:
+        raise InputError("--wait follows a goal sent: not with --dry-run")
     if args.store is not None:
-        result = _goto_from_store(args, NavigationConfig.from_mapping(settings))
-    else:
-        node_side = sorted(set(settings) - {"goal_standoff_meters"})
-        if node_side:
-            raise InputError(
-                f"{', '.join('--' + n.replace('_', '-') for n in node_side)}: the memory "
-                "node's parameters decide these; give them with --store"
-            )
-        result = _goto_through_service(args, settings.get("goal_standoff_meters"))
-    _print(result, args.json)
-    return 0
+        return _goto_from_store(args, NavigationConfig.from_mapping(settings))
+    node_side = sorted(set(settings) - {"goal_standoff_meters"})
+    if node_side:
+        raise InputError(
+            f"{', '.join('--' + n.replace('_', '-') for n in node_side)}: the memory "
+            "node's parameters decide these; give them with --store"
+        )
+    return _goto_through_service(args, settings.get("goal_standoff_meters"))
+
+
+def _exit_status(result: NavigationResult, final: GoalStatus | None) -> int:
+    """0: a dry run, a goal accepted (or sent on the topic), or with --wait one that succeeded."""
+    if final is not None:
+        return 0 if final.state in {"succeeded", "sent"} else 1
+    return 0 if not result.sent_via or result.state in ("running", "sent") else 1
+
+
+def _follow(status_of: Any, first: GoalStatus, as_json: bool) -> GoalStatus:
+    """Ask for the goal's status until it ends; a progress line whenever it changes.
+
+    Args:
+        status_of: goal id -> :class:`GoalStatus` (the node's service, or this process's).
+        first: The goal as sent.
+        as_json: No progress lines (the final status goes into the JSON).
+
+    """
+    status, shown = first, ""
+    while True:
+        line = status.progress_line()
+        if line != shown and not as_json:
+            print(line, flush=True)
+            shown = line
+        if status.done:
+            return status
+        if status.state == "sent":  # a topic reports no outcome: nothing to wait for
+            if not as_json:
+                print(f"goal {status.goal_id}: sent on a topic, which reports no outcome")
+            return status
+        time.sleep(_POLL_S)
+        status = status_of(status.goal_id)
+
+
+def _status_or_cancel(args: argparse.Namespace) -> int:
+    """``--status [ID]`` / ``--cancel [ID]``: through the memory node's services."""
+    from surprise_memory.agents.ros_navigation import GoToEpisodeClient
+
+    if args.store is not None:
+        raise InputError("--status and --cancel ask the memory node: not with --store")
+    if args.status is not None and args.cancel is not None:
+        raise InputError("--status or --cancel, not both")
+    with _ros_node() as node:
+        client = GoToEpisodeClient(node, args.service, timeout=args.timeout)
+        try:
+            if args.cancel is not None:
+                stopped, status = client.stop_navigation(args.cancel)
+                out = {"cancelled": stopped, **status_json(status)}
+                if args.json:
+                    print(json.dumps(out, indent=2))
+                else:
+                    head = "cancelled: " if stopped else "not cancelled: "
+                    print(head + status.progress_line())
+                return 0 if stopped else 1
+            status = client.navigation_status(args.status)
+            if args.wait:
+                status = _follow(client.navigation_status, status, args.json)
+            if args.json:
+                print(json.dumps(status_json(status), indent=2))
+            elif not args.wait:
+                print(status.progress_line())
+            return 0 if status.state != "unknown" else 1
+        finally:
+            client.destroy()
 
 
 @contextmanager
@@ -127,9 +225,9 @@ def _ros_node() -> Iterator[Any]:
         thread.join(timeout=5.0)
 
 
-def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> NavigationResult:
+def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
     from surprise_memory.memory.store import is_postgres_url, open_store
-    from surprise_memory.memory.store.records import host_robot_id
+    from surprise_memory.memory.store.records import host_robot_id, host_session_id
 
     if not is_postgres_url(args.store) and not Path(args.store).is_dir():
         raise InputError(f"store {args.store!r} does not exist")
@@ -146,11 +244,14 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> Navi
         own, now = host_robot_id(), time.time_ns()
         episode = choose_episode(store, query, own, now)
     frame = episode.pose.frame_id
+    session, fixed = host_session_id(), config.fixed_frame_names
+    if episode.pose_valid and frame:  # before tf: no wait for a refusal
+        check_session(episode, session, fixed, config.navigation_frame)
     needs_tf = episode.pose_valid and bool(frame) and frame != config.navigation_frame
     with _ros_node() if needs_tf or not args.dry_run else nullcontext() as node:
         transform, note = None, ""
         if needs_tf:
-            from surprise_memory.nodes.goal_sender import TransformLookup
+            from surprise_memory.nodes.tf_lookup import TransformLookup
 
             with TransformLookup(node) as tf:
                 transform, note = tf.lookup(
@@ -165,18 +266,55 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> Navi
             allow_other_robots=args.allow_other_robots,
             now_ns=now,
             note=note,
+            session_id=session,
+            fixed_frames=fixed,
         )
-        via = "" if args.dry_run else _send(node, goal.pose, config)
-    return _result(goal, via)
+        if args.dry_run:
+            result = _result(goal, None)
+            _print(result, args.json)
+            return 0
+        return _send(node, goal, config, args)
 
 
-def _send(node: Any, pose: Any, config: NavigationConfig) -> str:
-    """Send the goal from this process (as the memory node would); returns how it went."""
+def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespace) -> int:
+    """Send the goal from this process (as the memory node would), print, and follow it.
+
+    A goal the navigator has not answered is followed for ``--timeout`` s more, so that
+    a late acceptance is cancelled here (the process must live to cancel it); with
+    ``--wait`` a running goal is followed to its end.
+    """
     from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
 
     sender = GoalSender(node, config)
     try:
-        return sender.send(goal_msg(node, pose), config.goal_timeout_seconds)
+        msg = goal_msg(node, goal.pose)
+        status = sender.send(msg, config.goal_timeout_seconds, goal.episode.id)
+        result = _result(goal, status)
+        if not (args.json and args.wait):  # with both: one JSON at the end
+            _print(result, args.json)
+        final = None
+        if status.state == "pending":
+            final = sender.book.wait(status.goal_id, args.timeout) or status
+            if not final.done:
+                final = dataclasses.replace(
+                    final,
+                    message=f"{final.message}; no answer within {args.timeout:g} s more, and "
+                    "this process ends: if the navigator accepts it later it may run",
+                )
+            if not args.wait:
+                line = final.progress_line()
+                print(line if final.done else f"{line}: {final.message}", file=sys.stderr)
+        if args.wait:
+
+            def status_of(gid: str) -> GoalStatus:
+                now = sender.book.wait(gid, _POLL_S, until_done=False)
+                assert now is not None
+                return now
+
+            final = _follow(status_of, final or status, args.json)
+            if args.json:
+                _print(result, True, final)
+        return _exit_status(result, final)
     finally:
         sender.destroy()
 
@@ -200,21 +338,27 @@ def _query(
     )
 
 
-def _result(goal: Any, via: str) -> NavigationResult:
+def _result(goal: Any, status: GoalStatus | None) -> NavigationResult:
     ep = goal.episode
-    done = f"sent via {via}" if via else "dry run: not sent"
+    if status is None:
+        done = "dry run: not sent"
+    else:
+        done = f"goal {status.goal_id} via {status.sent_via}: {status.state}"
+        done += f" ({status.message})" if status.message else ""
     return NavigationResult(
         episode_id=ep.id,
         robot_id=ep.robot_id,
         episode_stamp_ns=ep.stamp_ns,
         episode_pose=ep.pose,
         goal=goal.pose,
-        sent_via=via,
+        sent_via=status.sent_via if status is not None else "",
         message=done + (f"; {goal.note}" if goal.note else ""),
+        goal_id=status.goal_id if status is not None else "",
+        state=status.state if status is not None else "",
     )
 
 
-def _goto_through_service(args: argparse.Namespace, standoff: float | None) -> NavigationResult:
+def _goto_through_service(args: argparse.Namespace, standoff: float | None) -> int:
     from surprise_memory.agents.ros_client import EpisodicMemoryClient
     from surprise_memory.agents.ros_navigation import GoToEpisodeClient
 
@@ -231,7 +375,7 @@ def _goto_through_service(args: argparse.Namespace, standoff: float | None) -> N
         query = _query(args, origin, None, None)
         client = GoToEpisodeClient(node, args.service, timeout=args.timeout)
         try:
-            return client.go_to(
+            result = client.go_to(
                 episode_id=query.episode_id,
                 text=args.text,
                 start=query.start_ns,
@@ -244,6 +388,15 @@ def _goto_through_service(args: argparse.Namespace, standoff: float | None) -> N
                 standoff_m=standoff,
                 dry_run=args.dry_run,
             )
+            if not (args.json and args.wait):  # with both: one JSON at the end
+                _print(result, args.json)
+            final = None
+            if args.wait and result.goal_id:
+                first = client.navigation_status(result.goal_id)
+                final = _follow(client.navigation_status, first, args.json)
+                if args.json:
+                    _print(result, True, final)
+            return _exit_status(result, final)
         except GoalRefusedError as exc:
             if args.text and "random weights" in str(exc):
                 raise GoalRefusedError(f"{exc} ({_SELECTORS} here)") from None
@@ -252,7 +405,7 @@ def _goto_through_service(args: argparse.Namespace, standoff: float | None) -> N
             client.destroy()
 
 
-def _print(result: NavigationResult, as_json: bool) -> None:
+def _print(result: NavigationResult, as_json: bool, final: GoalStatus | None = None) -> None:
     episode = {
         "id": result.episode_id,
         "robot": result.robot_id,
@@ -260,12 +413,18 @@ def _print(result: NavigationResult, as_json: bool) -> None:
         **goal_json(result.episode_pose),
     }
     if as_json:
-        out = {
+        out: dict[str, Any] = {
             "episode": episode,
             "goal": goal_json(result.goal),
+            "goal_id": result.goal_id,
+            "state": result.state,
             "sent_via": result.sent_via,
             "message": result.message,
         }
+        if result.preempted:
+            out["preempted"] = result.preempted
+        if final is not None:
+            out["outcome"] = status_json(final)
         print(json.dumps(out, indent=2))
         return
     print(

@@ -93,10 +93,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         sock = _listen(config.host, config.port)
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
-        print(
+        serving = (
             f"serving {describe_location(args.store)} read-only at http://{shown}:{port}/ "
-            "(Ctrl-C stops)",
-            flush=True,
+            "(Ctrl-C stops)"
         )
         if host not in ("127.0.0.1", "::1"):
             note(
@@ -107,6 +106,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         stopped_by: list[int] = []
 
         class Server(uvicorn.Server):
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets=sockets)
+                # said once uvicorn's signal handlers are in place: a caller that signals
+                # as soon as it reads this line is heard (before them, a SIGINT the caller
+                # ignored was lost, and a default one broke the event loop's set-up)
+                if self.started:
+                    print(serving, flush=True)
+
             def handle_exit(self, sig: int, frame: Any) -> None:
                 stopped_by.append(sig)
                 browser.close_streams()  # else open pages' streams hold the shutdown

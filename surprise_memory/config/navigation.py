@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from surprise_memory.config.schema import ComponentConfig, setting
+from surprise_memory.errors import ConfigError
 
 __all__ = ["GOAL_TRANSPORTS", "NavigationConfig"]
 
@@ -47,10 +48,48 @@ class NavigationConfig(ComponentConfig):
     goal_action: str = setting(
         "/navigate_to_pose", "Nav2's NavigateToPose action server.", read_only=True
     )
+    goal_action_type: str = setting(
+        "nav2_msgs/action/NavigateToPose",
+        "The action type of goal_action (package/action/Name): one with NavigateToPose's "
+        "fields (goal: pose; feedback: distance_remaining, estimated_time_remaining, "
+        "navigation_time, number_of_recoveries).",
+        read_only=True,
+    )
+    navigator_node: str = setting(
+        "bt_navigator",
+        "With goal_transport topic: the node that must subscribe goal_topic for a goal to "
+        "be sent (Nav2's bt_navigator; a name, or /namespace/name). Other subscribers "
+        "(ros2 bag record, ros2 topic echo) do not count.",
+        read_only=True,
+    )
     goal_timeout_seconds: float = setting(
         5.0,
-        "How long a goal waits for Nav2 (the action server and its acceptance, or a "
-        "subscriber of goal_topic) before it is refused as not sent.",
+        "How long a request waits for the navigator (the action server and its answer, or "
+        "navigator_node on goal_topic). No server or navigator by then: no goal is sent. "
+        "Sent but not answered by then: the answer is pending, and a late acceptance is "
+        "cancelled at once (navigation_status tells the outcome).",
         low=0.1,
         high=120.0,
     )
+    fixed_frames: str = setting(
+        "map",
+        "Comma-separated frames whose origin is the same in every session (map, earth). "
+        "A pose in any other frame (odom) belongs to the session (boot) that stored it: "
+        "an episode of another session posed there gets no goal.",
+    )
+
+    def validate(self) -> None:
+        """The action type names a package, ``action`` and a type."""
+        parts = self.goal_action_type.split("/")
+        if len(parts) != 3 or parts[1] != "action" or not all(p.isidentifier() for p in parts):
+            raise ConfigError(
+                f"goal_action_type={self.goal_action_type!r}: expected package/action/Name "
+                "(e.g. nav2_msgs/action/NavigateToPose)"
+            )
+        if not self.navigator_node.strip("/"):
+            raise ConfigError("navigator_node='': name the node that takes goals (bt_navigator)")
+
+    @property
+    def fixed_frame_names(self) -> tuple[str, ...]:
+        """:attr:`fixed_frames` as names (blanks dropped)."""
+        return tuple(f.strip() for f in self.fixed_frames.split(",") if f.strip())

@@ -4,16 +4,22 @@ DAAAM (MIT-SPARK, "Describe Anything, Anywhere, at Any Moment") is not on a pack
 registry; where it is installed (``daaam`` importable), the whole integration is::
 
     from surprise_memory.agents.ros_navigation import GoToEpisodeClient
-    from surprise_memory.integrations.daaam import EpisodicMemory, NavigateToEpisode
+    from surprise_memory.integrations.daaam import (
+        EpisodicMemory, NavigateToEpisode, NavigationStatus, StopNavigation,
+    )
 
     agent.tool_registry.register_tool(EpisodicMemory(store, origin=START_TIMES[seq]))
-    agent.tool_registry.register_tool(NavigateToEpisode(GoToEpisodeClient(node)))
+    navigator = GoToEpisodeClient(node)
+    agent.tool_registry.register_tool(NavigateToEpisode(navigator))
+    agent.tool_registry.register_tool(NavigationStatus(navigator))
+    agent.tool_registry.register_tool(StopNavigation(navigator))
 
 The second tool finishes the paper's request ("take me to where it happened"):
 :class:`NavigateToEpisode` is
 :class:`~surprise_memory.agents.navigation_tool.NavigateToEpisodeTool`
 (``navigate_to_episode(episode_id)``, through the memory node's ``go_to_episode``) as a
-DAAAM ``Tool``, built the same way.
+DAAAM ``Tool``, built the same way; :class:`NavigationStatus` (``navigation_status``) and
+:class:`StopNavigation` (``stop_navigation``) follow and cancel the goal it sent.
 
 :class:`EpisodicMemory` is :class:`~surprise_memory.agents.tool.EpisodicMemoryTool` and a
 subclass of DAAAM's ``daaam.scene_understanding.interfaces.Tool``: DAAAM's registry reads
@@ -34,10 +40,21 @@ import functools
 import importlib
 from typing import Any
 
-from surprise_memory.agents.navigation_tool import NavigateToEpisodeTool
+from surprise_memory.agents.navigation_tool import (
+    NavigateToEpisodeTool,
+    NavigationStatusTool,
+    StopNavigationTool,
+)
 from surprise_memory.agents.tool import EpisodicMemoryTool
 
-__all__ = ["DAAAM_TOOL_MODULE", "EpisodicMemory", "NavigateToEpisode", "daaam_tool_base"]  # noqa: F822 - built on access
+__all__ = [  # noqa: F822 - built on access
+    "DAAAM_TOOL_MODULE",
+    "EpisodicMemory",
+    "NavigateToEpisode",
+    "NavigationStatus",
+    "StopNavigation",
+    "daaam_tool_base",
+]
 
 DAAAM_TOOL_MODULE = "daaam.scene_understanding.interfaces"
 """The DAAAM module that defines the ``Tool`` base class."""
@@ -88,7 +105,12 @@ def _daaam_tool_class(ours: type, name: str) -> type:
     return DaaamTool
 
 
-_TOOLS = {"EpisodicMemory": EpisodicMemoryTool, "NavigateToEpisode": NavigateToEpisodeTool}
+_TOOLS = {
+    "EpisodicMemory": EpisodicMemoryTool,
+    "NavigateToEpisode": NavigateToEpisodeTool,
+    "NavigationStatus": NavigationStatusTool,
+    "StopNavigation": StopNavigationTool,
+}
 
 
 def __getattr__(name: str) -> Any:

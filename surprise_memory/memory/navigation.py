@@ -17,6 +17,7 @@ navigation frame. ROS-free: the nodes look the transform up with tf and send the
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,7 @@ __all__ = [
     "GoalRefusedError",
     "NavigationGoal",
     "check_query_times",
+    "check_session",
     "choose_episode",
     "goal_from_episode",
     "standoff_pose",
@@ -197,6 +199,8 @@ def goal_from_episode(
     allow_other_robots: bool = False,
     now_ns: int | None = None,
     note: str = "",
+    session_id: str | None = None,
+    fixed_frames: Sequence[str] = ("map",),
 ) -> NavigationGoal:
     """The navigation goal for an episode, or a refusal.
 
@@ -212,14 +216,20 @@ def goal_from_episode(
         now_ns: The robot's current time; an episode not over by then is refused.
             None = not checked.
         note: Kept in the goal (e.g. how the transform was found).
+        session_id: This session (the machine's boot,
+            :func:`~surprise_memory.memory.store.records.host_session_id`); an episode
+            posed in a frame not in ``fixed_frames`` must have been stored in it. None =
+            not checked.
+        fixed_frames: Frames whose origin is the same in every session (``map``).
 
     Returns:
         The goal.
 
     Raises:
         GoalRefusedError: The episode has no valid pose, is another robot's, ends after
-            ``now_ns``, or its frame is not ``navigation_frame`` and no matching transform
-            is given; or the stand-off is invalid or has no heading to follow.
+            ``now_ns``, is posed in a frame of another session (``odom`` after a reboot),
+            or its frame is not ``navigation_frame`` and no matching transform is given;
+            or the stand-off is invalid or has no heading to follow.
 
     """
     if own_robot is not None and episode.robot_id != own_robot and not allow_other_robots:
@@ -242,6 +252,8 @@ def goal_from_episode(
         raise GoalRefusedError(f"episode {episode.id} has an invalid stored pose: {pose}")
     if not pose.frame_id:
         raise GoalRefusedError(f"episode {episode.id}: its pose names no frame")
+    if session_id is not None:
+        check_session(episode, session_id, fixed_frames, navigation_frame)
     if pose.frame_id != navigation_frame:
         if transform is None:
             raise GoalRefusedError(
@@ -259,6 +271,43 @@ def goal_from_episode(
         pose = _unit(pose)
     pose = standoff_pose(pose, standoff_m)
     return NavigationGoal(episode=episode, pose=pose, standoff_m=float(standoff_m), note=note)
+
+
+def check_session(
+    episode: EpisodeRecord, session_id: str, fixed_frames: Sequence[str], navigation_frame: str
+) -> None:
+    """Refuse an episode posed in a frame of another session.
+
+    A frame such as ``odom`` starts at a new origin with each boot (or odometry restart):
+    a pose in it from another session names a place that today's ``odom`` does not know,
+    and today's ``map -> odom`` would send the robot somewhere else. Poses in a frame of
+    ``fixed_frames`` (``map``) hold in every session.
+
+    Args:
+        episode: The episode (its ``pose.frame_id`` and ``session_id``).
+        session_id: This session.
+        fixed_frames: Frames whose origin is the same in every session.
+        navigation_frame: The goal's frame, named in the refusal (the map frame needed).
+
+    Raises:
+        GoalRefusedError: The episode's frame is not fixed and its session is not this one
+            (or unknown).
+
+    """
+    frame = episode.pose.frame_id
+    if frame in fixed_frames or episode.session_id == session_id:
+        return
+    when = (
+        f"in session {episode.session_id}"
+        if episode.session_id
+        else "in an unknown session (a recording, or a store older than sessions)"
+    )
+    raise GoalRefusedError(
+        f"episode {episode.id} is posed in {frame!r}, a frame that starts anew each session, "
+        f"and was stored {when}, not this one ({session_id}): its place is unknown today; "
+        f"it needs a pose in {navigation_frame!r} (store episodes in the map frame, "
+        f"fixed_frames: {', '.join(fixed_frames) or 'none'})"
+    )
 
 
 def standoff_pose(pose: Pose, distance_m: float) -> Pose:

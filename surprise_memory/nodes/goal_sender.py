@@ -1,14 +1,17 @@
-"""A navigation goal from a host node to Nav2, and the tf lookup it may need first.
+"""A navigation goal from a host node to Nav2, followed to its outcome.
 
-* :class:`TransformLookup`: the pose of a frame in the navigation frame from tf (tf2_ros
-  where it is installed; without it every lookup is a clear refusal).
 * :class:`GoalSender`: sends a ``geometry_msgs/PoseStamped`` goal through Nav2's
-  ``NavigateToPose`` action (where ``nav2_msgs`` is installed) or publishes it on the goal
-  topic (what RViz's goal tool does), and says which; a goal that reaches no navigator
-  within the timeout is refused, never reported as sent.
+  ``NavigateToPose`` action (``goal_action_type``, where it is installed) or publishes it
+  on the goal topic (what RViz's goal tool does) once Nav2's ``bt_navigator`` subscribes
+  it, and follows it in a :class:`~surprise_memory.memory.navigation_goals.GoalBook`: its
+  id, state, feedback and outcome; one goal at a time (a new one preempts ours); a goal
+  cancelled by id. A goal that reaches no navigator is refused ("not sent"); one the
+  navigator has not answered within the timeout is "pending", and cancelled at once if
+  the navigator accepts it late: never reported as not sent while it may run.
 
-Both take a host node (the memory node, or the CLI's short-lived node) whose executor
-spins in another thread than the caller's: they wait with deadlines, from any thread.
+It takes a host node (the memory node, or the CLI's short-lived node) whose executor spins
+in another thread than the caller's: it waits with deadlines, from any thread. The tf
+lookup a goal may need first is :mod:`surprise_memory.nodes.tf_lookup`.
 """
 
 from __future__ import annotations
@@ -16,30 +19,53 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+import uuid
 from typing import Any
 
 from geometry_msgs.msg import PoseStamped
 from rclpy.duration import Duration
-from rclpy.time import Time
 
 from surprise_memory.config import NavigationConfig
 from surprise_memory.errors import ConfigError
 from surprise_memory.memory.navigation import GoalRefusedError
+from surprise_memory.memory.navigation_goals import GoalBook, GoalStatus
 from surprise_memory.memory.pose import Pose
-from surprise_memory.nodes.messages import pose_to_msg
+from surprise_memory.nodes.messages import pose_from_msg, pose_to_msg, time_to_ns
 from surprise_memory.nodes.qos import GOAL
 
-__all__ = ["GoalSender", "TransformLookup", "goal_msg", "navigate_to_pose_action"]
+__all__ = [
+    "NAV2_ACTION_TYPE",
+    "GoalSender",
+    "action_type",
+    "goal_msg",
+    "navigate_to_pose_action",
+]
 
 _POLL_S = 0.02
+NAV2_ACTION_TYPE = "nav2_msgs/action/NavigateToPose"
+"""Nav2's action type, the default of ``goal_action_type``."""
+
+# action_msgs/GoalStatus codes of a result, and CancelGoal's return codes
+_RESULT_STATES = {4: "succeeded", 5: "canceled", 6: "aborted"}
+_CANCEL_OK, _CANCEL_REJECTED, _CANCEL_UNKNOWN_GOAL, _CANCEL_TERMINATED = 0, 1, 2, 3
+
+
+def action_type(name: str) -> Any:
+    """The action type ``package/action/Name``, or None where it is not installed."""
+    package, _, type_name = name.partition("/action/")
+    try:
+        return getattr(importlib.import_module(f"{package}.action"), type_name)
+    except (ImportError, AttributeError, ValueError):
+        return None
 
 
 def navigate_to_pose_action() -> Any:
     """Nav2's ``NavigateToPose`` action type, or None where ``nav2_msgs`` is not installed."""
-    try:
-        return importlib.import_module("nav2_msgs.action").NavigateToPose
-    except ImportError:
-        return None
+    return action_type(NAV2_ACTION_TYPE)
+
+
+def _seconds(duration: Any) -> float:
+    return float(duration.sec) + float(duration.nanosec) * 1e-9
 
 
 def goal_msg(node: Any, pose: Pose) -> PoseStamped:
@@ -50,120 +76,56 @@ def goal_msg(node: Any, pose: Pose) -> PoseStamped:
     return msg
 
 
-class TransformLookup:
-    """Poses of frames in another frame, from tf (``/tf``, ``/tf_static``) heard by the node.
-
-    Subscribes tf for as long as it is open (a context manager): a goal is rare, and
-    listening all the time cost the memory node 16-60 % of a core at 130 tf messages/s
-    (measured by hand, 2-core machine under load), against 0.5 % without.
-
-    Args:
-        node: The host node (its executor delivers ``/tf``, in another thread than the
-            caller's).
-
-    """
-
-    def __init__(self, node: Any) -> None:
-        self._buffer: Any = None
-        self._listener: Any = None
-        try:
-            from tf2_ros import Buffer, TransformListener
-        except ImportError:
-            return
-        self._buffer = Buffer()
-        self._listener = TransformListener(self._buffer, node, spin_thread=False)
-
-    def __enter__(self) -> TransformLookup:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop listening to tf (idempotent; what was heard stays for lookups)."""
-        if self._listener is not None:
-            self._listener.unregister()
-            self._listener = None
-
-    def lookup(
-        self, target: str, source: str, stamp_ns: int, wait_s: float = 0.0
-    ) -> tuple[Pose, str]:
-        """The pose of ``source`` in ``target`` at ``stamp_ns`` (``target <- source``).
-
-        The buffer holds tf from the moment this lookup opened, an episode may be days
-        old: where tf holds no transform at its stamp, the latest one is used and the
-        note says so (a static transform, e.g. ``map -> odom`` with a fixed map, holds at
-        every stamp; a moving one is off by the drift since the episode).
-
-        Args:
-            target: The navigation frame.
-            source: The episode's frame.
-            stamp_ns: The episode's stamp.
-            wait_s: How long to wait for tf to connect the two frames (nothing is heard
-                before the lookup opened).
-
-        Returns:
-            The transform as a pose in ``target``, and a note ("" when exact).
-
-        Raises:
-            GoalRefusedError: tf2_ros is not installed, or tf did not connect the frames
-                within ``wait_s``.
-
-        """
-        if self._buffer is None:
-            raise GoalRefusedError(
-                f"the episode's pose is in {source!r}, navigation in {target!r}, and tf2_ros is "
-                "not installed here to transform it (install tf2_ros, or navigate in "
-                f"{source!r}: navigation_frame)"
-            )
-        from tf2_ros import ExtrapolationException, TransformException
-
-        buffer = self._buffer
-        try:
-            buffer.can_transform(target, source, Time(), timeout=Duration(seconds=wait_s))
-            try:
-                tf = buffer.lookup_transform(target, source, Time(nanoseconds=stamp_ns))
-                note = ""
-            except ExtrapolationException:
-                tf = buffer.lookup_transform(target, source, Time())
-                note = (
-                    f"{target} <- {source} from tf's latest transform: tf holds none at the "
-                    "episode's time"
-                )
-        except TransformException as exc:
-            raise GoalRefusedError(
-                f"no transform from the episode's frame {source!r} to the navigation frame "
-                f"{target!r} ({type(exc).__name__}: {' '.join(str(exc).split())})"
-            ) from None
-        t, q = tf.transform.translation, tf.transform.rotation
-        return Pose(t.x, t.y, t.z, q.x, q.y, q.z, q.w, target), note
-
-
 class GoalSender:
-    """Sends goals to Nav2: the ``NavigateToPose`` action, or the goal topic.
+    """Sends goals to Nav2 (the action, or the goal topic) and follows them.
+
+    Every goal gets an id (the action goal's UUID, chosen here; a made one on the topic)
+    and a :class:`~surprise_memory.memory.navigation_goals.GoalStatus` in :attr:`book`,
+    updated from the navigator's answers, feedback and result. One goal at a time: when a
+    goal is accepted (or acknowledged on the topic), the earlier goal that may still run
+    is marked "preempted by <id>" and, through the action, cancelled (Nav2 preempts by
+    itself; a navigator that queues would not).
 
     Args:
         node: The host node.
-        config: ``goal_transport``, ``goal_action``, ``goal_topic``.
+        config: ``goal_transport``, ``goal_action``, ``goal_action_type``, ``goal_topic``,
+            ``navigator_node``, ``goal_timeout_seconds`` (the wait for a late cancel).
         callback_group: Of the action client (its answers must be taken by another
             executor thread than the one waiting in :meth:`send`).
+        book: Where the goals are followed (a new one by default).
 
     Raises:
-        ConfigError: ``goal_transport: action`` where nav2_msgs is not installed.
+        ConfigError: ``goal_transport: action`` where the action type is not installed.
 
     """
 
-    def __init__(self, node: Any, config: NavigationConfig, callback_group: Any = None) -> None:
-        action = None if config.goal_transport == "topic" else navigate_to_pose_action()
+    def __init__(
+        self,
+        node: Any,
+        config: NavigationConfig,
+        callback_group: Any = None,
+        book: GoalBook | None = None,
+    ) -> None:
+        kind = config.goal_action_type
+        action = None if config.goal_transport == "topic" else action_type(kind)
         if action is None and config.goal_transport == "action":
             raise ConfigError(
-                "goal_transport=action: nav2_msgs is not installed (install Nav2, or use "
-                "goal_transport topic or auto)"
+                f"goal_transport=action: the action type {kind} is not installed (install "
+                "Nav2, or use goal_transport topic or auto)"
             )
+        self.book = book if book is not None else GoalBook()
+        """The goals sent, and where each stands."""
+        self._node = node
         self._action: Any = action
+        self._kind = kind.rsplit("/", 1)[-1]
         self._action_name = ""
         self._client: Any = None
         self._publisher: Any = None
+        self._navigator = config.navigator_node
+        self._late_wait_s = config.goal_timeout_seconds
+        self._lock = threading.Lock()
+        self._handles: dict[str, Any] = {}  # accepted goals not finished: id -> handle
+        self._waiting: dict[str, str] = {}  # sent, not answered: id -> "waiting" | "late"
         if action is not None:
             from rclpy.action.client import ActionClient
 
@@ -180,58 +142,268 @@ class GoalSender:
         )
         """How goals go: ``action /navigate_to_pose`` or ``topic /goal_pose``."""
 
-    def send(self, goal: PoseStamped, timeout_s: float) -> str:
-        """Send one goal; returns how it went (``action /navigate_to_pose``, ...).
+    # ------------------------------------------------------------------ sending
+    def send(self, goal: PoseStamped, timeout_s: float, episode_id: str = "") -> GoalStatus:
+        """Send one goal; returns its status when the navigator answered or the time ran out.
 
-        Through the action: waits for the server and for it to accept the goal (the
-        navigation itself is not waited for). On the topic: waits for a subscriber, then
-        for it to acknowledge the message (reliable QoS).
+        Through the action: waits for the server, then for its answer: ``running``
+        (accepted), ``rejected``, or ``pending`` (no answer within ``timeout_s``: the goal
+        is followed on, and cancelled at once if the navigator accepts it late). On the
+        topic: waits for ``navigator_node`` to subscribe, then for the subscribers to
+        acknowledge the message (reliable QoS): ``sent``.
 
         Raises:
-            GoalRefusedError: No navigator within ``timeout_s``, or it rejected the goal: the
-                goal was not sent (or, after a timeout on the answer, may not have arrived).
+            GoalRefusedError: Nothing was sent: no action server, or no navigator on the
+                topic, within ``timeout_s``.
 
         """
+        status = GoalStatus(
+            goal_id=str(uuid.uuid4()),
+            episode_id=episode_id,
+            sent_via=self.via,
+            goal=pose_from_msg(goal.pose, goal.header.frame_id),
+            sent_ns=time_to_ns(goal.header.stamp),
+        )
         if self._client is not None:
-            return self._send_action(goal, timeout_s)
+            return self._send_action(goal, status, timeout_s)
+        return self._send_topic(goal, status, timeout_s)
+
+    def _navigator_on_topic(self) -> tuple[bool, list[str]]:
+        """Whether ``navigator_node`` subscribes the goal topic, and who does."""
+        names = []
+        for info in self._node.get_subscriptions_info_by_topic(self._publisher.topic_name):
+            ns = info.node_namespace.rstrip("/")
+            names.append(f"{ns}/{info.node_name}")
+        want = self._navigator
+        found = any(n == want or n.rsplit("/", 1)[-1] == want for n in names)
+        return found, sorted(set(names))
+
+    def _send_topic(self, goal: PoseStamped, status: GoalStatus, timeout_s: float) -> GoalStatus:
+        topic = self._publisher.topic_name
         deadline = time.monotonic() + timeout_s
-        while self._publisher.get_subscription_count() == 0:
+        while not (found := self._navigator_on_topic())[0]:
             if time.monotonic() >= deadline:
+                others = ", ".join(found[1]) or "none"
                 raise GoalRefusedError(
-                    f"nothing subscribes {self._publisher.topic_name} within {timeout_s:g} s: is "
-                    "Nav2 running (same ROS_DOMAIN_ID)? Goal not sent"
+                    f"the navigator {self._navigator!r} does not subscribe {topic} within "
+                    f"{timeout_s:g} s (subscribers: {others}): is Nav2 running (same "
+                    "ROS_DOMAIN_ID; navigator_node)? Goal not sent"
                 )
             time.sleep(_POLL_S)
+        self.book.add(status)
         self._publisher.publish(goal)
         left = max(deadline - time.monotonic(), 0.5)
         if not self._publisher.wait_for_all_acked(Duration(seconds=left)):
-            raise GoalRefusedError(
-                f"the goal on {self._publisher.topic_name} was not acknowledged within "
-                f"{timeout_s:g} s: it may not have arrived"
+            # published: the navigator may have it; nothing on a topic says so
+            return self._preempting(
+                status.goal_id,
+                state="unknown",
+                message=f"published on {topic}, not acknowledged within {timeout_s:g} s: "
+                "the navigator may or may not have it (a topic cannot be cancelled)",
             )
-        return self.via
+        return self._preempting(
+            status.goal_id,
+            state="sent",
+            message=f"sent on {topic} to {self._navigator} (a topic reports no outcome)",
+        )
 
-    def _send_action(self, goal: PoseStamped, timeout_s: float) -> str:
+    def _preempting(self, goal_id: str, **changes: Any) -> GoalStatus:
+        """Set the goal's state; any earlier goal that may still run is preempted by it."""
+        now = self.book.update(goal_id, force=True, **changes)
+        assert now is not None
+        for earlier in self.book.preempt_others(goal_id):
+            with self._lock:
+                handle = self._handles.pop(earlier.goal_id, None)
+                if self._waiting.get(earlier.goal_id) == "waiting":
+                    self._waiting[earlier.goal_id] = "late"  # cancelled if accepted late
+            if handle is not None:  # a navigator that queues would run it next
+                handle.cancel_goal_async()
+        return now
+
+    def _send_action(self, goal: PoseStamped, status: GoalStatus, timeout_s: float) -> GoalStatus:
+        from unique_identifier_msgs.msg import UUID
+
         name = self._action_name
         start = time.monotonic()
         if not self._client.wait_for_server(timeout_sec=timeout_s):
             raise GoalRefusedError(
-                f"no NavigateToPose server on {name} within {timeout_s:g} s: is Nav2 running? "
+                f"no {self._kind} server on {name} within {timeout_s:g} s: is Nav2 running? "
                 "Goal not sent"
             )
+        gid = status.goal_id
         request = self._action.Goal()
         request.pose = goal
-        done = threading.Event()
-        future = self._client.send_goal_async(request)
-        future.add_done_callback(lambda _: done.set())
-        if not done.wait(max(timeout_s - (time.monotonic() - start), 0.5)):
-            raise GoalRefusedError(
-                f"Nav2 ({name}) did not answer the goal within {timeout_s:g} s: it may still run"
+        answered = threading.Event()
+        self.book.add(status)
+        with self._lock:
+            self._waiting[gid] = "waiting"
+        future = self._client.send_goal_async(
+            request,
+            feedback_callback=lambda msg: self._on_feedback(gid, msg),
+            goal_uuid=UUID(uuid=list(uuid.UUID(gid).bytes)),
+        )
+        future.add_done_callback(lambda f: self._on_answer(gid, f, answered))
+        answered.wait(max(timeout_s - (time.monotonic() - start), 0.5))
+        with self._lock:
+            late = self._waiting.get(gid) == "waiting"
+            if late:
+                self._waiting[gid] = "late"
+        if late:
+            now = self.book.update(
+                gid,
+                message=f"the navigator ({name}) did not answer within {timeout_s:g} s; if it "
+                "accepts later, the goal is cancelled at once (navigation_status tells)",
             )
-        handle = future.result()
-        if handle is None or not handle.accepted:
-            raise GoalRefusedError(f"Nav2 ({name}) rejected the goal")
-        return self.via
+            assert now is not None
+            return now
+        now = self.book.get(gid)
+        assert now is not None
+        return now
+
+    # ------------------------------------------------------------------ the navigator's answers
+    def _on_answer(self, gid: str, future: Any, answered: threading.Event) -> None:
+        """The goal's answer (executor thread): accepted, rejected, or failed."""
+        handle: Any = future.result() if future.exception() is None else None
+        accepted = handle is not None and handle.accepted
+        with self._lock:
+            late = self._waiting.pop(gid, "") == "late"
+            if accepted:
+                self._handles[gid] = handle
+        if not accepted:
+            why = "rejected the goal" if handle is not None else f"failed: {future.exception()}"
+            self.book.update(gid, state="rejected", message=f"the navigator {why}")
+        elif late:
+            self.book.update(gid, force=True, message="accepted late: cancelling it")
+            self._cancel_late(gid, handle)
+        else:
+            self._preempting(gid, state="running", message="accepted by the navigator")
+        if accepted:
+            handle.get_result_async().add_done_callback(lambda f: self._on_result(gid, f))
+        answered.set()
+
+    def _cancel_late(self, gid: str, handle: Any) -> None:
+        """Cancel a goal accepted after its caller was answered; unknown if not acknowledged."""
+        acknowledged = threading.Event()
+
+        def on_cancel(future: Any) -> None:
+            response = future.result() if future.exception() is None else None
+            ours = response is not None and any(
+                bytes(g.goal_id.uuid) == uuid.UUID(gid).bytes for g in response.goals_canceling
+            )
+            if response is not None and response.return_code == _CANCEL_OK and ours:
+                acknowledged.set()
+                late = "accepted after the answer's timeout; cancelled at once, acknowledged"
+                now = self.book.get(gid)
+                if now is not None and now.state == "preempted":  # its caller knows that
+                    self.book.update(gid, force=True, message=f"{now.message}; {late}")
+                    return
+                self.book.update(
+                    gid,
+                    force=True,
+                    state="cancelled_after_late_acceptance",
+                    message=f"the navigator {late}",
+                )
+
+        handle.cancel_goal_async().add_done_callback(on_cancel)
+
+        def unacknowledged() -> None:
+            if not acknowledged.is_set():
+                self.book.update(
+                    gid,
+                    force=True,
+                    state="unknown",
+                    message="the navigator accepted it late and did not acknowledge its cancel "
+                    f"within {self._late_wait_s:g} s: it may run; cancel it on the navigator",
+                )
+
+        timer = threading.Timer(self._late_wait_s, unacknowledged)
+        timer.daemon = True
+        timer.start()
+
+    def _on_feedback(self, gid: str, msg: Any) -> None:
+        fb = msg.feedback
+        changes: dict[str, Any] = {}
+        if hasattr(fb, "distance_remaining"):
+            changes["distance_remaining_m"] = float(fb.distance_remaining)
+        if hasattr(fb, "estimated_time_remaining"):
+            changes["eta_s"] = _seconds(fb.estimated_time_remaining)
+        if hasattr(fb, "navigation_time"):
+            changes["navigation_time_s"] = _seconds(fb.navigation_time)
+        if hasattr(fb, "number_of_recoveries"):
+            changes["recoveries"] = int(fb.number_of_recoveries)
+        self.book.update(gid, **changes)
+
+    def _on_result(self, gid: str, future: Any) -> None:
+        with self._lock:
+            self._handles.pop(gid, None)
+        response = future.result() if future.exception() is None else None
+        if response is None:
+            self.book.update(gid, state="unknown", message="no result from the navigator")
+            return
+        state = _RESULT_STATES.get(int(response.status), "unknown")
+        detail = getattr(response.result, "error_msg", "")
+        code = getattr(response.result, "error_code", 0)
+        message = "the navigator's result"
+        if detail or code:
+            message += f": error {code} {detail}".rstrip()
+        now = self.book.get(gid)
+        # "unknown" was what could be said without a result; a result says more
+        self.book.update(
+            gid, force=now is not None and now.state == "unknown", state=state, message=message
+        )
+
+    # ------------------------------------------------------------------ cancelling
+    def cancel(self, goal_id: str, timeout_s: float) -> tuple[bool, GoalStatus]:
+        """Cancel one of our goals: by id, or the current one ("").
+
+        Returns:
+            Whether the navigator acknowledged the cancel (or the goal had finished), and
+            the goal's status after it (waited for up to ``timeout_s``).
+
+        Raises:
+            GoalRefusedError: No goal of ours has that id (or none is current); a goal on
+                the topic (no cancel there).
+
+        """
+        status = self.book.get(goal_id) if goal_id else self.book.active()
+        if status is None:
+            which = f"no goal {goal_id} was sent by this node" if goal_id else "no goal runs"
+            raise GoalRefusedError(f"{which}: nothing to cancel")
+        gid = status.goal_id
+        if status.done:
+            return True, status
+        if self._client is None:
+            raise GoalRefusedError(
+                f"goal {gid} went on {self._publisher.topic_name}: a topic has no cancel (use "
+                "goal_transport action, or stop the robot through Nav2)"
+            )
+        with self._lock:
+            handle = self._handles.get(gid)
+            if handle is None and self._waiting.get(gid) == "waiting":
+                self._waiting[gid] = "late"  # not answered yet: cancelled once accepted
+        if handle is None:
+            now = self.book.update(
+                gid, message="cancel asked before the navigator answered: cancelled when it does"
+            )
+            assert now is not None
+            return False, now
+        done = threading.Event()
+        future = handle.cancel_goal_async()
+        future.add_done_callback(lambda _: done.set())
+        if not done.wait(timeout_s) or future.exception() is not None:
+            now = self.book.update(
+                gid, message=f"the navigator did not acknowledge the cancel within {timeout_s:g} s"
+            )
+            assert now is not None
+            return False, now
+        code = int(future.result().return_code)
+        if code == _CANCEL_REJECTED:
+            now = self.book.update(gid, message="the navigator refused to cancel it")
+            assert now is not None
+            return False, now
+        final = self.book.wait(gid, timeout_s)  # the result follows the acknowledgement
+        now = final if final is not None else status
+        return True, now
 
     def destroy(self) -> None:
         """Remove the action client (its entities are not in the node's lists)."""

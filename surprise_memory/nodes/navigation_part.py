@@ -4,7 +4,10 @@
 so ``memory_node`` and ``pipeline_node`` both serve it, on their store and with their
 embedder. The choice of the episode and the goal's geometry are the core's
 (:mod:`surprise_memory.memory.navigation`); here are the request, the node's clock, tf and
-the sending (:mod:`surprise_memory.nodes.goal_sender`).
+the sending (:mod:`surprise_memory.nodes.goal_sender`), which follows each goal: beside
+``go_to_episode`` the part serves ``navigation_status`` (a goal's state and Nav2's distance
+remaining) and ``cancel_navigation`` (our goal by id, or the current one), and puts the
+current goal on ``/diagnostics``.
 """
 
 from __future__ import annotations
@@ -21,28 +24,38 @@ from surprise_memory.memory.navigation import (
     GoalQuery,
     GoalRefusedError,
     NavigationGoal,
+    check_session,
     choose_episode,
     goal_from_episode,
 )
+from surprise_memory.memory.navigation_goals import GoalStatus
 from surprise_memory.memory.store import EpisodeStoreBackend
-from surprise_memory.memory.store.records import resolve_robot_id
+from surprise_memory.memory.store.records import host_session_id, resolve_robot_id
 from surprise_memory.nodes.diagnostics import NodeStats
-from surprise_memory.nodes.goal_sender import GoalSender, TransformLookup, goal_msg
+from surprise_memory.nodes.goal_messages import goal_status_to_msg
+from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
 from surprise_memory.nodes.messages import episode_to_msg, time_to_ns
 from surprise_memory.nodes.parameters import Applier
+from surprise_memory.nodes.tf_lookup import TransformLookup
 from surprise_memory.perception.encoders import ImageTextEmbedder
-from surprise_memory.srv import GoToEpisode
+from surprise_memory.srv import CancelNavigation, GoToEpisode, NavigationStatus
 
 __all__ = ["NavigationPart", "goal_query_from_request"]
 
 
 class NavigationPart:
-    """Serves ``go_to_episode``: choose an episode, make its goal, send it to Nav2.
+    """Serves ``go_to_episode``, ``navigation_status`` and ``cancel_navigation``.
 
-    Each request is answered with the goal sent and how (``sent_via``), or
+    ``go_to_episode`` chooses an episode, makes its goal and sends it to Nav2; the other two
+    follow and cancel the goals sent.
+
+    Each request is answered with the goal's id, state and how it went (``sent_via``), or
     ``success=false`` and why not; the node keeps serving. Counted in the diagnostics:
-    ``goals_sent``, ``goals_refused`` (the request or the episode did not allow a goal, or
-    no navigator took it).
+    ``goals_sent`` (accepted, or acknowledged on the topic), ``goals_refused`` (the request
+    or the episode did not allow a goal, or no navigator was there: nothing sent),
+    ``goals_rejected``, ``goals_pending`` (not answered in time: followed, and cancelled if
+    accepted late), ``goals_cancelled``; the current goal as ``goal.*`` (id, state,
+    distance remaining) and the remembered goals per state as ``goals.<state>``.
 
     Args:
         node: The host node.
@@ -72,10 +85,12 @@ class NavigationPart:
         """Configure: the settings, the goal publisher or action client."""
         self._config = NavigationConfig.from_mapping(values)
         self._own_robot = resolve_robot_id(None, self._store.config.robot_id)
+        self._session = host_session_id()
         # the action's answers come in another group than the service's (which waits)
         self._sender = GoalSender(self._node, self._config, ReentrantCallbackGroup())
-        self._stats.set(goal_via=self._sender.via)
+        self._stats.set(goal_via=self._sender.via, session_id=self._session)
         self._stats.add_values(self._applied)
+        self._stats.add_values(self._goal_values)
 
     def appliers(self) -> dict[type[ComponentConfig], Applier]:
         """Live changes (frame, stand-off, timeout; the transport and names are read-only)."""
@@ -89,13 +104,39 @@ class NavigationPart:
         writable = (s.name for s in settings_of(NavigationConfig) if not s.read_only)
         return {f"applied.{name}": getattr(self._config, name) for name in writable}
 
+    def _goal_values(self) -> dict[str, object]:
+        """The current goal (``goal.*``) and the remembered goals per state (``goals.*``)."""
+        book = self._sender.book
+        out: dict[str, object] = {f"goals.{k}": v for k, v in sorted(book.counts().items())}
+        current = book.get()
+        if current is not None:
+            out |= {
+                "goal.id": current.goal_id,
+                "goal.episode": current.episode_id,
+                "goal.state": current.state,
+                "goal.preempted_by": current.preempted_by,
+                "goal.distance_remaining_m": f"{current.distance_remaining_m:.2f}",
+                "goal.eta_s": f"{current.eta_s:.1f}",
+            }
+        return out
+
     def subscribe(self) -> None:
-        """Activate: ``go_to_episode`` served, in its own thread (it waits for Nav2)."""
+        """Activate: the services (``go_to_episode`` in its own thread: it waits for Nav2).
+
+        The status and cancel services answer in another group, while a request waits.
+        """
         self._node.create_service(
             GoToEpisode,
             "go_to_episode",
             self._on_go_to_episode,
             callback_group=MutuallyExclusiveCallbackGroup(),
+        )
+        group = ReentrantCallbackGroup()
+        self._node.create_service(
+            NavigationStatus, "navigation_status", self._on_status, callback_group=group
+        )
+        self._node.create_service(
+            CancelNavigation, "cancel_navigation", self._on_cancel, callback_group=group
         )
 
     def teardown(self) -> None:
@@ -108,11 +149,15 @@ class NavigationPart:
         self, request: GoToEpisode.Request, response: GoToEpisode.Response
     ) -> GoToEpisode.Response:
         config = self._config  # one request, one set of settings
+        status: GoalStatus | None = None
         try:
             goal = self._goal(request, config, response)
             response.goal = goal_msg(self._node, goal.pose)
             if not request.dry_run:
-                response.sent_via = self._sender.send(response.goal, config.goal_timeout_seconds)
+                earlier = self._sender.book.active()
+                status = self._sender.send(
+                    response.goal, config.goal_timeout_seconds, goal.episode.id
+                )
         except Exception as exc:  # a bad request, or tf/Nav2 failing, never ends the node
             response.success = False
             response.sent_via = ""
@@ -124,17 +169,76 @@ class NavigationPart:
                 self._stats.reject("goal", response.message)
             self._node.get_logger().warning(f"go_to_episode: no goal: {response.message}")
             return response
-        response.success = True
         ep = goal.episode
-        done = "dry run, not sent" if request.dry_run else f"sent via {response.sent_via}"
-        response.message = (
+        what = (
             f"episode {ep.id} ({ep.robot_id}): goal ({goal.pose.x:.2f}, {goal.pose.y:.2f}, "
-            f"{goal.pose.z:.2f}) in {goal.pose.frame_id}, stand-off {goal.standoff_m:g} m; {done}"
-            + (f"; {goal.note}" if goal.note else "")
+            f"{goal.pose.z:.2f}) in {goal.pose.frame_id}, stand-off {goal.standoff_m:g} m"
         )
-        if not request.dry_run:
-            self._stats.count("goals_sent")
-        self._node.get_logger().info(f"go_to_episode: {response.message}")
+        note = f"; {goal.note}" if goal.note else ""
+        if status is None:
+            response.success = True
+            response.message = f"{what}; dry run, not sent{note}"
+            self._node.get_logger().info(f"go_to_episode: {response.message}")
+            return response
+        response.goal_id, response.state, response.sent_via = (
+            status.goal_id,
+            status.state,
+            status.sent_via,
+        )
+        if earlier is not None:
+            before = self._sender.book.get(earlier.goal_id)
+            if before is not None and before.preempted_by == status.goal_id:
+                response.preempted = earlier.goal_id
+        response.success = status.state in ("running", "sent")
+        counter = {"running": "goals_sent", "sent": "goals_sent", "pending": "goals_pending"}
+        self._stats.count(counter.get(status.state, "goals_rejected"))
+        response.message = (
+            f"{what}; goal {status.goal_id} via {status.sent_via}: {status.state}"
+            + (f" ({status.message})" if status.message else "")
+            + (f"; preempted goal {response.preempted}" if response.preempted else "")
+            + note
+        )
+        # one severity per call site (rclpy refuses a change between calls)
+        if response.success:
+            self._node.get_logger().info(f"go_to_episode: {response.message}")
+        else:
+            self._node.get_logger().warning(f"go_to_episode: {response.message}")
+        return response
+
+    def _on_status(
+        self, request: NavigationStatus.Request, response: NavigationStatus.Response
+    ) -> NavigationStatus.Response:
+        status = self._sender.book.get(request.goal_id)
+        response.success = status is not None
+        response.status = goal_status_to_msg(status)
+        if status is None:
+            response.message = (
+                f"no goal {request.goal_id} of this node (it keeps the last 64)"
+                if request.goal_id
+                else "no goal was sent yet"
+            )
+        else:
+            response.message = status.progress_line()
+        return response
+
+    def _on_cancel(
+        self, request: CancelNavigation.Request, response: CancelNavigation.Response
+    ) -> CancelNavigation.Response:
+        try:
+            ok, status = self._sender.cancel(request.goal_id, self._config.goal_timeout_seconds)
+        except SurpriseMemoryError as exc:
+            response.success = False
+            response.message = str(exc)
+            response.status = goal_status_to_msg(None)
+            return response
+        response.success = ok
+        response.status = goal_status_to_msg(status)
+        response.message = ("cancel acknowledged: " if ok else "not cancelled: ") + (
+            status.progress_line()
+        )
+        if ok:
+            self._stats.count("goals_cancelled")
+        self._node.get_logger().info(f"cancel_navigation: {response.message}")
         return response
 
     def _goal(
@@ -156,6 +260,9 @@ class NavigationPart:
         response.episode = episode_to_msg(episode)
         transform, note = None, ""
         frame = episode.pose.frame_id
+        fixed = config.fixed_frame_names
+        if episode.pose_valid and frame:  # before tf: no wait for a refusal
+            check_session(episode, self._session, fixed, config.navigation_frame)
         if episode.pose_valid and frame and frame != config.navigation_frame:
             with TransformLookup(self._node) as tf:  # tf heard only while needed
                 transform, note = tf.lookup(
@@ -171,6 +278,8 @@ class NavigationPart:
             allow_other_robots=request.allow_other_robots,
             now_ns=now,
             note=note,
+            session_id=self._session,
+            fixed_frames=fixed,
         )
 
 

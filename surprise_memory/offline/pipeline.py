@@ -522,6 +522,8 @@ class _Run:
             encoder_model=self.p.encoder.model_name,
             encoder_pretrained=self.p.encoder.pretrained,
             episode_id=self.episode_tag and f"ep-{trig.stamp_ns:019d}-{self.episode_tag}",
+            # a recording's odom is its own boot's, not this machine's: session unknown
+            session_id="",
         )
         self.summary.episodes += 1
         self.summary.stored_frames += len(frames)

@@ -142,6 +142,7 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
         pose: Pose | None = None,
         episode_id: str | None = None,
         robot_id: str | None = None,
+        session_id: str | None = None,
     ) -> EpisodeRecord:
         """Store one episode durably, then apply its robot's disk budget."""
         ...

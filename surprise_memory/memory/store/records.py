@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import math
 import secrets
@@ -40,12 +41,14 @@ __all__ = [
     "check_frame_index",
     "check_frames",
     "check_pose",
+    "check_session_id",
     "checked_episode_id",
     "checked_import",
     "checked_origin",
     "decode_jpeg",
     "episode_values",
     "host_robot_id",
+    "host_session_id",
     "is_episode_id",
     "new_episode",
     "resolve_robot_id",
@@ -93,6 +96,10 @@ class EpisodeRecord:
         embedder_pretrained: Whether that embedder had its trained weights.
         created_wall_ns: Wall-clock time of the add, int ns since the epoch.
         robot_id: The robot that recorded it.
+        session_id: The session that stored it (:func:`host_session_id`: the boot of the
+            machine), "" = unknown (stored before sessions were recorded, or from a
+            recording whose session is not this machine's): a pose in a frame that starts
+            anew each session (``odom``) is only meaningful within its own session.
         root: The store folder, to load the frames (not part of equality).
         jpeg_source: Where the frames are read from when they are not files (the
             PostgreSQL backend); not part of equality.
@@ -115,6 +122,7 @@ class EpisodeRecord:
     embedder_pretrained: bool
     created_wall_ns: int
     robot_id: str = ""
+    session_id: str = ""
     root: Path | None = field(default=None, repr=False, compare=False)
     jpeg_source: JpegSource | None = field(default=None, repr=False, compare=False)
 
@@ -406,6 +414,49 @@ def host_robot_id() -> str:
         return "robot"
 
 
+_SESSION_ID_MAX = 128
+
+
+@functools.cache
+def host_session_id() -> str:
+    """The session of this machine: ``boot-<id>``, its boot (Linux's ``boot_id``).
+
+    The same for every process until the next reboot, when ``odom`` starts at a new origin;
+    where no boot id can be read, ``process-<random>``, new for each process (stricter: a
+    pose in ``odom`` is then only reused by the process that stored it).
+    """
+    try:
+        boot = Path(_BOOT_ID_FILE).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        boot = ""
+    if boot and len(boot) <= 64 and all(c.isalnum() or c == "-" for c in boot):
+        return f"boot-{boot}"
+    return f"process-{secrets.token_hex(8)}"
+
+
+_BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+
+
+def check_session_id(session_id: str) -> str:
+    """Return ``session_id`` when valid: printable, no whitespace, at most 128 characters.
+
+    Raises:
+        InputError: Otherwise.
+
+    """
+    if (
+        not isinstance(session_id, str)
+        or len(session_id) > _SESSION_ID_MAX
+        or not session_id.isprintable()
+        or any(c.isspace() for c in session_id)
+    ):
+        raise InputError(
+            f"session_id={session_id!r}: must be a string of at most {_SESSION_ID_MAX} "
+            'printable characters without spaces ("" = unknown)'
+        )
+    return session_id
+
+
 def resolve_robot_id(robot_id: str | None, configured: str) -> str:
     """The robot id of a new episode: the one given, else the configured one, else the host's.
 
@@ -440,6 +491,7 @@ def new_episode(
     episode_id: str | None,
     robot_id: str | None,
     configured_robot_id: str,
+    session_id: str | None = None,
 ) -> tuple[EpisodeRecord, npt.NDArray[np.float32]]:
     """Check what an add received and make its record (both backends' first step).
 
@@ -458,6 +510,8 @@ def new_episode(
         episode_id: Id asked for, None = generated.
         robot_id: Robot asked for, None = ``configured_robot_id`` or the host's.
         configured_robot_id: ``StoreConfig.robot_id``.
+        session_id: The session that recorded it; None = this machine's
+            (:func:`host_session_id`), "" = unknown (e.g. a recording from elsewhere).
 
     Returns:
         The record (frame paths ``frames/<id>/NN.jpg``, no ``root`` or ``jpeg_source``
@@ -500,6 +554,7 @@ def new_episode(
         embedder_pretrained=bool(embedder_pretrained),
         created_wall_ns=time.time_ns(),
         robot_id=resolve_robot_id(robot_id, configured_robot_id),
+        session_id=host_session_id() if session_id is None else check_session_id(session_id),
     )
     return record, unit
 
@@ -531,6 +586,7 @@ def checked_import(
     """
     checked_episode_id(record.id, record.stamp_ns)
     check_robot_id(record.robot_id)
+    check_session_id(record.session_id)
     EmbeddingIndex.normalise(embeddings)  # the checks; the values are kept as given
     emb = np.asarray(embeddings, dtype=np.float32)
     n = len(record.frame_stamps_ns)

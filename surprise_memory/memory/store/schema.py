@@ -55,7 +55,7 @@ __all__ = [
     "upsert_meta",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the database schema written by this code (``PRAGMA user_version``).
 
 1. The tables below; ``meta.origin_ns`` was the earliest *trigger* stamp.
@@ -67,6 +67,9 @@ SCHEMA_VERSION = 4
    :func:`_add_robot_id`.
 4. ``snapshots``: what a bag recorder answered when asked for a snapshot for an episode
    (:mod:`~surprise_memory.memory.store.snapshots`). Migrated by :func:`_add_snapshots`.
+5. ``episodes.session_id``: the session (the machine's boot) that stored the episode, so
+   a pose in a frame that starts anew each session (``odom``) is not taken for today's
+   (episodes of older versions get "", unknown). Migrated by :func:`_add_session_id`.
 """
 
 DB_NAME = "episodes.sqlite3"
@@ -146,7 +149,17 @@ def _add_snapshots(conn: sqlite3.Connection) -> None:
     conn.execute(SNAPSHOTS_TABLE)
 
 
-_MIGRATIONS: dict[int, Migration] = {1: _origin_from_frames, 2: _add_robot_id, 3: _add_snapshots}
+def _add_session_id(conn: sqlite3.Connection) -> None:
+    """4 -> 5: add ``episodes.session_id``, "" (unknown) for the episodes stored before."""
+    conn.execute("ALTER TABLE episodes ADD COLUMN session_id TEXT NOT NULL DEFAULT ''")
+
+
+_MIGRATIONS: dict[int, Migration] = {
+    1: _origin_from_frames,
+    2: _add_robot_id,
+    3: _add_snapshots,
+    4: _add_session_id,
+}
 """Schema steps: ``_MIGRATIONS[v]`` turns a version-v database into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own
@@ -157,7 +170,7 @@ the previous version intact.
 _EPISODE_COLUMNS = (
     "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
     "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
-    "embedder_model, embedder_pretrained, created_wall_ns, nbytes, robot_id"
+    "embedder_model, embedder_pretrained, created_wall_ns, nbytes, robot_id, session_id"
 )
 _SELECT_EPISODES_BY_SEQ = (
     "SELECT " + _EPISODE_COLUMNS + " FROM episodes WHERE seq IN (SELECT value FROM json_each(?))"
@@ -170,8 +183,8 @@ _INSERT_EPISODE = (
     "INSERT INTO episodes (id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, "
     "ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, threshold, "
     "encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
-    "created_wall_ns, nbytes, robot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "?, ?, ?, ?, ?, ?, ?, ?)"
+    "created_wall_ns, nbytes, robot_id, session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -370,7 +383,9 @@ def insert_episode(
         sqlite3.Error: An insert failed (e.g. the id exists).
 
     """
-    cur = conn.execute(_INSERT_EPISODE, (rec.id, *episode_values(rec), nbytes, rec.robot_id))
+    cur = conn.execute(
+        _INSERT_EPISODE, (rec.id, *episode_values(rec), nbytes, rec.robot_id, rec.session_id)
+    )
     seq = cur.lastrowid
     assert seq is not None
     conn.executemany(
@@ -450,6 +465,7 @@ def select_records(
             embedder_pretrained=bool(row[19]),
             created_wall_ns=row[20],
             robot_id=row[22],
+            session_id=row[23],
             root=root,
         )
     return out

@@ -244,6 +244,7 @@ class EpisodeStore:
         pose: Pose | None = None,
         episode_id: str | None = None,
         robot_id: str | None = None,
+        session_id: str | None = None,
     ) -> EpisodeRecord:
         """Store one episode durably, then apply its robot's disk budget.
 
@@ -264,6 +265,9 @@ class EpisodeStore:
                 generated from the stamp.
             robot_id: The robot that recorded it; None = ``config.robot_id``, or the host
                 name when that is empty.
+            session_id: The session that recorded it (its poses in ``odom`` belong to it);
+                None = this machine's boot (``records.host_session_id()``), "" = unknown
+                (a recording from elsewhere).
 
         Returns:
             The stored episode.
@@ -292,6 +296,7 @@ class EpisodeStore:
             episode_id=episode_id,
             robot_id=robot_id,
             configured_robot_id=self._config.robot_id,
+            session_id=session_id,
         )
         record = with_source(record, root=self._root)
         folder = self._folder

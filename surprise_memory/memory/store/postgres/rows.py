@@ -50,14 +50,14 @@ Conn = psycopg.Connection[Any]
 _EPISODE_COLUMNS = (
     "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
     "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
-    "embedder_model, embedder_pretrained, created_wall_ns, robot_id"
+    "embedder_model, embedder_pretrained, created_wall_ns, robot_id, session_id"
 )
 _INSERT_EPISODE = (
     "INSERT INTO surprise_memory.episodes (id, robot_id, stamp_ns, start_ns, end_ns, "
     "pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, "
     "threshold, encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
-    "created_wall_ns, nbytes) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING seq"
+    "created_wall_ns, nbytes, session_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING seq"
 )
 _SELECT_RECORDS = (
     "SELECT " + _EPISODE_COLUMNS + ", "
@@ -193,7 +193,7 @@ def insert_episode(
 
     """
     row = conn.execute(
-        _INSERT_EPISODE, (rec.id, rec.robot_id, *episode_values(rec), nbytes)
+        _INSERT_EPISODE, (rec.id, rec.robot_id, *episode_values(rec), nbytes, rec.session_id)
     ).fetchone()
     assert row is not None
     seq = int(row[0])
@@ -339,7 +339,7 @@ def select_records(
     out = {}
     for row in conn.execute(_SELECT_RECORDS, ([int(s) for s in seqs],)):
         (seq, ep_id, stamp, start, end, px, py, pz, ox, oy, oz, ow, frame_id, valid) = row[:14]
-        stamps = tuple(int(s) for s in row[22])
+        stamps = tuple(int(s) for s in row[23])
         out[int(seq)] = EpisodeRecord(
             id=ep_id,
             stamp_ns=int(stamp),
@@ -357,6 +357,7 @@ def select_records(
             embedder_pretrained=bool(row[19]),
             created_wall_ns=int(row[20]),
             robot_id=row[21],
+            session_id=row[22],
             jpeg_source=source,
         )
     return out

@@ -64,10 +64,13 @@ __all__ = [
 SCHEMA = "surprise_memory"
 """The PostgreSQL schema (namespace) holding the store's tables."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the PostgreSQL schema written by this code (``meta.schema_version``).
 
-2 added ``episode_vectors``; 3 added ``snapshots`` (a bag recorder's answers per episode).
+2. ``episode_vectors``: one pooled vector per episode (:func:`_v1_to_v2`).
+3. ``snapshots``: a bag recorder's answers per episode (:func:`_v2_to_v3`).
+4. ``episodes.session_id``: the session (the machine's boot) that stored the episode, ""
+   (unknown) for older ones (:func:`_v3_to_v4`).
 """
 
 # pg_advisory_lock key of schema creation and migration: "SMEM" in ASCII
@@ -164,8 +167,15 @@ def _v2_to_v3(conn: psycopg.Connection[Any]) -> None:
     conn.execute(SNAPSHOTS_TABLE)
 
 
+def _v3_to_v4(conn: psycopg.Connection[Any]) -> None:
+    """Schema 3 -> 4: add ``episodes.session_id``, "" (unknown) for the episodes stored before."""
+    conn.execute(
+        "ALTER TABLE surprise_memory.episodes ADD COLUMN session_id text NOT NULL DEFAULT ''"
+    )
+
+
 Migration = Callable[[psycopg.Connection[Any]], None]
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 """Schema steps: ``MIGRATIONS[v]`` turns a version-v store into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own

@@ -219,6 +219,7 @@ class PostgresEpisodeStore:
         pose: Pose | None = None,
         episode_id: str | None = None,
         robot_id: str | None = None,
+        session_id: str | None = None,
     ) -> EpisodeRecord:
         """Store one episode in one transaction with its robot's evictions.
 
@@ -241,6 +242,7 @@ class PostgresEpisodeStore:
             episode_id=episode_id,
             robot_id=robot_id,
             configured_robot_id=self._config.robot_id,
+            session_id=session_id,
         )
         self._session.meta.check_embedder(embedder_model, embedder_pretrained, unit.shape[1])
         jpegs = [encode_jpeg(fr.rgb, self._config.jpeg_quality) for fr in frames]

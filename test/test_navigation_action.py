@@ -1,0 +1,611 @@
+"""Goals through the action, over real DDS: late answers, preemption, cancels, outcomes.
+
+nav2_msgs is on no registry of ours, so the action path runs here against
+``surprise_memory/action/TestNavigateToPose`` (``test/interfaces/action``: the fields of
+Nav2's ``NavigateToPose``, built with the package for the tests), named to the memory node
+by ``goal_action_type``; where nav2_msgs is installed, every test runs against
+``nav2_msgs/action/NavigateToPose`` too. :class:`ScriptedNavigator` stands where Nav2's
+bt_navigator is: it accepts or rejects, answers late (after the node's
+``goal_timeout_seconds``), runs long with feedback (distance remaining), preempts the
+running goal when a new one is accepted (as bt_navigator does: the old one is aborted),
+and honours or refuses cancels. Every goal it saw and what became of it is in its log, so
+each test checks both sides: what the
+caller was told, and what the navigator did.
+
+The memory node serves a store written here: an episode in ``map``, one in ``odom`` from
+another session (boot), the same place stored in ``map`` in that session, and one in
+``odom`` from this session.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import rclpy
+import synthetic_frames as sf
+import yaml
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from ros_helpers import node_executable, peer_process
+from test_daaam_integration import strict_violations
+from test_go_to_episode import _weights
+
+from surprise_memory.agents.navigation_tool import (
+    NavigateToEpisodeTool,
+    NavigationStatusTool,
+    StopNavigationTool,
+)
+from surprise_memory.agents.ros_navigation import GoToEpisodeClient
+from surprise_memory.memory.navigation import GoalRefusedError
+from surprise_memory.memory.navigation_goals import GoalStatus
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.memory.store.records import host_session_id
+from surprise_memory.nodes.goal_sender import NAV2_ACTION_TYPE, action_type, navigate_to_pose_action
+from surprise_memory.perception.frames import Frame
+
+S = 1_000_000_000
+NS = "/nav_action"
+ACTION_NAME = "/scripted/navigate_to_pose"
+TEST_ACTION_TYPE = "surprise_memory/action/TestNavigateToPose"
+# every test runs against the tests' action, and against Nav2's where nav2_msgs is installed
+ACTION_TYPES = [
+    pytest.param(TEST_ACTION_TYPE, id="test_action"),
+    pytest.param(
+        NAV2_ACTION_TYPE,
+        id="nav2_msgs",
+        marks=pytest.mark.skipif(
+            navigate_to_pose_action() is None, reason="nav2_msgs is not installed (not on PyPI)"
+        ),
+    ),
+]
+TIMEOUT_S = 1.5  # the node's goal_timeout_seconds
+OTHER_BOOT = "boot-00000000-0000-0000-0000-000000000000"
+GOTO = [sys.executable, "-m", "surprise_memory", "goto", "--service", f"{NS}/go_to_episode"]
+
+
+def yawed(x: float, y: float, yaw_deg: float, frame: str = "map") -> Pose:
+    a = math.radians(yaw_deg) / 2
+    return Pose(x, y, 0.0, 0.0, 0.0, math.sin(a), math.cos(a), frame)
+
+
+# (id, seconds after t0, pose, session: None = this machine's)
+EPISODES = [
+    ("door", 10, yawed(2.0, 3.0, 90.0), None),
+    ("old_odom", 20, yawed(1.0, 0.0, 0.0, "odom"), OTHER_BOOT),
+    ("old_in_map", 30, yawed(11.0, 5.0, 0.0), OTHER_BOOT),  # the same place, stored in map
+    ("now_odom", 40, yawed(1.0, 0.0, 0.0, "odom"), None),
+]
+
+
+class ScriptedNavigator:
+    """In Nav2's place: a NavigateToPose-shaped action server that each test scripts.
+
+    Attributes:
+        reject: Reject every goal.
+        answer_delay_s: Wait this long before answering a goal (a late navigator).
+        refuse_cancel: Refuse every cancel request.
+        steps, step_s: A goal runs ``steps`` steps of ``step_s`` seconds, one feedback
+            (distance remaining: 0.5 m per step left) per step, then succeeds.
+
+    """
+
+    def __init__(self, node: Node, action_type_name: str) -> None:
+        self.action_type_name = action_type_name
+        self.action = action = action_type(action_type_name)
+        self.reject = False
+        self.answer_delay_s = 0.0
+        self.refuse_cancel = False
+        self.steps, self.step_s = 10, 0.2
+        self._lock = threading.Lock()
+        self._log: list[tuple[str, str]] = []
+        self._running: str | None = None
+        self._preempted: set[str] = set()
+        self._server = ActionServer(
+            node,
+            action,
+            ACTION_NAME,
+            self._execute,
+            goal_callback=self._on_goal,
+            handle_accepted_callback=self._on_accepted,
+            cancel_callback=self._on_cancel,
+            callback_group=ReentrantCallbackGroup(),
+        )
+
+    def script(self, **settings: Any) -> None:
+        """Back to the defaults, then the given settings; the log emptied."""
+        self.reject, self.answer_delay_s, self.refuse_cancel = False, 0.0, False
+        self.steps, self.step_s = 10, 0.2
+        for name, value in settings.items():
+            setattr(self, name, value)
+        with self._lock:
+            self._log.clear()
+
+    def _record(self, goal_id: str, what: str) -> None:
+        with self._lock:
+            self._log.append((goal_id, what))
+
+    def log(self, goal_id: str | None = None) -> list[str]:
+        """What happened to a goal (or ``(id, what)`` pairs of all: see :meth:`events`)."""
+        with self._lock:
+            return [what for gid, what in self._log if goal_id is None or gid == goal_id]
+
+    def wait_for(self, goal_id: str, what: str, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if what in self.log(goal_id):
+                return
+            time.sleep(0.05)
+        pytest.fail(f"goal {goal_id}: no {what!r} within {timeout} s; log {self.log(goal_id)}")
+
+    @staticmethod
+    def _id(handle: Any) -> str:
+        return str(uuid.UUID(bytes=bytes(handle.goal_id.uuid)))
+
+    def _on_goal(self, request: Any) -> GoalResponse:
+        time.sleep(self.answer_delay_s)
+        if self.reject:
+            self._record("", "rejected")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _on_accepted(self, handle: Any) -> None:
+        gid = self._id(handle)
+        with self._lock:
+            if self._running is not None:  # bt_navigator: the new goal preempts the old
+                self._preempted.add(self._running)
+            self._running = gid
+        self._record(gid, "accepted")
+        handle.execute()
+
+    def _on_cancel(self, handle: Any) -> CancelResponse:
+        gid = self._id(handle)
+        if self.refuse_cancel:
+            self._record(gid, "cancel refused")
+            return CancelResponse.REJECT
+        self._record(gid, "cancel accepted")
+        return CancelResponse.ACCEPT
+
+    def _execute(self, handle: Any) -> Any:
+        gid = self._id(handle)
+        steps = self.steps
+        for i in range(steps):
+            if handle.is_cancel_requested:
+                handle.canceled()
+                self._record(gid, "canceled")
+                return self.action.Result()
+            with self._lock:
+                preempted = gid in self._preempted
+            if preempted:
+                handle.abort()
+                self._record(gid, "aborted")
+                return self.action.Result(
+                    error_code=self.action.Result.UNKNOWN, error_msg="preempted"
+                )
+            feedback = self.action.Feedback()
+            feedback.distance_remaining = 0.5 * (steps - i)
+            feedback.estimated_time_remaining.sec = int(self.step_s * (steps - i))
+            handle.publish_feedback(feedback)
+            time.sleep(self.step_s)
+        handle.succeed()
+        self._record(gid, "succeeded")
+        with self._lock:
+            if self._running == gid:
+                self._running = None
+        return self.action.Result()
+
+
+def _fill(store: Path, weights: str, t0: int) -> None:
+    from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, ImageTextEmbedder
+
+    embedder = ImageTextEmbedder(TINY_EMBEDDER_MODEL, weights, device="cpu")
+    (vector,) = embedder.embed_text(["a place"])
+    with EpisodeStore(store) as st:
+        st.note_origin(t0)
+        for i, (name, seconds, pose, session) in enumerate(EPISODES):
+            t = t0 + seconds * S
+            frames = [
+                Frame(np.full((16, 16, 3), 40 * i, np.uint8), t + j * S // 10) for j in (0, 1)
+            ]
+            st.add(
+                frames,
+                np.tile(vector, (2, 1)),
+                stamp_ns=t,
+                surprise=2.0,
+                pose=pose,
+                embedder_model=embedder.model_name,
+                embedder_pretrained=True,
+                episode_id=name,
+                robot_id="me",
+                session_id=session,
+            )
+
+
+@pytest.fixture(scope="module", params=ACTION_TYPES)
+def action_type_name(request: pytest.FixtureRequest) -> str:
+    """The action type under test (the memory node's goal_action_type)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def ros(action_type_name: str) -> Iterator[tuple[Node, ScriptedNavigator]]:
+    """rclpy, and the scripted navigator on a node spun by four threads."""
+    rclpy.init()
+    node = Node("scripted_navigator")
+    navigator = ScriptedNavigator(node, action_type_name)
+    executor = MultiThreadedExecutor(num_threads=4)
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    try:
+        yield node, navigator
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.shutdown()
+        thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def memory(
+    ros: tuple[Node, ScriptedNavigator],
+    action_type_name: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[GoToEpisodeClient, Path]]:
+    """memory_node sending through the test action, and a go_to_episode client."""
+    work = tmp_path_factory.mktemp("nav_action")
+    weights, _ = _weights(work / "weights")
+    store = work / "store"
+    _fill(store, weights, time.time_ns() - 3600 * S)
+    params = sf.node_params(str(store), embedder_weights=weights, robot_id="me")
+    params["/**/memory_node"]["ros__parameters"] |= {
+        "goal_transport": "action",
+        "goal_action": ACTION_NAME,
+        "goal_action_type": action_type_name,
+        "goal_timeout_seconds": TIMEOUT_S,
+    }
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    args = [
+        node_executable("memory_node"),
+        "--ros-args",
+        "--params-file",
+        str(work / "params.yaml"),
+    ]
+    args += ["-r", f"__ns:={NS}"]
+    node, _ = ros
+    with peer_process(args, work, "memory_node") as proc:
+        client = GoToEpisodeClient(node, f"{NS}/go_to_episode", timeout=60.0)
+        client.go_to(episode_id="door", dry_run=True)  # up and serving
+        yield client, store
+        client.destroy()
+        assert proc.poll() is None, "memory_node died during the tests"
+
+
+def wait_state(
+    client: GoToEpisodeClient, goal_id: str, state: str, timeout: float = 20.0
+) -> GoalStatus:
+    deadline = time.monotonic() + timeout
+    status = client.navigation_status(goal_id)
+    while status.state != state and time.monotonic() < deadline:
+        time.sleep(0.05)
+        status = client.navigation_status(goal_id)
+    assert status.state == state, status
+    return status
+
+
+def goto(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "surprise_memory",
+            "goto",
+            "--service",
+            f"{NS}/go_to_episode",
+            *args,
+        ],
+        cwd=cwd,  # never the repository root: the colcon install is what is imported
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def sent_id(stdout: str) -> str:
+    """The goal id in goto's output ("... goal <id> via ...")."""
+    found = re.search(r"goal ([0-9a-f-]{36}) via", stdout)
+    assert found, stdout
+    return found.group(1)
+
+
+# --- accepted: followed to the outcome ----------------------------------------------------
+
+
+def test_an_accepted_goal_has_an_id_progress_and_an_outcome(
+    ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path]
+) -> None:
+    nav = ros[1]
+    nav.script(steps=10, step_s=0.2)
+    client, _ = memory
+    result = client.go_to(episode_id="door", standoff_m=0.0)
+    assert result.state == "running" and uuid.UUID(result.goal_id)
+    assert result.sent_via == f"action {ACTION_NAME}"
+    assert nav.log(result.goal_id)[0] == "accepted"  # the id is the action goal's
+    status = client.navigation_status(result.goal_id)
+    assert status.episode_id == "door" and status.goal is not None
+    assert status.goal.position == pytest.approx((2.0, 3.0, 0.0))
+    # feedback: the distance remaining while it runs, 0.5 m per step left
+    deadline = time.monotonic() + 10
+    while not math.isfinite(status.distance_remaining_m) and time.monotonic() < deadline:
+        status = client.navigation_status("")  # "": the latest goal
+    assert status.goal_id == result.goal_id and 0.0 < status.distance_remaining_m <= 5.0
+    final = wait_state(client, result.goal_id, "succeeded")
+    assert final.done and nav.log(result.goal_id) == ["accepted", "succeeded"]
+
+
+def test_goto_wait_prints_progress_until_the_outcome(
+    ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path], tmp_path: Path
+) -> None:
+    nav = ros[1]
+    nav.script(steps=8, step_s=0.4)
+    proc = goto(tmp_path, "--id", "door", "--standoff", "0", "--wait")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    goal_id = sent_id(proc.stdout)
+    assert f"goal {goal_id} via action {ACTION_NAME}: running" in lines[2]
+    progress = [line for line in lines if "m to go" in line]
+    assert progress, proc.stdout  # at least one progress line with the distance remaining
+    assert lines[-1].startswith(f"goal {goal_id}: succeeded")
+    assert nav.log(goal_id) == ["accepted", "succeeded"]
+    # an aborted goal: exit 1 and the outcome said (the JSON carries it)
+    nav.script(steps=40, step_s=0.1)
+    proc = subprocess.Popen(
+        [*GOTO, "--id", "door", "--wait", "--json"],
+        cwd=tmp_path,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = memory[0].navigation_status("")
+    deadline = time.monotonic() + 30
+    while (first.state != "running" or "accepted" not in nav.log(first.goal_id)) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+        first = memory[0].navigation_status("")
+    memory[0].go_to(episode_id="door")  # a second goal preempts the CLI's
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    outcome = json.loads(out)["outcome"]
+    assert outcome["state"] == "preempted" and outcome["goal_id"] == first.goal_id
+    stop = StopNavigationTool(memory[0]).execute(goal_id="")
+    assert stop["stopped"] is True
+
+
+# --- one goal at a time -------------------------------------------------------------------
+
+
+def test_a_second_goal_preempts_the_first_and_says_so(
+    ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path]
+) -> None:
+    nav = ros[1]
+    nav.script(steps=200, step_s=0.1)  # runs long
+    client, _ = memory
+    first = client.go_to(episode_id="door")
+    assert first.state == "running" and first.preempted == ""
+    second = client.go_to(episode_id="door", standoff_m=1.0)
+    assert second.state == "running" and second.preempted == first.goal_id
+    assert f"preempted goal {first.goal_id}" in second.message
+    earlier = client.navigation_status(first.goal_id)
+    assert earlier.state == "preempted" and earlier.preempted_by == second.goal_id
+    assert earlier.progress_line() == f"goal {first.goal_id}: preempted by {second.goal_id} " + (
+        f"(preempted by {second.goal_id})"
+    )
+    # the first stopped: aborted by the navigator (bt_navigator preempts) or cancelled by
+    # the node (what a navigator that queues goals would need), whichever came first
+    deadline = time.monotonic() + 20
+    while not {"aborted", "canceled"} & set(nav.log(first.goal_id)):
+        assert time.monotonic() < deadline, nav.log(first.goal_id)
+        time.sleep(0.05)
+    # the navigator's end for the first does not change what its caller is told
+    time.sleep(0.3)
+    assert client.navigation_status(first.goal_id).state == "preempted"
+    assert client.navigation_status(second.goal_id).state == "running"
+    stopped, status = client.stop_navigation(second.goal_id)
+    assert stopped and status.state == "canceled"
+    nav.wait_for(second.goal_id, "canceled")
+
+
+# --- cancel by id: the service, the CLI, the agent ----------------------------------------
+
+
+def test_cancel_by_id_through_the_service_the_cli_and_the_agent(
+    ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path], tmp_path: Path
+) -> None:
+    nav = ros[1]
+    nav.script(steps=300, step_s=0.1)
+    client, _ = memory
+    # the service (the client's stop_navigation is the cancel_navigation call)
+    goal = client.go_to(episode_id="door")
+    stopped, status = client.stop_navigation(goal.goal_id)
+    assert stopped and status.state == "canceled" and status.goal_id == goal.goal_id
+    nav.wait_for(goal.goal_id, "canceled")
+    # cancelling it again: it has finished; an unknown id: refused, nothing cancelled
+    assert client.stop_navigation(goal.goal_id) == (True, status)
+    with pytest.raises(GoalRefusedError, match="no goal 0000"):
+        client.stop_navigation("0000")
+
+    # the CLI, by id
+    goal = client.go_to(episode_id="door")
+    proc = goto(tmp_path, "--cancel", goal.goal_id)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"cancelled: goal {goal.goal_id}: canceled")
+    nav.wait_for(goal.goal_id, "canceled")
+    proc = goto(tmp_path, "--status", goal.goal_id, "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["state"] == "canceled"
+    proc = goto(tmp_path, "--cancel")  # no goal runs now
+    assert proc.returncode == 1 and "no goal runs" in proc.stderr
+
+    # the agent: navigate, follow, stop (by id, then "" = the current goal)
+    navigate, status_tool, stop = (
+        NavigateToEpisodeTool(client),
+        NavigationStatusTool(client),
+        StopNavigationTool(client),
+    )
+    for tool in (status_tool, stop):
+        assert strict_violations(tool.signature["parameters"]) == []
+    assert (status_tool.name, stop.name) == ("navigation_status", "stop_navigation")
+    sent = navigate.execute(episode_id="door")
+    assert sent["sent"] is True and sent["state"] == "running"
+    now = status_tool.execute(goal_id=sent["goal_id"])
+    assert now["state"] == "running" and now["done"] is False and now["episode_id"] == "door"
+    out = stop.execute(goal_id=sent["goal_id"])
+    assert out["stopped"] is True and out["state"] == "canceled" and out["done"] is True
+    nav.wait_for(sent["goal_id"], "canceled")
+    sent = navigate.execute(episode_id="door")
+    out = stop.execute(goal_id="")
+    assert out["stopped"] is True and out["goal_id"] == sent["goal_id"]
+    nav.wait_for(sent["goal_id"], "canceled")
+    assert "no goal zzz" in status_tool.execute(goal_id="zzz")["error"]
+    assert "unknown arguments" in stop.execute(goal_id="", x=1)["error"]
+
+
+# --- late, rejected -----------------------------------------------------------------------
+
+
+def test_a_late_acceptance_is_cancelled_at_once_and_never_reported_as_not_sent(
+    ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path]
+) -> None:
+    nav = ros[1]
+    nav.script(answer_delay_s=TIMEOUT_S + 2.0, steps=100, step_s=0.1)
+    client, _ = memory
+    result = client.go_to(episode_id="door")  # answered "pending", not refused
+    assert result.state == "pending" and result.sent_via and uuid.UUID(result.goal_id)
+    assert "cancelled at once" in result.message
+    assert nav.log(result.goal_id) == []  # the navigator has not answered yet
+    final = wait_state(client, result.goal_id, "cancelled_after_late_acceptance")
+    assert "acknowledged" in final.message
+    nav.wait_for(result.goal_id, "canceled")
+    assert nav.log(result.goal_id) == ["accepted", "cancel accepted", "canceled"]
+    # the agent is told the same: sent, pending, with the id to follow
+    out = NavigateToEpisodeTool(client).execute(episode_id="door")
+    assert out["sent"] is True and out["state"] == "pending" and out["goal_id"]
+    wait_state(client, out["goal_id"], "cancelled_after_late_acceptance")
+
+
+def test_a_late_acceptance_whose_cancel_is_refused_is_unknown_until_its_result(
+    ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path]
+) -> None:
+    nav = ros[1]
+    nav.script(answer_delay_s=TIMEOUT_S + 1.0, refuse_cancel=True, steps=40, step_s=0.2)
+    client, _ = memory
+    result = client.go_to(episode_id="door")
+    assert result.state == "pending"
+    unknown = wait_state(client, result.goal_id, "unknown")
+    assert unknown.done and "may run" in unknown.message
+    assert nav.log(result.goal_id)[:2] == ["accepted", "cancel refused"]
+    # it ran: its result is what the caller learns at the end
+    wait_state(client, result.goal_id, "succeeded", timeout=30)
+
+
+def test_goto_store_cancels_a_late_acceptance_before_it_exits(
+    ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path], tmp_path: Path
+) -> None:
+    nav = ros[1]
+    # a new process: the navigator's answer must wait until DDS discovery has matched the
+    # CLI's response reader (rmw drops a service response sent before that; seen once in
+    # a loaded run with 2.5 s), so the navigator answers after 5 s, the CLI's timeout 3 s
+    cli_timeout_s = 3.0
+    nav.script(answer_delay_s=cli_timeout_s + 2.0, steps=100, step_s=0.1)
+    _, store = memory
+    proc = goto(
+        tmp_path,
+        "--id",
+        "door",
+        "--store",
+        str(store),
+        "--allow-other-robots",  # the store's robot "me" is not this host
+        "--goal-transport",
+        "action",
+        "--goal-action",
+        ACTION_NAME,
+        "--goal-action-type",
+        ros[1].action_type_name,
+        "--goal-timeout-seconds",
+        str(cli_timeout_s),
+        "--timeout",
+        "20",
+    )
+    assert proc.returncode == 1, proc.stderr
+    goal_id = sent_id(proc.stdout + proc.stderr)
+    assert f"goal {goal_id} via action {ACTION_NAME}: pending" in proc.stdout
+    assert f"goal {goal_id}: cancelled after late acceptance" in proc.stderr
+    nav.wait_for(goal_id, "canceled")  # cancelled by the CLI process, before it exited
+
+
+def test_a_rejected_goal_is_refused_with_its_id(
+    ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path], tmp_path: Path
+) -> None:
+    nav = ros[1]
+    nav.script(reject=True)
+    client, _ = memory
+    with pytest.raises(GoalRefusedError, match=r"goal [0-9a-f-]{36} via .*: rejected"):
+        client.go_to(episode_id="door")
+    out = NavigateToEpisodeTool(client).execute(episode_id="door")
+    assert out["sent"] is False and "rejected" in out["error"]
+    proc = goto(tmp_path, "--id", "door")
+    assert proc.returncode == 1 and "rejected" in proc.stderr
+    assert nav.log() == ["rejected"] * 3
+
+
+# --- frames of a session --------------------------------------------------------------------
+
+
+def test_an_odom_episode_of_another_session_is_refused_and_its_map_copy_accepted(
+    ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path], tmp_path: Path
+) -> None:
+    nav = ros[1]
+    nav.script(steps=2, step_s=0.1)
+    client, store = memory
+    with EpisodeStore(store, read_only=True) as st:
+        assert st.get("old_odom").session_id == OTHER_BOOT
+        assert st.get("door").session_id == host_session_id()
+    with pytest.raises(GoalRefusedError) as info:
+        client.go_to(episode_id="old_odom")
+    message = str(info.value)
+    assert "'odom'" in message and "starts anew each session" in message
+    assert "'map'" in message and OTHER_BOOT in message
+    assert nav.log() == []  # nothing sent
+    accepted = client.go_to(episode_id="old_in_map", standoff_m=0.0)
+    assert accepted.state == "running"
+    assert accepted.goal.position == pytest.approx((11.0, 5.0, 0.0))
+    # this session's odom episode passes the session check (and needs tf to map)
+    with pytest.raises(GoalRefusedError) as info:
+        client.go_to(episode_id="now_odom")
+    assert "starts anew" not in str(info.value)
+    # the same from the CLI, with --store: one line, exit 1
+    store_args = ["--store", str(store), "--allow-other-robots"]  # robot "me" is not this host
+    proc = goto(tmp_path, "--id", "old_odom", *store_args, "--dry-run")
+    assert proc.returncode == 1
+    (line,) = proc.stderr.strip().splitlines()
+    assert "starts anew each session" in line and "'map'" in line
+    proc = goto(tmp_path, "--id", "old_in_map", *store_args, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
