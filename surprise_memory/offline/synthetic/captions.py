@@ -22,8 +22,6 @@ from surprise_memory.offline.synthetic.scene import (
     RECURRING_KIND,
     SyntheticScene,
     _camera_x,
-    pan_blur_px,
-    person_x,
 )
 
 __all__ = [
@@ -34,7 +32,7 @@ __all__ = [
     "frame_facts",
 ]
 
-FACTS = ("ball", "person", "dimming", "panel", "pan", "street")
+FACTS = ("ball", "person", "dimming", "panel", "street")
 """Fact keys of :func:`frame_facts` (``ball`` also comes as ``ball:<colour>``)."""
 
 TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
@@ -66,13 +64,6 @@ TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
         "yellow and black stripes",
         "a striped sign slides in",
         "a hazard panel",
-    ),
-    "pan": (
-        "the camera is panning",
-        "the view sweeps sideways",
-        "a blurred view while the robot rotates",
-        "the robot turns its head",
-        "motion blur from a turn",
     ),
     "street": (
         "an empty street",
@@ -133,8 +124,7 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
 
     ``ball:<colour>`` while an appeared object is in view, ``person`` while the walker is
     in the image, ``dimming`` from a dimming light change's start until 1.5 s after its end,
-    ``panel`` while the striped panel shows, ``pan`` while the camera turns fast enough to
-    smear the view (2 px or more per frame); ``street`` when none of these (lit or dim:
+    ``panel`` while the striped panel shows; ``street`` when none of these (lit or dim:
     the light level alone is no fact, so the embedder learns objects, not brightness).
     """
     t = scene.seconds(scene.frame_stamp(index))
@@ -152,7 +142,9 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
     dim = True
     for ev in scene.scripted_events:
         if ev.kind == "person_crosses" and ev.start_s <= t <= ev.end_s:
-            if person_x(scene, ev, t) < 1.05 * w:
+            span = max(ev.end_s - ev.start_s, 1e-9)
+            cx = -0.2 * w + 1.4 * w * (t - ev.start_s) / span
+            if -0.05 * w < cx < 1.05 * w:
                 facts.append("person")
         elif ev.kind == RECURRING_KIND and ev.start_s <= t <= ev.end_s:
             progress = (t - ev.start_s) / max(ev.end_s - ev.start_s, 1e-9)
@@ -162,8 +154,6 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
             if dim and t <= ev.end_s + 1.5:
                 facts.append("dimming")
             dim = not dim
-    if abs(pan_blur_px(scene, t)) >= 2.0:
-        facts.append("pan")
     return facts or ["street"]
 
 

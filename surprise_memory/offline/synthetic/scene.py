@@ -5,10 +5,8 @@ textures drawn from ``seed``). Scripted events change what the camera sees:
 
 * ``object_appears``: a coloured object appears in the scene and stays;
 * ``light_change``: the light dims (or, the next time, comes back) over a short ramp;
-* ``camera_pan``: the robot turns 90 degrees to the left, so the camera pans (the view is
-  smeared over each frame's exposure while it turns);
-* ``person_crosses``: a person-like shape steps into view (left of centre) and walks out
-  to the right;
+* ``camera_pan``: the robot turns 90 degrees to the left, so the camera pans;
+* ``person_crosses``: a person-like shape walks across the image;
 * ``panel_passes``: the same striped panel slides into view, stays, and slides out again,
   identical every time (a re-appearing subject, like an automatic door on a patrol route;
   :func:`recurring_events` scripts it N times among M novel events).
@@ -53,8 +51,6 @@ __all__ = [
     "default_events",
     "frame_signature",
     "ground_truth",
-    "pan_blur_px",
-    "person_x",
     "recurring_events",
     "render_frame",
     "synthetic_frames",
@@ -68,7 +64,7 @@ EVENT_KINDS: dict[str, str] = {
     "object_appears": "a coloured object appears in the scene and stays",
     "light_change": "the light dims (or comes back) over a short ramp",
     "camera_pan": "the robot turns 90 degrees to the left; the camera pans with it",
-    "person_crosses": "a person-like shape steps into view and walks out to the right",
+    "person_crosses": "a person-like shape walks across the image from left to right",
     "panel_passes": "the same striped panel slides into view, stays, and slides out again",
 }
 """The scripted event kinds and what each does."""
@@ -358,27 +354,6 @@ def _world(scene: SyntheticScene) -> FloatImage:
     return img
 
 
-def pan_blur_px(scene: SyntheticScene, t: float) -> float:
-    """How far (image pixels) a camera pan moves the view during the frame's exposure at ``t``.
-
-    The exposure is one frame interval; :func:`render_frame` averages the view over it, so
-    a turning camera shows as a horizontal smear (0 when the robot does not turn).
-    """
-    dt = 1.0 / scene.fps
-    return (_yaw(scene, t) - _yaw(scene, t - dt)) * scene.width / _FOV_RAD
-
-
-def person_x(scene: SyntheticScene, event: ScriptedEvent, t: float) -> float:
-    """Image x of the walker's centre at ``t`` s of a ``person_crosses`` event.
-
-    The person steps into view at a fifth of the width (out of a doorway, inside the
-    centre crop that V-JEPA-2's preprocessing keeps, so the crossing is visible to the
-    encoder from its scripted start) and walks out past the right edge at its end.
-    """
-    span = max(event.end_s - event.start_s, 1e-9)
-    return scene.width * (0.2 + 0.9 * (t - event.start_s) / span)
-
-
 def _camera_x(scene: SyntheticScene, t: float) -> float:
     """Left edge of the view in panorama pixels at ``t`` s (turning left moves it left)."""
     px_per_rad = scene.width / _FOV_RAD
@@ -507,16 +482,12 @@ def render_frame(scene: SyntheticScene, index: int) -> Frame:
             light *= 1.0 + (target - 1.0) * done
             dim = not dim
     x0 = _camera_x(scene, t)
-    blur = pan_blur_px(scene, t)
-    taps = max(1, math.ceil(abs(blur)))
-    img = np.zeros((h, w, world.shape[2]), dtype=world.dtype)
-    for k in range(taps):  # a turning camera smears the view over one frame's exposure
-        cols = (np.arange(w) + math.floor(x0 + blur * k / taps)) % world.shape[1]
-        img += world[:, cols]
-    img /= taps
+    cols = (np.arange(w) + math.floor(x0)) % world.shape[1]
+    img = world[:, cols].copy()
     for ev in scene.scripted_events:
         if ev.kind == "person_crosses" and ev.start_s <= t <= ev.end_s:
-            cx = person_x(scene, ev, t)
+            span = max(ev.end_s - ev.start_s, 1e-9)
+            cx = -0.2 * w + 1.4 * w * (t - ev.start_s) / span
             _person(img, cx, scene, phase=8.0 * (t - ev.start_s), color=(150.0, 40.0, 40.0))
         elif ev.kind == RECURRING_KIND and ev.start_s <= t <= ev.end_s:
             _panel(img, scene, (t - ev.start_s) / max(ev.end_s - ev.start_s, 1e-9))

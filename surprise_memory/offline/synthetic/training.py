@@ -104,7 +104,7 @@ class TrainingSettings:
     video_steps: int = 300
     video_batch: int = 24
     video_lr: float = 1e-3
-    embedder_steps: int = 3000
+    embedder_steps: int = 1500
     embedder_batch: int = 32
     embedder_lr: float = 1e-3
     threads: int = 1
