@@ -36,7 +36,9 @@ def snapshot_env() -> dict[str, str]:
     if importlib.util.find_spec("rosbag2_interfaces") is not None:
         return os.environ.copy()  # rosbag2 installed (a robot): the real type
     base = _cache_dir()
-    setup = base / "install" / "setup.bash"
+    # local_setup, not setup: setup.bash would also source the workspaces that were sourced
+    # when the cache was built (another checkout's install), ahead of this run's own
+    setup = base / "install" / "local_setup.bash"
     done_mark = base / "built"
     if not done_mark.is_file():
         tmp = base.with_name(base.name + f".tmp{os.getpid()}")

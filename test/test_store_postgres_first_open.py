@@ -34,6 +34,7 @@ from test_store_migrate import _fill
 
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.store import open_store
+from surprise_memory.memory.store.postgres.schema import SCHEMA_VERSION
 
 # a child process: import everything, say ready, wait for "go", then do its part
 _AT_ONCE = textwrap.dedent(
@@ -103,7 +104,7 @@ def test_several_processes_open_a_new_store_at_the_same_instant(
         url = new_database(pg_server)
         results = _at_once(tmp_path / str(trial), 8, "open", url)
         assert all(code == 0 for code, _ in results), [out for code, out in results if code]
-        assert _extensions_and_versions(url) == ([("vector",)], [("2",)])
+        assert _extensions_and_versions(url) == ([("vector",)], [(str(SCHEMA_VERSION),)])
         with open_store(url, read_only=True) as store:
             assert len(store) == 8
             assert set(store.robot_counts()) == {f"r{i}" for i in range(8)}  # type: ignore[attr-defined]
@@ -173,4 +174,4 @@ def test_memory_nodes_configured_together_share_one_new_store(tmp_path: Path, pg
     finally:
         node.destroy_node()
         rclpy.shutdown()
-    assert _extensions_and_versions(pg_url) == ([("vector",)], [("2",)])
+    assert _extensions_and_versions(pg_url) == ([("vector",)], [(str(SCHEMA_VERSION),)])

@@ -173,7 +173,8 @@ def test_goto_by_text_chooses_the_stores_first_episode(
     store: Path, first: dict[str, str], text: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["goto", text, "--store", str(store), "--dry-run", "--json"]
-    assert cli_main([*args, "--navigation-frame", "odom", "--device", "cpu"]) == 0
+    frames = ["--navigation-frame", "odom", "--fixed-frames", "odom"]  # a recording's odom
+    assert cli_main([*args, *frames, "--device", "cpu"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["episode"]["id"] == first[text]
     assert "dry run" in out["message"]

@@ -79,6 +79,10 @@ def goal_msg(node: Any, pose: Pose) -> PoseStamped:
 class GoalSender:
     """Sends goals to Nav2 (the action, or the goal topic) and follows them.
 
+    Long class: each goal's whole life on both transports (send, a late answer, feedback,
+    result, cancel, preemption) goes through one goal book under one lock; the topic path
+    apart in a class of its own is the next split.
+
     Every goal gets an id (the action goal's UUID, chosen here; a made one on the topic)
     and a :class:`~surprise_memory.memory.navigation_goals.GoalStatus` in :attr:`book`,
     updated from the navigator's answers, feedback and result. One goal at a time: when a

@@ -328,12 +328,13 @@ def _run(args: argparse.Namespace) -> int:
             )
     if answers:
         text = answers[0][0]
-        print(f'   goto by text: surprise-memory goto "{text}" --store {store_dir} --dry-run')
+        # the recording's odom is its own (a session of its own): fixed for this dry run
+        goto = ["--dry-run", "--navigation-frame", "odom", "--fixed-frames", "odom"]
+        shown = " ".join(goto)
+        print(f'   goto by text: surprise-memory goto "{text}" --store {store_dir} {shown}')
         from surprise_memory.cli import main as cli_main
 
-        code = cli_main(
-            ["goto", text, "--store", str(store_dir), "--dry-run", "--navigation-frame", "odom"]
-        )
+        code = cli_main(["goto", text, "--store", str(store_dir), *goto])
         if code:
             print(f"   goto exited with {code}")
 

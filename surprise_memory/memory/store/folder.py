@@ -124,6 +124,10 @@ def _data_version(conn: sqlite3.Connection) -> int:
 class StoreFolder:
     """The open folder: writer lock, database, frame files, meta and catalog.
 
+    Long class: every add, eviction and reopen keeps the database, the frame files, the
+    catalog and the episode index (episode_index.py) in step, in one place where the
+    order of those writes can be read.
+
     Args:
         root: The store folder (absolute).
         config: JPEG quality and disk budget.

@@ -119,6 +119,10 @@ def _split_windows(windows: Sequence[WindowLike] | WindowLike) -> list[torch.Ten
 class VideoEncoder:
     """V-JEPA-2 encoder over windows of frames, mean-pooled to one vector per window.
 
+    Long class: most of its lines are the read-only properties that the nodes, the
+    catch-up and the benchmarks read; the model itself is transformers' and its
+    loading is loading.py.
+
     Args:
         weights: Hub id (default: the paper's ViT-L fpc64-256), local folder in
             ``save_pretrained`` layout, ``random`` (ViT-L architecture) or
