@@ -38,6 +38,7 @@ ROS_MODULES = frozenset(
         "ros_helpers",  # test/ros_helpers.py: rclpy
         "surprise_memory.msg",
         "surprise_memory.srv",
+        "surprise_memory.action",  # the generated test action (issue 29)
         "surprise_memory.nodes",
         "surprise_memory.agents.ros_client",
         "surprise_memory.agents.ros_navigation",
