@@ -360,8 +360,8 @@ _OPEN_THEN_ROS = textwrap.dedent(
 )
 
 
+@pytest.mark.ros  # starts rclpy in a child process: the main stage only
 def test_a_process_that_opens_a_store_can_start_ros_afterwards(tmp_path: Path) -> None:
-    pytest.importorskip("rclpy")
     path = tmp_path / "store"
     _fill(path, 40)
     with EpisodeStore(path):
