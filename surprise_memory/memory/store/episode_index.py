@@ -29,10 +29,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.ann import AnnIndex, pooled
 from surprise_memory.memory.store.schema import EpisodeRow
-from surprise_memory.memory.store.search import EmbeddingIndex, SearchResult
+from surprise_memory.memory.store.search import EmbeddingIndex
 
 __all__ = ["EXACT_PER_SEGMENT", "RERANK", "EpisodeIndex", "FrameReader"]
 
@@ -66,7 +65,6 @@ class EpisodeIndex(EmbeddingIndex):
         self._ann: AnnIndex | None = None
         self._frames: FrameReader | None = None
         self._dead = 0
-        self._k = RERANK
 
     def attach(self, ann: AnnIndex, frames: FrameReader) -> None:
         """Use ``ann`` for the vectors and ``frames`` to read frame embeddings back."""
@@ -114,7 +112,7 @@ class EpisodeIndex(EmbeddingIndex):
             self._dead = 0
 
     def _episode_scores(
-        self, q: npt.NDArray[np.float32], cand: npt.NDArray[np.intp], n: int
+        self, q: npt.NDArray[np.float32], cand: npt.NDArray[np.intp], n: int, k: int
     ) -> npt.NDArray[np.float64]:
         """Exact max-over-frames scores for the best candidates, -inf for the others.
 
@@ -124,7 +122,7 @@ class EpisodeIndex(EmbeddingIndex):
         del n
         keys = self._keys.view()[cand]
         q = (q / np.linalg.norm(q)).astype(np.float32)
-        k_rerank = max(RERANK, self._k)
+        k_rerank = max(RERANK, k)
         if cand.size <= k_rerank or self._ann is None:
             chosen = keys
         else:
@@ -196,11 +194,6 @@ class EpisodeIndex(EmbeddingIndex):
             if count > size // 4:
                 return None
         return None
-
-    def search(self, query: RetrievalQuery, k: int) -> SearchResult:
-        """See :meth:`EmbeddingIndex.search`; the best candidates are re-ranked exactly."""
-        self._k = k
-        return super().search(query, k)
 
     def load(self, rows: Sequence[EpisodeRow]) -> None:
         """Add many episodes' filter fields at once (an open), in ascending key order."""

@@ -328,7 +328,7 @@ class EmbeddingIndex:
                 f"query embedding has dimension {q.shape[0]}, the store holds dimension {self._dim}"
             )
         if q is not None and cand.size:
-            scores = self._episode_scores(q, cand, n)
+            scores = self._episode_scores(q, cand, n, k)
             scored = np.isfinite(scores)  # a subclass may score only the best candidates
             if not scored.all():
                 cand, scores = cand[scored], scores[scored]
@@ -358,9 +358,13 @@ class EmbeddingIndex:
         )
 
     def _episode_scores(
-        self, q: npt.NDArray[np.float32], cand: npt.NDArray[np.intp], n: int
+        self, q: npt.NDArray[np.float32], cand: npt.NDArray[np.intp], n: int, k: int
     ) -> npt.NDArray[np.float64]:
-        """Max cosine over the frames of each candidate episode (aligned with ``cand``)."""
+        """Max cosine over the frames of each candidate episode (aligned with ``cand``).
+
+        ``n`` is the number of episodes indexed, ``k`` the number the search returns (every
+        candidate is scored here; a subclass may score only the best, -inf for the others).
+        """
         first = self._first_row.view()
         counts = self._row_count.view()
         matrix = self._matrix.view()
