@@ -25,6 +25,7 @@ late answers, preemption and cancels, is ``test_navigation_action.py``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -247,6 +248,19 @@ def memory(
     _fill(store, embedder, time.time_ns() - 3600 * S)  # an hour ago
     params = sf.node_params(str(store), embedder_weights=weights, robot_id="me")
     params["/**/memory_node"]["ros__parameters"]["goal_standoff_meters"] = 0.5
+    node, _ = ros
+    with go_to_episode_service(node, work, params) as client:
+        yield client, store
+
+
+@contextlib.contextmanager
+def go_to_episode_service(
+    node: Node, work: Path, params: dict[str, Any], ns: str = NS
+) -> Iterator[GoToEpisodeClient]:
+    """memory_node started with ``params`` in namespace ``ns``, serving go_to_episode; its client.
+
+    Its store must hold the episode ``door`` (the first dry run waits for the service).
+    """
     (work / "params.yaml").write_text(yaml.safe_dump(params))
     args = [
         node_executable("memory_node"),
@@ -254,12 +268,11 @@ def memory(
         "--params-file",
         str(work / "params.yaml"),
     ]
-    args += ["-r", f"__ns:={NS}"]
-    node, _ = ros
+    args += ["-r", f"__ns:={ns}"]
     with peer_process(args, work, "memory_node") as proc:
-        client = GoToEpisodeClient(node, f"{NS}/go_to_episode", timeout=60.0)
+        client = GoToEpisodeClient(node, f"{ns}/go_to_episode", timeout=60.0)
         client.go_to(episode_id="door", dry_run=True)  # up and serving
-        yield client, store
+        yield client
         client.destroy()
         assert proc.poll() is None, "memory_node died during the tests"
 

@@ -36,14 +36,12 @@ import numpy as np
 import pytest
 import rclpy
 import synthetic_frames as sf
-import yaml
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
-from ros_helpers import node_executable, peer_process
 from test_daaam_integration import strict_violations
-from test_go_to_episode import _weights
+from test_go_to_episode import _weights, go_to_episode_service
 
 from surprise_memory.agents.navigation_tool import (
     NavigateToEpisodeTool,
@@ -279,21 +277,9 @@ def memory(
         "goal_action_type": action_type_name,
         "goal_timeout_seconds": TIMEOUT_S,
     }
-    (work / "params.yaml").write_text(yaml.safe_dump(params))
-    args = [
-        node_executable("memory_node"),
-        "--ros-args",
-        "--params-file",
-        str(work / "params.yaml"),
-    ]
-    args += ["-r", f"__ns:={NS}"]
     node, _ = ros
-    with peer_process(args, work, "memory_node") as proc:
-        client = GoToEpisodeClient(node, f"{NS}/go_to_episode", timeout=60.0)
-        client.go_to(episode_id="door", dry_run=True)  # up and serving
+    with go_to_episode_service(node, work, params, NS) as client:
         yield client, store
-        client.destroy()
-        assert proc.poll() is None, "memory_node died during the tests"
 
 
 def wait_state(
