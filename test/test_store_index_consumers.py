@@ -268,7 +268,7 @@ def store(tmp_path_factory: pytest.TempPathFactory, embedder: ImageTextEmbedder)
 
 
 def _recall(store: Store, answers: dict[tuple[str, str], list[str]]) -> float:
-    """recall@10 over every (query, filter) answered, counted together."""
+    """recall@10 over every (query, filter) answered, counted together (printed)."""
     found = wanted = 0
     by_name = {f.name: f for f in FILTERS}
     for (query, fname), got in answers.items():
@@ -276,6 +276,7 @@ def _recall(store: Store, answers: dict[tuple[str, str], list[str]]) -> float:
         found += len(set(got) & set(exact))
         wanted += len(exact)
     assert wanted > 0
+    print(f"recall@10 {found / wanted:.4f} ({found} of {wanted}, {len(answers)} queries)")
     return found / wanted
 
 
@@ -339,7 +340,7 @@ def _tool_answers(store: Store, tool: Any) -> dict[tuple[str, str], list[str]]:
                 "max_results": K,
                 "include_images": False,
             }
-            result = tool.execute(**args)
+            result = tool.execute(**json.loads(json.dumps(args)))  # as an agent sends them
             assert "error" not in result, (name, f.name, result)
             answers[name, f.name] = [e["id"] for e in result["episodes"]]
     return answers
