@@ -17,11 +17,14 @@ Each consumer is asked for the top 10 (``goto``: the top 1) and compared with th
 max-over-frames search this module computes itself from the database (numpy over every
 frame row): the retrieval service of the memory node over DDS, the agent tool (and DAAAM's
 ``EpisodicMemory`` where DAAAM is importable), the browser's ``/api/search`` and
-``surprise-memory goto --store --dry-run``. The bound is the issue's recall@10 >= 0.99,
-counted over all of a consumer's queries together (per query it would be 1.0 or 0.9 with
-nothing between: one episode swapped at rank 10 between two near-equal scores is what an
-approximate index may do, and what the bound allows). ``goto`` answers one episode per
-query; it must be the exact first in the same share (with fewer than 100 queries: all).
+``surprise-memory goto --store --dry-run`` and the memory node's ``go_to_episode`` (what
+``goto`` asks without ``--store``). The bound is the issue's recall@10 >= 0.99, counted
+over all of a consumer's queries together: per query, recall@10 moves in steps of 0.1, and
+an approximate index may swap an episode at rank 10 for one of a near-equal score, which
+the bound allows once in a hundred. ``goto`` answers one episode per query; it must be the
+exact first in the same share (with fewer than 100 queries: every time). The bound does
+tell a consumer that skips a step: ranked by the pooled episode vectors alone (no
+re-ranking over the frames), these queries reach a recall@10 of 0.77 to 0.90 per filter.
 """
 
 from __future__ import annotations
@@ -423,11 +426,11 @@ def test_goto_chooses_the_exact_first_episode(
 ) -> None:
     """``surprise-memory goto TEXT --store S --dry-run``: the exact first, text by text.
 
-    Each text with one of the filters in turn (each filter three times): a command rebuilds
+    Ten texts, each with one of the filters in turn (each filter twice): a command rebuilds
     the embedder and opens the store, 0.6 s a call.
     """
     chosen = found = 0
-    for i, text in enumerate(TEXTS):
+    for i, text in enumerate(TEXTS[:10]):
         f = FILTERS[i % len(FILTERS)]
         args = ["goto", text, "--store", str(store.path), "--dry-run", "--json"]
         assert cli_main([*args, *_goto_args(f), "--device", "cpu"]) == 0, (text, f.name)
@@ -485,15 +488,18 @@ def ros_host(store: Store, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 def test_the_retrieval_service_returns_the_exact_episodes(store: Store, ros_host: Any) -> None:
     from surprise_memory.agents.ros_client import EpisodicMemoryClient
 
+    """Embeddings made here, and the texts (which the node embeds with its own model)."""
     client = EpisodicMemoryClient(ros_host, f"{NS}/retrieve_episodes", 60.0)
     answers = {}
     try:
         for name in store.queries:
+            text = name in TEXTS
             for f in FILTERS:
                 found = client.retrieve(
-                    embedding=store.queries[name],
-                    embedding_model=store.model,
-                    embedding_pretrained=True,
+                    text=name if text else None,
+                    embedding=None if text else store.queries[name],
+                    embedding_model=None if text else store.model,
+                    embedding_pretrained=None if text else True,
                     start=f.start_ns,
                     end=f.end_ns,
                     near=None if f.near is None else (*f.near, 0.0),
@@ -504,3 +510,30 @@ def test_the_retrieval_service_returns_the_exact_episodes(store: Store, ros_host
     finally:
         client.destroy()
     assert _recall(store, answers) >= RECALL
+
+
+@pytest.mark.ros
+def test_the_memory_nodes_go_to_episode_chooses_the_exact_first_episode(
+    store: Store, ros_host: Any
+) -> None:
+    """``goto`` without ``--store`` asks this service: the node embeds the text itself."""
+    from surprise_memory.agents.ros_navigation import GoToEpisodeClient
+
+    client = GoToEpisodeClient(ros_host, f"{NS}/go_to_episode", timeout=60.0)
+    chosen = found = 0
+    try:
+        for text in TEXTS:
+            for f in FILTERS:
+                result = client.go_to(
+                    text=text,
+                    start=f.start_ns,
+                    end=f.end_ns,
+                    near=None if f.near is None else (*f.near, 0.0),
+                    radius=f.radius_m,
+                    dry_run=True,
+                )
+                chosen += 1
+                found += result.episode_id == store.exact(text, f, 1)[0]
+    finally:
+        client.destroy()
+    assert found / chosen >= RECALL, f"{found} of {chosen}"
