@@ -72,6 +72,8 @@ PLACES = 240
 TEXTS = [q for qs in HELD_OUT_QUERIES.values() for q in qs]
 EMBEDDING_QUERIES = 24
 
+pytestmark = pytest.mark.slow  # one shared store, four consumers: about a minute
+
 
 @dataclass(frozen=True)
 class Filter:
