@@ -809,6 +809,17 @@ def run_postgres(
                         )
                     ]
                     delete_episodes(conn, seqs)
+        if args.pg_variant and state["rows"]:  # the store as it is now, again: queries only
+            want = {
+                kind: [[episode_id(int(i)) for i in r if i >= 0] for r in truth.top[kind]]
+                for kind in ("text", "radius")
+            }
+            want["day"] = pg_day_truth(url, queries, have)
+            pg_prewarm(url)
+            last = state["rows"][-1]
+            last[f"pg_{args.pg_variant}"] = pg_child(args, server, want, [])
+            last[f"pg_{args.pg_variant}"]["episodes"] = have
+            state_path.write_text(json.dumps(state))
         for size in args.sizes:
             if size > args.postgres_max or any(r["size"] == size for r in state["rows"]):
                 continue
@@ -836,40 +847,8 @@ def run_postgres(
                 "day": pg_day_truth(url, queries, have),
             }
             adds = list(range(have, have + ADDS))
-            cmd = [
-                sys.executable,
-                __file__,
-                "--work",
-                str(args.work),
-                "--queries",
-                str(args.queries),
-                "--seed",
-                str(args.seed),
-                "--pg-url",
-                url,
-                "--child",
-                "pg",
-                ",".join(map(str, adds)),
-            ]
-            res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-            summary: dict[str, Any] = {
-                "open_s": res["open_s"],
-                "rss": res["rss"],
-                "rss_open": res["rss_open"],
-                "server_pss": pg_server_pss(server),
-            }
-            for kind in ("text", "day", "radius"):
-                ms = np.asarray(res["ms"][kind])
-                summary[kind] = {
-                    "p50_ms": float(np.percentile(ms, 50)),
-                    "p99_ms": float(np.percentile(ms, 99)),
-                    "recall": recall(res["hits"][kind], want[kind]),
-                }
-            summary["add_p50_ms"] = float(np.percentile(res["add_ms"], 50))
-            summary["add_p99_ms"] = float(np.percentile(res["add_ms"], 99))
-            summary["jpeg_bytes_per_episode"] = res["jpeg_bytes_per_episode"]
-            row["pg"] = summary
-            print(json.dumps({"size": size, "pg": summary}), file=sys.stderr, flush=True)
+            row["pg"] = pg_child(args, server, want, adds)
+            print(json.dumps({"size": size, "pg": row["pg"]}), file=sys.stderr, flush=True)
             b = world.batch(have // BATCH)  # the public adds joined the store
             lo = have - (have // BATCH) * BATCH
             if lo + ADDS <= BATCH:
@@ -889,22 +868,65 @@ def run_postgres(
     return list(state["rows"])
 
 
+def pg_child(
+    args: argparse.Namespace, server: Any, want: dict[str, list[list[str]]], adds: list[int]
+) -> dict[str, Any]:
+    """Measure the store in a fresh client process (:func:`measure_pg`); the summary."""
+    cmd = [
+        sys.executable,
+        __file__,
+        "--work",
+        str(args.work),
+        "--queries",
+        str(args.queries),
+        "--seed",
+        str(args.seed),
+        "--pg-url",
+        server.get_uri(),
+        "--child",
+        "pg",
+        ",".join(map(str, adds)),
+    ]
+    res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    summary: dict[str, Any] = {
+        "open_s": res["open_s"],
+        "rss": res["rss"],
+        "rss_open": res["rss_open"],
+        "server_pss": pg_server_pss(server),
+    }
+    for kind in ("text", "day", "radius"):
+        ms = np.asarray(res["ms"][kind])
+        summary[kind] = {
+            "p50_ms": float(np.percentile(ms, 50)),
+            "p99_ms": float(np.percentile(ms, 99)),
+            "recall": recall(res["hits"][kind], want[kind]),
+        }
+    if res["add_ms"]:
+        summary["add_p50_ms"] = float(np.percentile(res["add_ms"], 50))
+        summary["add_p99_ms"] = float(np.percentile(res["add_ms"], 99))
+    summary["jpeg_bytes_per_episode"] = res["jpeg_bytes_per_episode"]
+    return summary
+
+
 def print_pg_table(rows: list[dict[str, Any]], versions: str = "") -> None:
     """The PostgreSQL rows, in the columns of :func:`print_table`, then load and disk."""
     if not rows:
         return
     print(f"PostgreSQL: {versions}")
     for r in rows:
-        m = r["pg"]
-        lat = " | ".join(
-            f"{m[k]['p50_ms']:.1f} / {m[k]['p99_ms']:.1f}" for k in ("text", "day", "radius")
-        )
-        rec = " / ".join(f"{m[k]['recall']:.3f}" for k in ("text", "day", "radius"))
-        print(
-            f"| {r['episodes']:,} | PostgreSQL (client; server PSS {m['server_pss'] / 2**20:.0f}) "
-            f"| {m['open_s']:.2f} | {m['rss'].get('RssAnon', 0) / 2**20:.0f}+"
-            f"{m['rss'].get('RssFile', 0) / 2**20:.0f} | {lat} | {rec} | {m['add_p99_ms']:.1f} |"
-        )
+        for key in sorted(k for k in r if k.startswith("pg")):
+            m = r[key]
+            lat = " | ".join(
+                f"{m[k]['p50_ms']:.1f} / {m[k]['p99_ms']:.1f}" for k in ("text", "day", "radius")
+            )
+            rec = " / ".join(f"{m[k]['recall']:.3f}" for k in ("text", "day", "radius"))
+            add = f"{m['add_p99_ms']:.1f}" if "add_p99_ms" in m else ""
+            print(
+                f"| {m.get('episodes', r['episodes']):,} | PostgreSQL {key[3:]} (client; server "
+                f"PSS {m['server_pss'] / 2**20:.0f} MiB) | {m['open_s']:.2f} | "
+                f"{m['rss'].get('RssAnon', 0) / 2**20:.0f}+"
+                f"{m['rss'].get('RssFile', 0) / 2**20:.0f} | {lat} | {rec} | {add} |"
+            )
     for r in rows:
         d = r["disk"]
         jpeg = r["pg"].get("jpeg_bytes_per_episode") or 0
@@ -936,6 +958,13 @@ def pg_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--shared-buffers", default="4GB", help="the PostgreSQL server's shared_buffers")
     p.add_argument("--pg-url", default="", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--pg-variant",
+        default="",
+        metavar="NAME",
+        help="measure the PostgreSQL store as it is now again (queries only, e.g. after a "
+        "change of the search), kept as pg_NAME beside its last row",
+    )
 
 
 def postgres_main(
