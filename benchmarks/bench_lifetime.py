@@ -703,7 +703,7 @@ def pg_day_truth(url: str, queries: dict[str, np.ndarray], n: int) -> list[list[
         register_vector(conn)
         for i, q in enumerate(queries["vec"]):
             lo, hi = _day_window(queries["day"][i], days)
-            rows = conn.execute(
+            rows = conn.cursor(binary=True).execute(  # binary: no text parsing of vectors
                 "SELECT e.id, m.embedding FROM surprise_memory.episodes e "
                 "JOIN surprise_memory.embeddings m ON m.episode_seq = e.seq "
                 "WHERE e.stamp_ns BETWEEN %s AND %s",
