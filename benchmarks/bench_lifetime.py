@@ -703,12 +703,16 @@ def pg_day_truth(url: str, queries: dict[str, np.ndarray], n: int) -> list[list[
         register_vector(conn)
         for i, q in enumerate(queries["vec"]):
             lo, hi = _day_window(queries["day"][i], days)
-            rows = conn.cursor(binary=True).execute(  # binary: no text parsing of vectors
-                "SELECT e.id, m.embedding FROM surprise_memory.episodes e "
-                "JOIN surprise_memory.embeddings m ON m.episode_seq = e.seq "
-                "WHERE e.stamp_ns BETWEEN %s AND %s",
-                (lo, hi),
-            ).fetchall()
+            rows = (
+                conn.cursor(binary=True)
+                .execute(  # binary: no text parsing of vectors
+                    "SELECT e.id, m.embedding FROM surprise_memory.episodes e "
+                    "JOIN surprise_memory.embeddings m ON m.episode_seq = e.seq "
+                    "WHERE e.stamp_ns BETWEEN %s AND %s",
+                    (lo, hi),
+                )
+                .fetchall()
+            )
             best: dict[str, float] = {}
             if rows:
                 embs = np.stack([r[1].to_numpy() for r in rows]).astype(np.float32)
@@ -719,16 +723,22 @@ def pg_day_truth(url: str, queries: dict[str, np.ndarray], n: int) -> list[list[
 
 
 def measure_pg(
-    url: str, queries: dict[str, np.ndarray], adds: list[int], seed: int
+    url: str,
+    queries: dict[str, np.ndarray],
+    adds: list[int],
+    seed: int,
+    settings: list[str] | None = None,
 ) -> dict[str, Any]:
     """Open the PostgreSQL store in this process (client) and time its queries and adds."""
     import psycopg
 
+    from surprise_memory.config import StoreConfig
     from surprise_memory.memory.retrieval import RetrievalQuery
     from surprise_memory.memory.store import open_store
 
+    config = StoreConfig(**{k: int(v) for k, v in (s.split("=", 1) for s in settings or [])})
     t0 = time.perf_counter()
-    store = open_store(url)
+    store = open_store(url, config)
     open_s = time.perf_counter() - t0
     rss_open = _rss()
     n = len(store)
@@ -886,6 +896,7 @@ def pg_child(
         "--child",
         "pg",
         ",".join(map(str, adds)),
+        *(f"--pg-setting={s}" for s in args.pg_setting),
     ]
     res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     summary: dict[str, Any] = {
@@ -958,6 +969,13 @@ def pg_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--shared-buffers", default="4GB", help="the PostgreSQL server's shared_buffers")
     p.add_argument("--pg-url", default="", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--pg-setting",
+        action="append",
+        default=[],
+        metavar="KEY=INT",
+        help="a StoreConfig setting of the measured PostgreSQL store (e.g. ann_ef_search=400)",
+    )
     p.add_argument(
         "--pg-variant",
         default="",
@@ -1033,7 +1051,8 @@ def main(argv: list[str] | None = None) -> None:
         mode, adds = args.child
         ids = [int(x) for x in adds.split(",") if x]
         if mode == "pg":
-            json.dump(measure_pg(args.pg_url, queries, ids, args.seed), sys.stdout)
+            out = measure_pg(args.pg_url, queries, ids, args.seed, args.pg_setting)
+            json.dump(out, sys.stdout)
             return
         json.dump(measure(store_dir, mode, queries, ids, args.seed), sys.stdout)
         return
