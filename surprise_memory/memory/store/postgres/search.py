@@ -22,7 +22,8 @@ from constant fragments (one per filter the query has; the values are bound para
   scored exactly and each episode ranked by max-over-frames. Every returned score is
   exact; what the index can miss is an episode whose mean is far from the query while
   one of its frames is close (the benchmark measures how often). When the candidates
-  leave fewer than ``k`` episodes after the place filter, the exact statement answers;
+  leave fewer than ``k`` episodes after the place filter, the candidates are named again
+  by an exact ranking of the pooled vectors of every episode the filters leave (below);
 * **selective time window**: when a time window (and robot) leaves at most
   :data:`EXACT_EPISODES` episodes, the candidates are the ``ann_candidates`` episodes of
   the window (and place) nearest by their pooled vector, ranked *exactly* (no graph,
@@ -226,9 +227,11 @@ def find(
 ) -> list[tuple[int, float | None, float | None]]:
     """Answer ``query`` inside the caller's transaction: rows ``(seq, score, distance)``.
 
-    Exact below ``config.ann_min_frames`` stored frames; above, the HNSW index over the
-    pooled episode vectors names ``ann_candidates`` episodes, re-ranked exactly by
-    max-over-frames; the exact statement when the candidates leave fewer than ``k``.
+    Exact below ``config.ann_min_frames`` stored frames; above, ``ann_candidates``
+    episodes named by the HNSW index over the pooled episode vectors (or, for a time
+    window of at most :data:`EXACT_EPISODES` episodes, or when the place filter leaves
+    fewer than ``k`` of the graph's candidates, by an exact ranking of the pooled vectors
+    of the filtered episodes), re-ranked exactly by max-over-frames.
 
     Args:
         conn: The connection, inside a transaction (the index settings are local to it).
@@ -273,9 +276,16 @@ def find(
             query, k, dim=dim, ann_episodes=ann, frame=frame, exact_candidates=exact_candidates
         ),
     )
-    if ann is not None and len(found) < k:
-        # the place filter left too few of the candidates: answer exactly
-        found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_episodes=None, frame=frame))
+    if ann is not None and not exact_candidates and len(found) < k:
+        # the place filter left too few of the graph's candidates: rank every episode the
+        # filters leave by its pooled vector exactly (fewer than k found then means fewer
+        # than k pass the filters: all of them, scored exactly, are the answer)
+        found = run_search(
+            conn,
+            SqlSearch.build(
+                query, k, dim=dim, ann_episodes=ann, frame=frame, exact_candidates=True
+            ),
+        )
     return found
 
 
