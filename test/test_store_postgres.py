@@ -97,6 +97,8 @@ def test_schema_lives_in_its_namespace_with_a_version_and_an_hnsw_index(pg_url: 
         pg_url, "SELECT indexdef FROM pg_indexes WHERE indexname = 'episode_vectors_hnsw'"
     )
     assert "hnsw" in str(index[0]) and "halfvec(16)" in str(index[0])
+    # built with the graph settings measured at 200k episodes (not pgvector's 16 / 64)
+    assert "m='32'" in str(index[0]) and "ef_construction='128'" in str(index[0]), index[0]
     assert _sql(pg_url, "SELECT count(*), sum(length(jpeg)) > 0 FROM surprise_memory.frames") == [
         (8, True)
     ]
