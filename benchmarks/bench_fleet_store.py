@@ -473,7 +473,8 @@ def main() -> None:
         print(
             f"data: {args.topics} topics, 8 frames x {DIM}-d per episode, {args.queries} "
             f"text-like queries, k={K}, hnsw over pooled episode vectors m={HNSW_M} "
-            f"ef_construction={HNSW_EF_CONSTRUCTION}, ef_search={args.ef_search} (raised to the candidate count), "
+            f"ef_construction={HNSW_EF_CONSTRUCTION}, ef_search={args.ef_search} "
+            "(raised to the candidate count), "
             f"candidates={args.candidates[0]} (also {args.candidates[1:]})"
         )
         rng = np.random.default_rng(0)
