@@ -56,6 +56,7 @@ from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import open_store
 from surprise_memory.memory.store.frame_files import encode_jpeg
 from surprise_memory.memory.store.postgres.rows import pooled_vector
+from surprise_memory.memory.store.postgres.schema import HNSW_EF_CONSTRUCTION, HNSW_M
 from surprise_memory.memory.store.search import EmbeddingIndex
 
 S = 1_000_000_000
@@ -471,8 +472,9 @@ def main() -> None:
         )
         print(
             f"data: {args.topics} topics, 8 frames x {DIM}-d per episode, {args.queries} "
-            f"text-like queries, k={K}, hnsw over pooled episode vectors m=16 "
-            f"ef_construction=64, ef_search={args.ef_search} (raised to the candidate count), "
+            f"text-like queries, k={K}, hnsw over pooled episode vectors m={HNSW_M} "
+            f"ef_construction={HNSW_EF_CONSTRUCTION}, ef_search={args.ef_search} "
+            "(raised to the candidate count), "
             f"candidates={args.candidates[0]} (also {args.candidates[1:]})"
         )
         rng = np.random.default_rng(0)

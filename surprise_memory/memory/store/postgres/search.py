@@ -10,8 +10,9 @@ from constant fragments (one per filter the query has; the values are bound para
   frames, ``max(1 - (embedding <=> q))`` between ``halfvec`` values (pgvector computes
   in float32; the query rounded to float16 moves a cosine by about 1e-4); ties go to the
   newer trigger stamp, then the later insertion, like the SQLite store;
-* **exact** below ``ann_min_frames`` stored frames: every frame of the filtered episodes is
-  scored;
+* **exact** below ``ann_min_frames`` stored frames: every frame of the episodes the filters
+  leave is scored (the episodes found by their own indexes, e.g. the stamp for a time
+  window, each one's frames fetched by primary key: no scan of every frame);
 * **approximate** above it: the HNSW index over the episodes' pooled vectors (one per
   episode, the normalised mean of its frames, see
   :func:`~surprise_memory.memory.store.postgres.rows.pooled_vector`) names the
@@ -21,7 +22,15 @@ from constant fragments (one per filter the query has; the values are bound para
   scored exactly and each episode ranked by max-over-frames. Every returned score is
   exact; what the index can miss is an episode whose mean is far from the query while
   one of its frames is close (the benchmark measures how often). When the candidates
-  leave fewer than ``k`` episodes after the place filter, the exact statement answers;
+  leave fewer than ``k`` episodes after the place filter, the candidates are named again
+  by an exact ranking of the pooled vectors of every episode the filters leave (below);
+* **selective time window**: when a time window (and robot) leaves at most
+  :data:`EXACT_EPISODES` episodes, the candidates are the ``ann_candidates`` episodes of
+  the window (and place) nearest by their pooled vector, ranked *exactly* (no graph,
+  every filter applied before ranking), then re-ranked by their frames as above: the
+  HNSW scan would have to walk past ``1 / selectivity`` non-matching episodes per
+  candidate (a one-day window of a robot-year holds 0.3 % of them), as the embedded
+  store's :class:`~surprise_memory.memory.store.episode_index.EpisodeIndex` does too;
 * **without an embedding**: by distance to ``near`` when given, else newest first.
 """
 
@@ -37,7 +46,14 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.memory.retrieval import RetrievalQuery, one_pose_frame
 from surprise_memory.memory.store.postgres.rows import store_counts
 
-__all__ = ["SqlSearch", "ann_candidates", "find", "run_search"]
+__all__ = ["EXACT_EPISODES", "SqlSearch", "ann_candidates", "find", "run_search"]
+
+EXACT_EPISODES = 4_096
+"""A time window leaving at most this many episodes ranks their pooled vectors exactly.
+
+The same bound as the embedded store's exact search per segment; measured at a
+robot-year in benchmarks/bench_lifetime.py (a one-day window holds about 1,840 episodes).
+"""
 
 _EPISODE_FILTERS = {
     "robot": "e.robot_id = %(robot)s",
@@ -86,6 +102,7 @@ class SqlSearch(NamedTuple):
         dim: int | None,
         ann_episodes: int | None,
         frame: str | None = None,
+        exact_candidates: bool = False,
     ) -> SqlSearch:
         """The statement for ``query``.
 
@@ -96,6 +113,8 @@ class SqlSearch(NamedTuple):
             ann_episodes: Ask the HNSW index for this many nearest episodes (by their
                 pooled vectors) and re-rank them exactly; None = exact scan.
             frame: The pose frame a place is compared in (resolved by :func:`find`).
+            exact_candidates: Name the ``ann_episodes`` candidates by an exact ranking of
+                the filtered episodes' pooled vectors instead of the HNSW index.
 
         """
         params: dict[str, Any] = {"k": k}
@@ -135,16 +154,16 @@ class SqlSearch(NamedTuple):
         params["q"] = HalfVector(q)
         order = " ORDER BY s.score DESC NULLS LAST, e.stamp_ns DESC, e.seq DESC LIMIT %(k)s"
         if ann_episodes is None or dim is None:
-            frame_filter = " AND ".join(f.format(a="m") for f in fr_where) or "TRUE"
+            # the filtered episodes by their own indexes (the stamp for a window), each
+            # one's frames by key: no scan of every frame for a selective filter
             statement = sql.Composed(
                 [
                     sql.SQL(
-                        "SELECT e.seq, s.score, " + dist + " AS d FROM (SELECT m.episode_seq, "
-                        "max(1 - (m.embedding <=> %(q)s)) AS score "
-                        "FROM surprise_memory.embeddings m WHERE " + frame_filter + " "
-                        "GROUP BY m.episode_seq) s "
-                        "JOIN surprise_memory.episodes e ON e.seq = s.episode_seq "
-                        "WHERE " + where + order
+                        "SELECT e.seq, s.score, " + dist + " AS d "
+                        "FROM surprise_memory.episodes e CROSS JOIN LATERAL "
+                        "(SELECT max(1 - (m.embedding <=> %(q)s)) AS score "
+                        "FROM surprise_memory.embeddings m WHERE m.episode_seq = e.seq) s "
+                        "WHERE " + where + " AND s.score IS NOT NULL" + order
                     )
                 ]
             )
@@ -156,16 +175,29 @@ class SqlSearch(NamedTuple):
         # scans every episode (a plain join was planned as a hash join over a sequential
         # scan; OFFSET 0 keeps the planner from flattening the lateral subquery).
         params["n"] = ann_episodes
-        vec_filter = " AND ".join(f.format(a="v") for f in fr_where) or "TRUE"
+        if exact_candidates:
+            # every filter before the ranking; "+ 0" keeps the HNSW index out of the plan
+            candidates = (
+                "SELECT v.episode_seq FROM surprise_memory.episodes e "
+                "JOIN surprise_memory.episode_vectors v ON v.episode_seq = e.seq WHERE "
+                + where
+                + " ORDER BY (v.pooled::halfvec({dim}) <=> %(q)s::halfvec({dim})) + 0, "
+                "v.episode_seq LIMIT %(n)s"
+            )
+        else:
+            vec_filter = " AND ".join(f.format(a="v") for f in fr_where) or "TRUE"
+            candidates = (
+                "SELECT v.episode_seq FROM surprise_memory.episode_vectors v "
+                "WHERE " + vec_filter + " ORDER BY v.pooled::halfvec({dim}) <=> "
+                "%(q)s::halfvec({dim}) LIMIT %(n)s"
+            )
         statement = sql.Composed(
             [
                 sql.SQL(
                     "SELECT e.seq, s.score, " + dist + " AS d FROM (SELECT c.episode_seq, "
                     "(SELECT max(1 - (m.embedding <=> %(q)s)) "
                     "FROM surprise_memory.embeddings m WHERE m.episode_seq = c.episode_seq) "
-                    "AS score FROM (SELECT v.episode_seq FROM surprise_memory.episode_vectors v "
-                    "WHERE " + vec_filter + " ORDER BY v.pooled::halfvec({dim}) <=> "
-                    "%(q)s::halfvec({dim}) LIMIT %(n)s) c) s "
+                    "AS score FROM (" + candidates + ") c) s "
                     "CROSS JOIN LATERAL (SELECT * FROM surprise_memory.episodes e "
                     "WHERE e.seq = s.episode_seq OFFSET 0) e WHERE " + where + order
                 ).format(dim=sql.Literal(int(dim)))
@@ -195,9 +227,11 @@ def find(
 ) -> list[tuple[int, float | None, float | None]]:
     """Answer ``query`` inside the caller's transaction: rows ``(seq, score, distance)``.
 
-    Exact below ``config.ann_min_frames`` stored frames; above, the HNSW index over the
-    pooled episode vectors names ``ann_candidates`` episodes, re-ranked exactly by
-    max-over-frames; the exact statement when the candidates leave fewer than ``k``.
+    Exact below ``config.ann_min_frames`` stored frames; above, ``ann_candidates``
+    episodes named by the HNSW index over the pooled episode vectors (or, for a time
+    window of at most :data:`EXACT_EPISODES` episodes, or when the place filter leaves
+    fewer than ``k`` of the graph's candidates, by an exact ranking of the pooled vectors
+    of the filtered episodes), re-ranked exactly by max-over-frames.
 
     Args:
         conn: The connection, inside a transaction (the index settings are local to it).
@@ -223,18 +257,62 @@ def find(
     else:
         frame = query.near_frame
     ann: int | None = None
+    exact_candidates = False
     if query.query_vector is not None and dim is not None:
         episodes, frames, _ = store_counts(conn)
         if frames >= config.ann_min_frames and episodes > 0:
             ann = ann_candidates(k, config)
-            ef = min(max(config.ann_ef_search, ann), 1000)  # pgvector's largest ef_search
-            conn.execute(  # one round trip: it is on every query's path
-                "SELECT set_config('hnsw.ef_search', %s, true), "
-                "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                (str(ef),),
-            )
-    found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_episodes=ann, frame=frame))
-    if ann is not None and len(found) < k:
-        # the place filter left too few of the candidates: answer exactly
-        found = run_search(conn, SqlSearch.build(query, k, dim=dim, ann_episodes=None, frame=frame))
+            exact_candidates = _few_in_window(conn, query)
+            if not exact_candidates:
+                ef = min(max(config.ann_ef_search, ann), 1000)  # pgvector's largest ef_search
+                conn.execute(  # one round trip: it is on every query's path
+                    "SELECT set_config('hnsw.ef_search', %s, true), "
+                    "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                    (str(ef),),
+                )
+    found = run_search(
+        conn,
+        SqlSearch.build(
+            query, k, dim=dim, ann_episodes=ann, frame=frame, exact_candidates=exact_candidates
+        ),
+    )
+    if ann is not None and not exact_candidates and len(found) < k:
+        # the place filter left too few of the graph's candidates: rank every episode the
+        # filters leave by its pooled vector exactly (fewer than k found then means fewer
+        # than k pass the filters: all of them, scored exactly, are the answer)
+        found = run_search(
+            conn,
+            SqlSearch.build(
+                query, k, dim=dim, ann_episodes=ann, frame=frame, exact_candidates=True
+            ),
+        )
     return found
+
+
+def _few_in_window(conn: psycopg.Connection[Any], query: RetrievalQuery) -> bool:
+    """Whether the query's time window (and robot) leaves at most :data:`EXACT_EPISODES`.
+
+    Counted along the stamp index, at most ``EXACT_EPISODES + 1`` entries; False (the
+    HNSW path) without a time window.
+    """
+    if query.start_ns is None and query.end_ns is None:
+        return False
+    where = ["TRUE"]
+    params: list[Any] = []
+    for column, op, value in (
+        ("robot_id", "=", query.robot_id),
+        ("stamp_ns", ">=", query.start_ns),
+        ("stamp_ns", "<=", query.end_ns),
+    ):
+        if value is not None:
+            where.append(f"{column} {op} %s")
+            params.append(value)
+    row = conn.execute(
+        sql.SQL(  # constant fragments; the values are bound
+            "SELECT count(*) FROM (SELECT 1 FROM surprise_memory.episodes WHERE "
+            + " AND ".join(where)
+            + " LIMIT %s) c"
+        ),
+        (*params, EXACT_EPISODES + 1),
+    ).fetchone()
+    return row is not None and int(row[0]) <= EXACT_EPISODES
