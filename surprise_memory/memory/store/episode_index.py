@@ -24,12 +24,11 @@ the database's rows.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from surprise_memory.memory.store.ann import AnnIndex, pooled
+from surprise_memory.memory.store.ann import AnnIndex, Segment, pooled
 from surprise_memory.memory.store.schema import EpisodeRow
 from surprise_memory.memory.store.search import EmbeddingIndex
 
@@ -155,8 +154,9 @@ class EpisodeIndex(EmbeddingIndex):
             return keys
         found_keys: list[npt.NDArray[np.int64]] = []
         found_sims: list[npt.NDArray[np.float64]] = []
+        graph: list[tuple[Segment, npt.NDArray[np.int64]]] = []
+        graph_want = count = 0
         for seg in self._ann.parts():
-            index = seg.index
             lo, hi = np.searchsorted(keys, [seg.first, seg.last + 1])
             mine = keys[lo:hi]
             if mine.size == 0:
@@ -168,17 +168,23 @@ class EpisodeIndex(EmbeddingIndex):
             # gets them): a year's eleven segments are not each asked for all the
             # candidates, and a search's cost grows with what it returns
             mine_want = max(int(np.ceil(want * mine.size / keys.size)), 1)
-            count = max(_MIN_COUNT, int(np.ceil(mine_want * size / mine.size * _OVERSAMPLE)))
-            got: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None = None
-            if mine.size > EXACT_PER_SEGMENT and count <= size // 4:
-                got = self._approximate(
-                    index, q=q, mine=mine, want=mine_want, count=count, size=size
-                )
-            if got is None:
-                vecs = AnnIndex.vectors(seg, mine)
-                got = mine, (vecs @ q).astype(np.float64)
-            found_keys.append(got[0])
-            found_sims.append(got[1])
+            seg_count = max(_MIN_COUNT, int(np.ceil(mine_want * size / mine.size * _OVERSAMPLE)))
+            if mine.size > EXACT_PER_SEGMENT and seg_count <= size // 4:
+                graph.append((seg, mine))
+                graph_want += mine_want
+                count = max(count, seg_count)
+            else:
+                found_keys.append(mine)
+                found_sims.append((AnnIndex.vectors(seg, mine) @ q).astype(np.float64))
+        if graph:
+            got = self._approximate(graph, q=q, want=graph_want, count=count)
+            if got is None:  # too selective for the graphs: score their episodes exactly
+                for seg, mine in graph:
+                    found_keys.append(mine)
+                    found_sims.append((AnnIndex.vectors(seg, mine) @ q).astype(np.float64))
+            else:
+                found_keys.append(got[0])
+                found_sims.append(got[1])
         if not found_keys:
             return np.empty(0, dtype=np.int64)
         all_keys = np.concatenate(found_keys)
@@ -190,25 +196,28 @@ class EpisodeIndex(EmbeddingIndex):
 
     @staticmethod
     def _approximate(
-        index: Any,
+        graph: Sequence[tuple[Segment, npt.NDArray[np.int64]]],
         *,
         q: npt.NDArray[np.float32],
-        mine: npt.NDArray[np.int64],
         want: int,
         count: int,
-        size: int,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
-        """Approximate search in one segment, widened until ``want`` filtered keys pass."""
+        """The graphs' nearest filtered keys, widened until ``want`` pass; None = too few.
+
+        ``graph`` holds each segment with its filtered keys (ascending, segments in key
+        order, so their concatenation is sorted); all are searched at once.
+        """
+        mine = np.concatenate([m for _, m in graph])
+        largest = max(len(seg) for seg, _ in graph)
+        segments = [seg for seg, _ in graph]
         for _ in range(_WIDEN_LIMIT):
-            matches = index.search(q, count)
-            got = np.asarray(matches.keys, dtype=np.int64)
-            dist = np.asarray(matches.distances, dtype=np.float64)
+            got, sims = AnnIndex.search(segments, q, count)
             pos = np.searchsorted(mine, got)
             ok = (pos < mine.size) & (mine[np.minimum(pos, mine.size - 1)] == got)
-            if np.count_nonzero(ok) >= min(want, mine.size) or count >= size:
-                return got[ok], 1.0 - dist[ok]
-            count = min(size, 2 * count)
-            if count > size // 4:
+            if np.count_nonzero(ok) >= min(want, mine.size) or count >= largest:
+                return got[ok], sims[ok]
+            count = min(largest, 2 * count)
+            if count > largest // 4:
                 return None
         return None
 
