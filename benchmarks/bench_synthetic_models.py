@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
-from surprise_memory.offline.synthetic import SyntheticScene
+from surprise_memory.offline.synthetic import QUIET_SWAY_PX, SyntheticScene
 from surprise_memory.offline.synthetic.evaluation import SceneEvaluation, evaluate_scene, f1_counts
 from surprise_memory.perception.encoders import SYNTHETIC_EMBEDDER_MODEL, SYNTHETIC_MODEL_NAME
 
@@ -98,7 +98,7 @@ def main() -> None:
             results = []
             t0 = time.perf_counter()
             for i in range(args.scenes):
-                scene = SyntheticScene(seed=args.first_seed + i)
+                scene = SyntheticScene(seed=args.first_seed + i, sway_px=QUIET_SWAY_PX)
                 r = evaluate_scene(pipeline, scene, Path(tmp) / f"{name}-{i}", text_on_random=True)
                 results.append(r)
                 print(

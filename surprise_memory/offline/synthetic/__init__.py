@@ -29,6 +29,7 @@ from surprise_memory.offline.synthetic.recording import (
 from surprise_memory.offline.synthetic.scene import (
     EVENT_KINDS,
     GROUND_TRUTH_FORMAT,
+    QUIET_SWAY_PX,
     RECURRING_KIND,
     OdometrySample,
     ScriptedEvent,
@@ -45,6 +46,7 @@ from surprise_memory.offline.synthetic.scene import (
 __all__ = [
     "EVENT_KINDS",
     "GROUND_TRUTH_FORMAT",
+    "QUIET_SWAY_PX",
     "RECURRING_KIND",
     "OdometrySample",
     "ScriptedEvent",
