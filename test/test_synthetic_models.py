@@ -37,7 +37,7 @@ from surprise_memory.cli import main as cli_main
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.synthetic import (
-    QUIET_SWAY_PX,
+    MODEL_SCENE,
     ScriptedEvent,
     SyntheticScene,
     ground_truth,
@@ -138,7 +138,7 @@ def held_out_scene() -> SyntheticScene:
         ScriptedEvent("camera_pan", 25.0, 28.0),
         ScriptedEvent("person_crosses", 32.0, 36.0),
     )
-    return SyntheticScene(seed=SEED, duration_s=40.0, events=events, sway_px=QUIET_SWAY_PX)
+    return SyntheticScene(seed=SEED, duration_s=40.0, events=events, **MODEL_SCENE)
 
 
 @pytest.fixture(scope="module")

@@ -190,7 +190,7 @@ def _run(args: argparse.Namespace) -> int:
     from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, process
     from surprise_memory.offline.report import write_report
     from surprise_memory.offline.synthetic import (
-        QUIET_SWAY_PX,
+        MODEL_SCENE,
         SyntheticScene,
         write_synthetic_bag,
     )
@@ -201,7 +201,7 @@ def _run(args: argparse.Namespace) -> int:
     _prepare_out(out)
     print(f"demo output folder: {out}")
 
-    scene = SyntheticScene(seed=args.seed, duration_s=args.seconds, sway_px=QUIET_SWAY_PX)
+    scene = SyntheticScene(seed=args.seed, duration_s=args.seconds, **MODEL_SCENE)
     rec = write_synthetic_bag(out / _BAG, scene)
     truth = json.loads(rec.ground_truth.read_text(encoding="utf-8"))
     print(

@@ -51,7 +51,7 @@ from surprise_memory.offline.synthetic.captions import (
 )
 from surprise_memory.offline.synthetic.scene import (
     EVENT_KINDS,
-    QUIET_SWAY_PX,
+    MODEL_SCENE,
     ScriptedEvent,
     SyntheticScene,
     render_frame,
@@ -134,9 +134,7 @@ def random_event_scene(seed: int, seconds: float = 60.0) -> SyntheticScene:
         start = slot * (i + 0.5) + float(rng.uniform(0.0, 0.5 * slot))
         end = min(seconds, start + spans[kind])
         events.append(ScriptedEvent(kind, round(start, 2), round(end, 2)))
-    return SyntheticScene(
-        seed=seed, duration_s=seconds, events=tuple(events), sway_px=QUIET_SWAY_PX
-    )
+    return SyntheticScene(seed=seed, duration_s=seconds, events=tuple(events), **MODEL_SCENE)
 
 
 def _log_to(log: Callable[[str], None] | None) -> Callable[[str], None]:
@@ -457,7 +455,7 @@ def train(
         "recommended": {"clip_frames": _CLIP},
         "train_seeds": [TRAIN_SEED_BASE, TRAIN_SEED_BASE + settings.scenes - 1],
         "held_out_seeds": f"< {TRAIN_SEED_BASE} and >= {HELD_OUT_SEED_BASE}",
-        "scene": {"sway_px": QUIET_SWAY_PX},
+        "scene": MODEL_SCENE,
         "settings": asdict(settings),
         "versions": {
             "torch": torch.__version__,
