@@ -80,14 +80,15 @@ DIMMING_AFTER_S = 1.5
 ``dimming`` fact, and the flicker of ``SyntheticScene(flicker=True)``)."""
 
 QUIET_SWAY_PX = 0.5
-"""``sway_px`` of the scenes the ``synthetic-trained-tiny`` models are trained and measured on:
-at the default 1.5 px the sway alone makes the shipped gate decide about 7 events in 60 s
+"""``sway_px`` of the scenes the ``synthetic-trained-tiny`` models are measured on: at the
+default 1.5 px the sway alone makes the shipped gate decide about 7 events in 60 s
 of a scene without events (issue 28, benchmarks/RESULTS.md)."""
 
 MODEL_SCENE: dict[str, Any] = {"sway_px": QUIET_SWAY_PX, "flicker": True}
 """The :class:`SyntheticScene` settings of the scenes the ``synthetic-trained-tiny`` models
-are trained and measured on (training, ``make demo``, their benchmark and tests):
-``SyntheticScene(seed=..., **MODEL_SCENE)``. The other scenes keep the defaults."""
+are measured on (``make demo``, their benchmark and tests):
+``SyntheticScene(seed=..., **MODEL_SCENE)``. The other scenes, and the training scenes of
+the shipped weights, keep the defaults (issue 28, benchmarks/RESULTS.md)."""
 
 RECURRING_KIND = "panel_passes"
 """The event kind that looks the same every time it happens (the repeats of a scene)."""
@@ -197,7 +198,7 @@ class SyntheticScene:
             is frozen). With the scorer's W = 64 frames at 10 fps (6.4 s, shorter than the
             period) a 1.5 px sway is itself surprising: the gate fires about once a period
             on a scene without events. :data:`QUIET_SWAY_PX` is the quieter camera of the
-            scenes the ``synthetic-trained-tiny`` models are trained and measured on.
+            scenes the ``synthetic-trained-tiny`` models are measured on.
         flicker: While a light dims (from its start to :data:`DIMMING_AFTER_S` after its
             end), the lamps flicker: horizontal bands roll over the image, fading in and
             out. A cue that shows the dimming in single frames, during it only (a fully dim

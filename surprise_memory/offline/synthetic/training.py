@@ -51,7 +51,6 @@ from surprise_memory.offline.synthetic.captions import (
 )
 from surprise_memory.offline.synthetic.scene import (
     EVENT_KINDS,
-    MODEL_SCENE,
     ScriptedEvent,
     SyntheticScene,
     render_frame,
@@ -134,7 +133,7 @@ def random_event_scene(seed: int, seconds: float = 60.0) -> SyntheticScene:
         start = slot * (i + 0.5) + float(rng.uniform(0.0, 0.5 * slot))
         end = min(seconds, start + spans[kind])
         events.append(ScriptedEvent(kind, round(start, 2), round(end, 2)))
-    return SyntheticScene(seed=seed, duration_s=seconds, events=tuple(events), **MODEL_SCENE)
+    return SyntheticScene(seed=seed, duration_s=seconds, events=tuple(events))
 
 
 def _log_to(log: Callable[[str], None] | None) -> Callable[[str], None]:
@@ -455,7 +454,6 @@ def train(
         "recommended": {"clip_frames": _CLIP},
         "train_seeds": [TRAIN_SEED_BASE, TRAIN_SEED_BASE + settings.scenes - 1],
         "held_out_seeds": f"< {TRAIN_SEED_BASE} and >= {HELD_OUT_SEED_BASE}",
-        "scene": MODEL_SCENE,
         "settings": asdict(settings),
         "versions": {
             "torch": torch.__version__,
