@@ -147,6 +147,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pipeline = OfflinePipeline(PipelineSettings.from_mapping(SETTINGS))
     result = evaluate_scene(pipeline, held_out_scene(), path)
     assert result.found >= 2 and len(result.events_s) >= 3, result
+    assert result.found_in_span >= 3, result  # 3 of 4 within 1 s of their span (the pan not)
     assert result.ranks, "text queries ran on the trained embedder"
     return path
 
