@@ -48,6 +48,7 @@ def small_index(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(ann, name, value)
     monkeypatch.setattr(episode_index, "EXACT_PER_SEGMENT", 16)
     monkeypatch.setattr(episode_index, "RERANK", 40)
+    monkeypatch.setattr(episode_index, "_MIN_COUNT", 8)
 
 
 def _world(seed: int = 3) -> tuple[np.ndarray, np.ndarray]:

@@ -35,8 +35,14 @@ from surprise_memory.memory.store.search import EmbeddingIndex
 
 __all__ = ["EXACT_PER_SEGMENT", "RERANK", "EpisodeIndex", "FrameReader"]
 
-RERANK = 100
-"""Candidates re-ranked by their frames per query (``k`` when larger)."""
+RERANK = 50
+"""Candidates re-ranked by their frames per query (``k`` when larger).
+
+On bench_lifetime's year the exact top-10 (max over frames) lay within the 27 best pooled
+vectors of 61,440 episodes (p99 23); 50 leaves room for episodes whose frames differ more,
+and each one costs a read of its frames from SQLite (8 ms for 100 at load, the larger
+share of a query before this was halved).
+"""
 
 EXACT_PER_SEGMENT = 4_096
 """Filtered episodes of a segment scored exactly (no approximate search) up to this many."""
@@ -45,6 +51,9 @@ EXACT_PER_SEGMENT = 4_096
 # hundred is 0.69 when asked for 100 and 0.93 for 400 (16,384 pooled vectors of
 # bench_lifetime's year, connectivity 16)
 _OVERSAMPLE = 4.0
+# at least this many neighbours are asked of each segment: a search visits expansion_search
+# (128) candidates whatever it returns, so fewer would cost the same and find less
+_MIN_COUNT = 128
 _WIDEN_LIMIT = 4  # doublings of an approximate search before scoring the segment exactly
 _COMPACT_FRACTION = 0.125
 
@@ -153,10 +162,18 @@ class EpisodeIndex(EmbeddingIndex):
             if mine.size == 0:
                 continue
             size = len(seg)
-            count = int(np.ceil(want * size / mine.size * _OVERSAMPLE))
+            # a segment is asked for its share of the candidates (its share of the filtered
+            # episodes), widened by its selectivity, and never fewer than _MIN_COUNT (above
+            # RERANK: an unfiltered query whose best episodes all lie in one segment still
+            # gets them): a year's eleven segments are not each asked for all the
+            # candidates, and a search's cost grows with what it returns
+            mine_want = max(int(np.ceil(want * mine.size / keys.size)), 1)
+            count = max(_MIN_COUNT, int(np.ceil(mine_want * size / mine.size * _OVERSAMPLE)))
             got: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None = None
             if mine.size > EXACT_PER_SEGMENT and count <= size // 4:
-                got = self._approximate(index, q=q, mine=mine, want=want, count=count, size=size)
+                got = self._approximate(
+                    index, q=q, mine=mine, want=mine_want, count=count, size=size
+                )
             if got is None:
                 vecs = AnnIndex.vectors(seg, mine)
                 got = mine, (vecs @ q).astype(np.float64)
