@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
-from surprise_memory.offline.synthetic import SyntheticScene
+from surprise_memory.offline.synthetic import MODEL_SCENE, SyntheticScene
 from surprise_memory.offline.synthetic.evaluation import SceneEvaluation, evaluate_scene, f1_counts
 from surprise_memory.perception.encoders import SYNTHETIC_EMBEDDER_MODEL, SYNTHETIC_MODEL_NAME
 
@@ -84,6 +84,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--scenes", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=1000)
+    parser.add_argument(
+        "--models", default=",".join(MODELS), help="columns to run, comma-separated (default all)"
+    )
     args = parser.parse_args()
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs")
     print(f"load average at start: {os.getloadavg()}")
@@ -93,12 +96,13 @@ def main() -> None:
     )
     table: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, settings in MODELS.items():
+        for name in args.models.split(","):
+            settings = MODELS[name]
             pipeline = OfflinePipeline(PipelineSettings.from_mapping(settings))
             results = []
             t0 = time.perf_counter()
             for i in range(args.scenes):
-                scene = SyntheticScene(seed=args.first_seed + i)
+                scene = SyntheticScene(seed=args.first_seed + i, **MODEL_SCENE)
                 r = evaluate_scene(pipeline, scene, Path(tmp) / f"{name}-{i}", text_on_random=True)
                 results.append(r)
                 print(

@@ -11,8 +11,10 @@ import pytest
 
 from surprise_memory.errors import ConfigError
 from surprise_memory.offline.synthetic import (
+    DIMMING_AFTER_S,
     EVENT_KINDS,
     GROUND_TRUTH_FORMAT,
+    MODEL_SCENE,
     ScriptedEvent,
     SyntheticScene,
     default_events,
@@ -144,3 +146,22 @@ def test_custom_events_and_validation() -> None:
         render_frame(scene, 30)
     with pytest.raises(ConfigError, match="storage='zip'"):
         write_synthetic_bag(Path("unused"), scene, storage="zip")
+
+
+def test_the_models_scenes_sway_less_and_flicker_only_while_the_light_dims() -> None:
+    light = only("light_change")
+    (ev,) = light.scripted_events
+    cue = SyntheticScene(seed=7, duration_s=20.0, fps=5.0, width=64, height=48,
+                         events=light.scripted_events, **MODEL_SCENE)  # fmt: skip
+    assert cue.flicker and cue.sway_px < SCENE.sway_px
+    plain = SyntheticScene(seed=7, duration_s=20.0, fps=5.0, width=64, height=48,
+                           events=light.scripted_events, sway_px=cue.sway_px)  # fmt: skip
+    # the same pixels before the dimming and once it is over; rolling bands during it
+    assert changed(plain, cue, ev.start_s - 0.2) == 0.0
+    assert changed(plain, cue, ev.end_s + DIMMING_AFTER_S + 0.4) == 0.0
+    mid = round((ev.start_s + ev.end_s + DIMMING_AFTER_S) / 2 * SCENE.fps)
+    bands = render_frame(cue, mid).rgb.astype(float).mean(axis=(1, 2))
+    flat = render_frame(plain, mid).rgb.astype(float).mean(axis=(1, 2))
+    assert np.abs(bands / flat - 1.0).max() > 0.15
+    with pytest.raises(ConfigError, match="sway_px"):
+        SyntheticScene(sway_px=-1.0)

@@ -36,7 +36,12 @@ from surprise_memory.agents.tool import EpisodicMemoryTool
 from surprise_memory.cli import main as cli_main
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
-from surprise_memory.offline.synthetic import ScriptedEvent, SyntheticScene, ground_truth
+from surprise_memory.offline.synthetic import (
+    MODEL_SCENE,
+    ScriptedEvent,
+    SyntheticScene,
+    ground_truth,
+)
 from surprise_memory.offline.synthetic.captions import HELD_OUT_QUERIES, TRAIN_PHRASES
 from surprise_memory.offline.synthetic.evaluation import episode_event, evaluate_scene
 from surprise_memory.offline.synthetic.training import (
@@ -133,7 +138,7 @@ def held_out_scene() -> SyntheticScene:
         ScriptedEvent("camera_pan", 25.0, 28.0),
         ScriptedEvent("person_crosses", 32.0, 36.0),
     )
-    return SyntheticScene(seed=SEED, duration_s=40.0, events=events)
+    return SyntheticScene(seed=SEED, duration_s=40.0, events=events, **MODEL_SCENE)
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +147,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pipeline = OfflinePipeline(PipelineSettings.from_mapping(SETTINGS))
     result = evaluate_scene(pipeline, held_out_scene(), path)
     assert result.found >= 2 and len(result.events_s) >= 3, result
+    assert result.found_in_span >= 3, result  # 3 of 4 within 1 s of their span (the pan not)
     assert result.ranks, "text queries ran on the trained embedder"
     return path
 

@@ -20,7 +20,9 @@ paper's models and the demo says so. ``--random-weights`` runs the untrained tin
 of the same architectures instead (``random:tiny`` V-JEPA-2, ``PE-Core-tiny-random``);
 ``--full-size`` builds the real architectures with random weights (slow: for a GPU).
 
-It reports each scripted event as found (an event within 1 s of its start) or missed,
+It reports each scripted event as found (an event within 1 s of its span, from start to
+end: a camera pan or a person seen mid-crossing is that pan or crossing; an instant event's
+span is its start) or missed,
 answers a few sentences with an episode (text retrieval; not with random weights), and
 shows ``surprise-memory goto "<text>" --dry-run`` choosing an episode.
 """
@@ -187,7 +189,11 @@ def _run(args: argparse.Namespace) -> int:
     from surprise_memory.memory.store import EpisodeStore
     from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, process
     from surprise_memory.offline.report import write_report
-    from surprise_memory.offline.synthetic import SyntheticScene, write_synthetic_bag
+    from surprise_memory.offline.synthetic import (
+        MODEL_SCENE,
+        SyntheticScene,
+        write_synthetic_bag,
+    )
     from surprise_memory.offline.synthetic.evaluation import MATCH_S, episode_event, match_events
 
     t_start = time.perf_counter()
@@ -195,7 +201,7 @@ def _run(args: argparse.Namespace) -> int:
     _prepare_out(out)
     print(f"demo output folder: {out}")
 
-    scene = SyntheticScene(seed=args.seed, duration_s=args.seconds)
+    scene = SyntheticScene(seed=args.seed, duration_s=args.seconds, **MODEL_SCENE)
     rec = write_synthetic_bag(out / _BAG, scene)
     truth = json.loads(rec.ground_truth.read_text(encoding="utf-8"))
     print(
@@ -273,13 +279,18 @@ def _run(args: argparse.Namespace) -> int:
     run = json.loads((store_dir / "run.json").read_text(encoding="utf-8"))
     origin = scene.start_ns
     events = [(e["stamp_ns"] - origin) / NS_PER_SECOND for e in run["events"]]
-    print(f"3. scripted events, found when an event lies within {MATCH_S:g} s of the start:")
-    matches = match_events(events, [ev["start_s"] for ev in truth["events"]])
+    print(f"3. scripted events, found when an event lies within {MATCH_S:g} s of the span:")
+    matches = match_events(
+        events, [ev["start_s"] for ev in truth["events"]], [ev["end_s"] for ev in truth["events"]]
+    )
     for ev, near in zip(truth["events"], matches, strict=True):
         found = (
             "MISSED" if near is None else f"found at {near:6.1f} s ({near - ev['start_s']:+.1f} s)"
         )
-        print(f"   {ev['name']:<15} at {ev['start_s']:6.1f} s   {found}")
+        span = f"{ev['start_s']:6.1f} s" + (
+            f" to {ev['end_s']:.1f} s" if ev["end_s"] > ev["start_s"] else ""
+        )
+        print(f"   {ev['name']:<15} at {span:<15} {found}")
     n_found = sum(m is not None for m in matches)
     extra = len(events) - n_found
     print(

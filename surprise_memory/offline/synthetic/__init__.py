@@ -27,8 +27,11 @@ from surprise_memory.offline.synthetic.recording import (
     write_video,
 )
 from surprise_memory.offline.synthetic.scene import (
+    DIMMING_AFTER_S,
     EVENT_KINDS,
     GROUND_TRUTH_FORMAT,
+    MODEL_SCENE,
+    QUIET_SWAY_PX,
     RECURRING_KIND,
     OdometrySample,
     ScriptedEvent,
@@ -43,8 +46,11 @@ from surprise_memory.offline.synthetic.scene import (
 )
 
 __all__ = [
+    "DIMMING_AFTER_S",
     "EVENT_KINDS",
     "GROUND_TRUTH_FORMAT",
+    "MODEL_SCENE",
+    "QUIET_SWAY_PX",
     "RECURRING_KIND",
     "OdometrySample",
     "ScriptedEvent",

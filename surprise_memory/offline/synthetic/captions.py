@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from surprise_memory.offline.synthetic.scene import (
+    DIMMING_AFTER_S,
     RECURRING_KIND,
     SyntheticScene,
     _camera_x,
@@ -151,7 +152,7 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
             if 0.05 < progress < 0.95:
                 facts.append("panel")
         elif ev.kind == "light_change" and t >= ev.start_s:
-            if dim and t <= ev.end_s + 1.5:
+            if dim and t <= ev.end_s + DIMMING_AFTER_S:
                 facts.append("dimming")
             dim = not dim
     return facts or ["street"]
