@@ -1039,6 +1039,15 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
         help="measure the last size again on the store as it is (a build run under load, "
         "measured on an idle machine); its generation and build times are kept",
     )
+    p.add_argument(
+        "--rows-from",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also show the sizes measured in another --work folder (same seed and queries; "
+        "e.g. a robot-year built on its own) in the table and the plot",
+    )
     p.add_argument("--child", nargs=2, metavar=("MODE", "ADDS"), help=argparse.SUPPRESS)
     pg_options(p)
     return p.parse_args(argv)
@@ -1168,13 +1177,19 @@ def main(argv: list[str] | None = None) -> None:
         state["have"] = have
         truth.save(work / "truth.npz")
         state_path.write_text(json.dumps(state))
-    print_table(state["rows"])
+    rows = list(state["rows"])
+    for other in args.rows_from:
+        here = {r["size"] for r in rows}
+        more = json.loads((other / "state.json").read_text())["rows"]
+        rows += [dict(r, work=str(other)) for r in more if r["size"] not in here]
+    rows.sort(key=lambda r: r["episodes"])
+    print_table(rows)
     if args.json:
-        args.json.write_text(json.dumps(state["rows"], indent=1))
+        args.json.write_text(json.dumps(rows, indent=1))
     if args.postgres:
-        postgres_main(args, world, queries, state["rows"])
+        postgres_main(args, world, queries, rows)
     elif args.plot:
-        plot(state["rows"], args.plot)
+        plot(rows, args.plot)
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
