@@ -101,6 +101,11 @@ class Segment:
     def __len__(self) -> int:
         return self.size
 
+    @property
+    def in_ram(self) -> bool:
+        """Whether its vectors are in RAM (the tail), not memory-mapped from a file."""
+        return not isinstance(self.vecs, np.memmap)
+
 
 @functools.cache
 def _usearch() -> Any:
@@ -464,6 +469,11 @@ class AnnIndex:
 
     @staticmethod
     def vectors(segment: Segment, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
-        """The stored vectors of ``keys`` (each held by ``segment``), float32 rows."""
+        """The stored vectors of ``keys`` (each held by ``segment``), float32 rows.
+
+        A run of consecutive rows (a time window, every episode) is a view, not a copy.
+        """
         rows = np.searchsorted(segment.keys[: segment.size], keys)
+        if rows.size and rows[-1] - rows[0] + 1 == rows.size:
+            return segment.vecs[rows[0] : rows[-1] + 1]
         return segment.vecs[rows]

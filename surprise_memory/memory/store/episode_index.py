@@ -32,19 +32,24 @@ from surprise_memory.memory.store.ann import AnnIndex, Segment, pooled
 from surprise_memory.memory.store.schema import EpisodeRow
 from surprise_memory.memory.store.search import EmbeddingIndex
 
-__all__ = ["EXACT_PER_SEGMENT", "RERANK", "EpisodeIndex", "FrameReader"]
+__all__ = ["EXACT_IN_RAM", "EXACT_PER_SEGMENT", "RERANK", "EpisodeIndex", "FrameReader"]
 
-RERANK = 50
+RERANK = 100
 """Candidates re-ranked by their frames per query (``k`` when larger).
 
 On bench_lifetime's year the exact top-10 (max over frames) lay within the 27 best pooled
-vectors of 61,440 episodes (p99 23); 50 leaves room for episodes whose frames differ more,
-and each one costs a read of its frames from SQLite (8 ms for 100 at load, the larger
-share of a query before this was halved).
+vectors of 61,440 episodes, but in test_store_index_consumers' store (the trained tiny
+embedder's space) 50 gave a recall@10 of 0.989 and 100 0.998: episodes whose frames differ
+more need more room. Each one costs a read of its frames from SQLite (~3 ms per 50).
 """
 
 EXACT_PER_SEGMENT = 4_096
 """Filtered episodes of a segment scored exactly (no approximate search) up to this many."""
+
+EXACT_IN_RAM = 16_384
+"""The same for the RAM tail, whose vectors cost no reads: a matrix-vector product (about
+3 ms for 16,384 x 1024). A small store's top candidates are near-ties that the graph
+misses: at 10,000 episodes of bench_lifetime's year it returned a recall@10 of 0.93."""
 
 # neighbours asked of the graph per candidate wanted: the graph's own recall of the nearest
 # hundred is 0.69 when asked for 100 and 0.93 for 400 (16,384 pooled vectors of
@@ -169,7 +174,8 @@ class EpisodeIndex(EmbeddingIndex):
             # candidates, and a search's cost grows with what it returns
             mine_want = max(int(np.ceil(want * mine.size / keys.size)), 1)
             seg_count = max(_MIN_COUNT, int(np.ceil(mine_want * size / mine.size * _OVERSAMPLE)))
-            if mine.size > EXACT_PER_SEGMENT and seg_count <= size // 4:
+            exact_up_to = EXACT_IN_RAM if seg.in_ram else EXACT_PER_SEGMENT
+            if mine.size > exact_up_to and seg_count <= size // 4:
                 graph.append((seg, mine))
                 graph_want += mine_want
                 count = max(count, seg_count)
@@ -182,9 +188,12 @@ class EpisodeIndex(EmbeddingIndex):
                 for seg, mine in graph:
                     found_keys.append(mine)
                     found_sims.append((AnnIndex.vectors(seg, mine) @ q).astype(np.float64))
-            else:
-                found_keys.append(got[0])
-                found_sims.append(got[1])
+            else:  # the graphs' int8 similarities re-scored from the float32 vectors:
+                # near-ties among the candidates are ordered exactly, not by the rounding
+                for seg, _ in graph:
+                    mine = np.sort(got[0][(got[0] >= seg.first) & (got[0] <= seg.last)])
+                    found_keys.append(mine)
+                    found_sims.append((AnnIndex.vectors(seg, mine) @ q).astype(np.float64))
         if not found_keys:
             return np.empty(0, dtype=np.int64)
         all_keys = np.concatenate(found_keys)
