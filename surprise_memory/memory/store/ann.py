@@ -452,8 +452,8 @@ class AnnIndex:
     @staticmethod
     def search(
         segments: Sequence[Segment], q: npt.NDArray[np.float32], count: int
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """The ``count`` nearest keys over ``segments`` and their cosine similarities.
+    ) -> npt.NDArray[np.int64]:
+        """The ``count`` nearest keys over ``segments`` (by their int8 vectors).
 
         Several segments are searched at once, one thread each up to the CPUs (usearch's
         ``Indexes``; a search holds the GIL, so Python threads would not overlap): a
@@ -464,8 +464,7 @@ class AnnIndex:
         else:
             joint = _usearch().Indexes(indexes=[s.index for s in segments])
             matches = joint.search(q, count, threads=min(len(segments), os.cpu_count() or 1))
-        keys = np.asarray(matches.keys, dtype=np.int64)
-        return keys, 1.0 - np.asarray(matches.distances, dtype=np.float64)
+        return np.asarray(matches.keys, dtype=np.int64)
 
     @staticmethod
     def vectors(segment: Segment, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:

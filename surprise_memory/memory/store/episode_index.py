@@ -2,16 +2,18 @@
 
 :class:`EpisodeIndex` keeps what :class:`~surprise_memory.memory.store.search.EmbeddingIndex`
 keeps per episode (key, stamp, position, robot, ...: a few dozen bytes each, so a
-robot-year's filters fit in tens of MB) but no frame matrix. A query with an embedding is
+robot-year's filters fit in well under a GiB) but no frame matrix. A query with an embedding is
 answered in two steps:
 
 1. **Candidates** by the pooled episode vector (:func:`.ann.pooled`) of each episode
    the filters leave, per segment of the :class:`~surprise_memory.memory.store.ann.AnnIndex`:
    *exactly* (the segment's vectors of those episodes, read from the memory-mapped file)
-   when the filters leave at most :data:`EXACT_PER_SEGMENT` of its episodes or more
-   than a quarter of its size would have to be visited; otherwise by the approximate
-   search, asked for enough neighbours that, at the filters' selectivity in that
-   segment, :data:`RERANK` of them pass, and widened (doubled) until they do.
+   when the filters leave at most :data:`EXACT_PER_SEGMENT` of its episodes, or more
+   than a quarter of its size would have to be visited, or the whole store is at most
+   :data:`EXACT_IN_RAM` episodes; otherwise by the approximate search of every such
+   segment at once, each asked for its share of :data:`RERANK` at the filters'
+   selectivity, widened (doubled) until enough pass, the candidates then scored from
+   their float32 vectors.
 2. **Exact re-ranking**: the :data:`RERANK` best candidates (at least ``k``) are scored
    by the max cosine over their frames, read from the database (the truth), and the
    best ``k`` of those are returned.
@@ -47,9 +49,11 @@ EXACT_PER_SEGMENT = 4_096
 """Filtered episodes of a segment scored exactly (no approximate search) up to this many."""
 
 EXACT_IN_RAM = 16_384
-"""The same for the RAM tail, whose vectors cost no reads: a matrix-vector product (about
-3 ms for 16,384 x 1024). A small store's top candidates are near-ties that the graph
-misses: at 10,000 episodes of bench_lifetime's year it returned a recall@10 of 0.93."""
+"""A store of at most this many episodes (all in the RAM tail, whose vectors cost no reads)
+is scored exactly: a matrix-vector product, about 3 ms for 16,384 x 1024. A small store's
+top candidates are near-ties that the graph misses: at 10,000 episodes of bench_lifetime's
+year it returned a recall@10 of 0.93. (In a larger store the tail takes the graph: scoring
+a robot-year's 15,000-episode tail exactly cost 3-4 ms a query, the graph about 1.)"""
 
 # neighbours asked of the graph per candidate wanted: the graph's own recall of the nearest
 # hundred is 0.69 when asked for 100 and 0.93 for 400 (16,384 pooled vectors of
@@ -159,6 +163,11 @@ class EpisodeIndex(EmbeddingIndex):
             return keys
         found_keys: list[npt.NDArray[np.int64]] = []
         found_sims: list[npt.NDArray[np.float64]] = []
+
+        def score(seg: Segment, mine: npt.NDArray[np.int64]) -> None:
+            found_keys.append(mine)
+            found_sims.append((AnnIndex.vectors(seg, mine) @ q).astype(np.float64))
+
         graph: list[tuple[Segment, npt.NDArray[np.int64]]] = []
         graph_want = count = 0
         for seg in self._ann.parts():
@@ -174,26 +183,21 @@ class EpisodeIndex(EmbeddingIndex):
             # candidates, and a search's cost grows with what it returns
             mine_want = max(int(np.ceil(want * mine.size / keys.size)), 1)
             seg_count = max(_MIN_COUNT, int(np.ceil(mine_want * size / mine.size * _OVERSAMPLE)))
-            exact_up_to = EXACT_IN_RAM if seg.in_ram else EXACT_PER_SEGMENT
-            if mine.size > exact_up_to and seg_count <= size // 4:
+            small = len(self._ann) <= EXACT_IN_RAM and seg.in_ram
+            if not small and mine.size > EXACT_PER_SEGMENT and seg_count <= size // 4:
                 graph.append((seg, mine))
                 graph_want += mine_want
                 count = max(count, seg_count)
             else:
-                found_keys.append(mine)
-                found_sims.append((AnnIndex.vectors(seg, mine) @ q).astype(np.float64))
+                score(seg, mine)
         if graph:
             got = self._approximate(graph, q=q, want=graph_want, count=count)
-            if got is None:  # too selective for the graphs: score their episodes exactly
-                for seg, mine in graph:
-                    found_keys.append(mine)
-                    found_sims.append((AnnIndex.vectors(seg, mine) @ q).astype(np.float64))
-            else:  # the graphs' int8 similarities re-scored from the float32 vectors:
-                # near-ties among the candidates are ordered exactly, not by the rounding
-                for seg, _ in graph:
-                    mine = np.sort(got[0][(got[0] >= seg.first) & (got[0] <= seg.last)])
-                    found_keys.append(mine)
-                    found_sims.append((AnnIndex.vectors(seg, mine) @ q).astype(np.float64))
+            for seg, mine in graph:
+                # the graphs' candidates re-scored from the float32 vectors (near-ties
+                # ordered exactly, not by the int8 rounding); None: too selective for the
+                # graphs, every filtered episode scored
+                found = mine if got is None else got[(got >= seg.first) & (got <= seg.last)]
+                score(seg, np.sort(found))
         if not found_keys:
             return np.empty(0, dtype=np.int64)
         all_keys = np.concatenate(found_keys)
@@ -210,7 +214,7 @@ class EpisodeIndex(EmbeddingIndex):
         q: npt.NDArray[np.float32],
         want: int,
         count: int,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
+    ) -> npt.NDArray[np.int64] | None:
         """The graphs' nearest filtered keys, widened until ``want`` pass; None = too few.
 
         ``graph`` holds each segment with its filtered keys (ascending, segments in key
@@ -220,11 +224,12 @@ class EpisodeIndex(EmbeddingIndex):
         largest = max(len(seg) for seg, _ in graph)
         segments = [seg for seg, _ in graph]
         for _ in range(_WIDEN_LIMIT):
-            got, sims = AnnIndex.search(segments, q, count)
+            got = AnnIndex.search(segments, q, count)
             pos = np.searchsorted(mine, got)
             ok = (pos < mine.size) & (mine[np.minimum(pos, mine.size - 1)] == got)
             if np.count_nonzero(ok) >= min(want, mine.size) or count >= largest:
-                return got[ok], sims[ok]
+                passed: npt.NDArray[np.int64] = got[ok]
+                return passed
             count = min(largest, 2 * count)
             if count > largest // 4:
                 return None
