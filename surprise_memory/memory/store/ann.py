@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CHECKPOINT_EVERY", "SEGMENT_SIZE", "AnnIndex", "Segment", "pooled"]
+__all__ = ["CHECKPOINT_EVERY", "SEGMENT_SIZE", "AnnIndex", "Segment", "pooled", "search_segments"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -106,6 +106,16 @@ class Segment:
         """Whether its vectors are in RAM (the tail), not memory-mapped from a file."""
         return not isinstance(self.vecs, np.memmap)
 
+    def vectors(self, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+        """The stored vectors of ``keys`` (each held here), float32 rows.
+
+        A run of consecutive rows (a time window, every episode) is a view, not a copy.
+        """
+        rows = np.searchsorted(self.keys[: self.size], keys)
+        if rows.size and rows[-1] - rows[0] + 1 == rows.size:
+            return self.vecs[rows[0] : rows[-1] + 1]
+        return self.vecs[rows]
+
 
 @functools.cache
 def _usearch() -> Any:
@@ -142,6 +152,23 @@ def _restore(path: Path, dim: int, *, view: bool) -> Any:
         raise ValueError(f"{path.name}: not a usearch index of dimension {dim}")
     index.expansion_search = _EXPANSION_SEARCH  # a view restores 64
     return index
+
+
+def search_segments(
+    segments: Sequence[Segment], q: npt.NDArray[np.float32], count: int
+) -> npt.NDArray[np.int64]:
+    """The ``count`` nearest keys over ``segments`` (by their int8 vectors).
+
+    Several segments are searched at once, one thread each up to the CPUs (usearch's
+    ``Indexes``; a search holds the GIL, so Python threads would not overlap): a
+    robot-year's eleven graphs cost about half on two cores (16 -> 9 ms a query).
+    """
+    if len(segments) == 1:
+        matches = segments[0].index.search(q, count)
+    else:
+        joint = _usearch().Indexes(indexes=[s.index for s in segments])
+        matches = joint.search(q, count, threads=min(len(segments), os.cpu_count() or 1))
+    return np.asarray(matches.keys, dtype=np.int64)
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -448,31 +475,3 @@ class AnnIndex:
     def parts(self) -> list[Segment]:
         """The segments that hold vectors, the tail last."""
         return [s for s in (*self._sealed, self._tail) if s.size]
-
-    @staticmethod
-    def search(
-        segments: Sequence[Segment], q: npt.NDArray[np.float32], count: int
-    ) -> npt.NDArray[np.int64]:
-        """The ``count`` nearest keys over ``segments`` (by their int8 vectors).
-
-        Several segments are searched at once, one thread each up to the CPUs (usearch's
-        ``Indexes``; a search holds the GIL, so Python threads would not overlap): a
-        robot-year's eleven graphs cost about half on two cores (16 -> 9 ms a query).
-        """
-        if len(segments) == 1:
-            matches = segments[0].index.search(q, count)
-        else:
-            joint = _usearch().Indexes(indexes=[s.index for s in segments])
-            matches = joint.search(q, count, threads=min(len(segments), os.cpu_count() or 1))
-        return np.asarray(matches.keys, dtype=np.int64)
-
-    @staticmethod
-    def vectors(segment: Segment, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
-        """The stored vectors of ``keys`` (each held by ``segment``), float32 rows.
-
-        A run of consecutive rows (a time window, every episode) is a view, not a copy.
-        """
-        rows = np.searchsorted(segment.keys[: segment.size], keys)
-        if rows.size and rows[-1] - rows[0] + 1 == rows.size:
-            return segment.vecs[rows[0] : rows[-1] + 1]
-        return segment.vecs[rows]

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from surprise_memory.memory.store.ann import AnnIndex, Segment, pooled
+from surprise_memory.memory.store.ann import AnnIndex, Segment, pooled, search_segments
 from surprise_memory.memory.store.schema import EpisodeRow
 from surprise_memory.memory.store.search import EmbeddingIndex
 
@@ -166,7 +166,7 @@ class EpisodeIndex(EmbeddingIndex):
 
         def score(seg: Segment, mine: npt.NDArray[np.int64]) -> None:
             found_keys.append(mine)
-            found_sims.append((AnnIndex.vectors(seg, mine) @ q).astype(np.float64))
+            found_sims.append((seg.vectors(mine) @ q).astype(np.float64))
 
         graph: list[tuple[Segment, npt.NDArray[np.int64]]] = []
         graph_want = count = 0
@@ -224,7 +224,7 @@ class EpisodeIndex(EmbeddingIndex):
         largest = max(len(seg) for seg, _ in graph)
         segments = [seg for seg, _ in graph]
         for _ in range(_WIDEN_LIMIT):
-            got = AnnIndex.search(segments, q, count)
+            got = search_segments(segments, q, count)
             pos = np.searchsorted(mine, got)
             ok = (pos < mine.size) & (mine[np.minimum(pos, mine.size - 1)] == got)
             if np.count_nonzero(ok) >= min(want, mine.size) or count >= largest:

@@ -23,6 +23,10 @@ at a fixed rate; the odometry stream comes at its own rate.
 Nothing here writes files: frames in memory (:func:`synthetic_frames`), odometry
 (:func:`synthetic_odometry`) and the ground truth as a JSON-ready dict
 (:func:`ground_truth`); :mod:`.recording` writes them.
+
+Long module: the script, the odometry, the renderer and the ground truth are one pure
+function of :class:`SyntheticScene` and share its private timing helpers (``_yaw``,
+``_camera_x``, ``_smoothstep``, ``_flicker``), which a split would have to make public.
 """
 
 from __future__ import annotations
