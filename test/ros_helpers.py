@@ -65,6 +65,42 @@ def peer_process(
         print(f"--- {name} output ---\n{log_path.read_text()}")
 
 
+@contextmanager
+def serving_memory_node(
+    params: dict[str, Any], work: Path, namespace: str, test_node: str
+) -> Iterator[Node]:
+    """The installed memory_node with ``params`` in ``namespace``, answering retrievals.
+
+    Initialises rclpy for a test node named ``test_node`` (yielded) and shuts it down after;
+    fails the test if the memory node died while it was used.
+    """
+    import rclpy
+    import yaml
+
+    from surprise_memory.agents.ros_client import EpisodicMemoryClient
+
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    args = [
+        node_executable("memory_node"),
+        "--ros-args",
+        "--params-file",
+        str(work / "params.yaml"),
+    ]
+    args += ["-r", f"__ns:={namespace}"]
+    rclpy.init()
+    node = Node(test_node)
+    try:
+        with peer_process(args, work, "memory_node") as proc:
+            client = EpisodicMemoryClient(node, f"{namespace}/retrieve_episodes", timeout=60.0)
+            client.retrieve(k=1)  # the node is up and serving
+            client.destroy()
+            yield node
+            assert proc.poll() is None, "memory_node died during the tests"
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+
+
 def node_executable(name: str) -> str:
     """Path of an installed node executable (``ros2 run surprise_memory <name>``)."""
     from ament_index_python.packages import get_package_prefix

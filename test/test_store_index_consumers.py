@@ -450,40 +450,17 @@ NS = "/surprise_memory_index_consumers"
 @pytest.fixture(scope="module")
 def ros_host(store: Store, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The installed memory_node serving the store, and a node of this process to ask it."""
-    import rclpy
     import synthetic_frames as sf
-    import yaml
-    from rclpy.node import Node
-    from ros_helpers import node_executable, peer_process
+    from ros_helpers import serving_memory_node
 
-    from surprise_memory.agents.ros_client import EpisodicMemoryClient
-
-    work = tmp_path_factory.mktemp("memory_node")
     params = sf.node_params(
         str(store.path),
         embedder_model=SYNTHETIC_EMBEDDER_MODEL,
         embedder_weights=SYNTHETIC_MODEL_NAME,
     )
-    (work / "params.yaml").write_text(yaml.safe_dump(params))
-    args = [
-        node_executable("memory_node"),
-        "--ros-args",
-        "--params-file",
-        str(work / "params.yaml"),
-    ]
-    args += ["-r", f"__ns:={NS}"]
-    rclpy.init()
-    node = Node("index_consumers_test")
-    try:
-        with peer_process(args, work, "memory_node") as proc:
-            client = EpisodicMemoryClient(node, f"{NS}/retrieve_episodes", timeout=60.0)
-            client.retrieve(k=1)  # the node is up and serving
-            client.destroy()
-            yield node
-            assert proc.poll() is None, "memory_node died during the tests"
-    finally:
-        node.destroy_node()
-        rclpy.shutdown()
+    work = tmp_path_factory.mktemp("memory_node")
+    with serving_memory_node(params, work, NS, "index_consumers_test") as node:
+        yield node
 
 
 @pytest.mark.ros

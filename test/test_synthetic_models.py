@@ -23,12 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rclpy
 import synthetic_frames as sf
-import yaml
 from browser_helpers import chrome, serve, wait_for
 from rclpy.node import Node
-from ros_helpers import node_executable, peer_process
+from ros_helpers import serving_memory_node
 from selenium.webdriver.common.by import By
 
 from surprise_memory.agents.ros_client import EpisodicMemoryClient
@@ -207,32 +205,14 @@ def test_the_agent_tool_answers_as_the_store(store: Path, first: dict[str, str])
 @pytest.fixture(scope="module")
 def ros_host(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """The installed memory_node serving ``store`` with the shipped embedder, over DDS."""
-    work = tmp_path_factory.mktemp("memory_node")
     params = sf.node_params(
         str(store),
         embedder_model=SYNTHETIC_EMBEDDER_MODEL,
         embedder_weights=SYNTHETIC_MODEL_NAME,
     )
-    (work / "params.yaml").write_text(yaml.safe_dump(params))
-    args = [
-        node_executable("memory_node"),
-        "--ros-args",
-        "--params-file",
-        str(work / "params.yaml"),
-    ]
-    args += ["-r", f"__ns:={NS}"]
-    rclpy.init()
-    node = Node("synthetic_models_test")
-    try:
-        with peer_process(args, work, "memory_node") as proc:
-            client = EpisodicMemoryClient(node, f"{NS}/retrieve_episodes", timeout=60.0)
-            client.retrieve(k=1)  # the node is up and serving
-            client.destroy()
-            yield node
-            assert proc.poll() is None, "memory_node died during the tests"
-    finally:
-        node.destroy_node()
-        rclpy.shutdown()
+    work = tmp_path_factory.mktemp("memory_node")
+    with serving_memory_node(params, work, NS, "synthetic_models_test") as node:
+        yield node
 
 
 def test_the_retrieval_service_answers_as_the_store(first: dict[str, str], ros_host: Node) -> None:
