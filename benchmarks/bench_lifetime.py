@@ -282,11 +282,39 @@ def _day_window(day: int, days: int) -> tuple[int, int]:
     return d * DAY_NS, (d + 1) * DAY_NS - 1
 
 
+def time_queries(
+    retrieve: Any, queries: dict[str, np.ndarray], n: int, seed: int
+) -> tuple[dict[str, list[float]], dict[str, list[list[str]]]]:
+    """Each query as text, text + its day's window and text + 25 m: latencies (ms) and ids."""
+    from surprise_memory.memory.retrieval import RetrievalQuery
+
+    days = int(np.ceil(n * PERIOD_NS / DAY_NS))
+    world = World(seed)
+    ms: dict[str, list[float]] = {}
+    found: dict[str, list[list[str]]] = {}
+    for kind in ("text", "day", "radius"):
+        lat, hits = [], []
+        for i, q in enumerate(queries["vec"]):
+            extra: dict[str, Any] = {}
+            if kind == "day":
+                extra["start_ns"], extra["end_ns"] = _day_window(queries["day"][i], days)
+            if kind == "radius":
+                cx, cy = world.pos[queries["place"][i]]
+                extra.update(near=(float(cx), float(cy), 0.0), radius_m=RADIUS_M, near_frame="map")
+            rq = RetrievalQuery(embedding=q, embedder_model=MODEL, max_results=K, **extra)
+            t = time.perf_counter()
+            got = retrieve(rq)
+            lat.append(time.perf_counter() - t)
+            hits.append([h.episode.id for h in got])
+        ms[kind] = [float(x * 1e3) for x in lat]
+        found[kind] = hits
+    return ms, found
+
+
 def measure(
     store_dir: Path, mode: str, queries: dict[str, np.ndarray], adds: list[int], seed: int
 ) -> dict[str, Any]:
     """Open the store in this process and time its queries (and adds, for ``ann``)."""
-    from surprise_memory.memory.retrieval import RetrievalQuery
     from surprise_memory.memory.store import open_store
 
     t0 = time.perf_counter()
@@ -310,25 +338,9 @@ def measure(
     open_s = time.perf_counter() - t0
     rss_open = _rss()
     n = len(store)
-    days = int(np.ceil(n * PERIOD_NS / DAY_NS))
     world = World(seed)
     out: dict[str, Any] = {"mode": mode, "episodes": n, "open_s": open_s, "hits": {}, "ms": {}}
-    for kind in ("text", "day", "radius"):
-        lat, hits = [], []
-        for i, q in enumerate(queries["vec"]):
-            extra: dict[str, Any] = {}
-            if kind == "day":
-                extra["start_ns"], extra["end_ns"] = _day_window(queries["day"][i], days)
-            if kind == "radius":
-                cx, cy = world.pos[queries["place"][i]]
-                extra.update(near=(float(cx), float(cy), 0.0), radius_m=RADIUS_M, near_frame="map")
-            rq = RetrievalQuery(embedding=q, embedder_model=MODEL, max_results=K, **extra)
-            t = time.perf_counter()
-            got = retrieve(rq)
-            lat.append(time.perf_counter() - t)
-            hits.append([h.episode.id for h in got])
-        out["ms"][kind] = [float(x * 1e3) for x in lat]
-        out["hits"][kind] = hits
+    out["ms"], out["hits"] = time_queries(retrieve, queries, n, seed)
     out["rss"] = _rss()
     out["rss_open"] = rss_open
     if mode == "ann":
@@ -734,7 +746,6 @@ def measure_pg(
     import psycopg
 
     from surprise_memory.config import StoreConfig
-    from surprise_memory.memory.retrieval import RetrievalQuery
     from surprise_memory.memory.store import open_store
 
     config = StoreConfig(**{k: int(v) for k, v in (s.split("=", 1) for s in settings or [])})
@@ -743,25 +754,9 @@ def measure_pg(
     open_s = time.perf_counter() - t0
     rss_open = _rss()
     n = len(store)
-    days = int(np.ceil(n * PERIOD_NS / DAY_NS))
     world = World(seed)
     out: dict[str, Any] = {"mode": "pg", "episodes": n, "open_s": open_s, "hits": {}, "ms": {}}
-    for kind in ("text", "day", "radius"):
-        lat, hits = [], []
-        for i, q in enumerate(queries["vec"]):
-            extra: dict[str, Any] = {}
-            if kind == "day":
-                extra["start_ns"], extra["end_ns"] = _day_window(queries["day"][i], days)
-            if kind == "radius":
-                cx, cy = world.pos[queries["place"][i]]
-                extra.update(near=(float(cx), float(cy), 0.0), radius_m=RADIUS_M, near_frame="map")
-            rq = RetrievalQuery(embedding=q, embedder_model=MODEL, max_results=K, **extra)
-            t = time.perf_counter()
-            got = store.retrieve(rq)
-            lat.append(time.perf_counter() - t)
-            hits.append([h.episode.id for h in got])
-        out["ms"][kind] = [float(x * 1e3) for x in lat]
-        out["hits"][kind] = hits
+    out["ms"], out["hits"] = time_queries(store.retrieve, queries, n, seed)
     out["rss"] = _rss()
     out["rss_open"] = rss_open
     add_s = []
