@@ -283,13 +283,12 @@ def _day_window(day: int, days: int) -> tuple[int, int]:
 
 
 def time_queries(
-    retrieve: Any, queries: dict[str, np.ndarray], n: int, seed: int
+    retrieve: Any, queries: dict[str, np.ndarray], n: int, world: World
 ) -> tuple[dict[str, list[float]], dict[str, list[list[str]]]]:
     """Each query as text, text + its day's window and text + 25 m: latencies (ms) and ids."""
     from surprise_memory.memory.retrieval import RetrievalQuery
 
     days = int(np.ceil(n * PERIOD_NS / DAY_NS))
-    world = World(seed)
     ms: dict[str, list[float]] = {}
     found: dict[str, list[list[str]]] = {}
     for kind in ("text", "day", "radius"):
@@ -309,6 +308,16 @@ def time_queries(
         ms[kind] = [float(x * 1e3) for x in lat]
         found[kind] = hits
     return ms, found
+
+
+def time_adds(store: Any, world: World, adds: list[int]) -> list[float]:
+    """Add episodes ``adds`` of ``world`` through the store's ``add``: each one's ms."""
+    ms = []
+    batches: dict[int, dict[str, np.ndarray]] = {}
+    for i in adds:
+        b = batches.get(i // BATCH) or batches.setdefault(i // BATCH, world.batch(i // BATCH))
+        ms.append(add_public(store, b, i - (i // BATCH) * BATCH) * 1e3)
+    return ms
 
 
 def measure(
@@ -338,15 +347,14 @@ def measure(
     open_s = time.perf_counter() - t0
     rss_open = _rss()
     n = len(store)
-    world = World(seed)
     out: dict[str, Any] = {"mode": mode, "episodes": n, "open_s": open_s, "hits": {}, "ms": {}}
-    out["ms"], out["hits"] = time_queries(retrieve, queries, n, seed)
+    world = World(seed)
+    out["ms"], out["hits"] = time_queries(retrieve, queries, n, world)
     out["rss"] = _rss()
     out["rss_open"] = rss_open
     if mode == "ann":
         out["index_ram_bytes"] = store._folder.catalog.index.ann.ram_bytes
         out["segments"] = store._folder.catalog.index.ann.segments
-        add_s = []
         index_s: list[float] = []  # the index's share of each add (graph + raw vectors)
         ann = store._folder.catalog.index.ann
         add_many = ann.add_many
@@ -357,11 +365,7 @@ def measure(
             index_s.append(time.perf_counter() - t)
 
         ann.add_many = timed_add_many
-        batches: dict[int, dict[str, np.ndarray]] = {}
-        for i in adds:
-            b = batches.get(i // BATCH) or batches.setdefault(i // BATCH, world.batch(i // BATCH))
-            add_s.append(add_public(store, b, i - (i // BATCH) * BATCH))
-        out["add_ms"] = [x * 1e3 for x in add_s]
+        out["add_ms"] = time_adds(store, world, adds)
         out["add_index_ms"] = [x * 1e3 for x in index_s]
         with (store_dir.parent / "add_index_ms.jsonl").open("a") as f:
             f.write(json.dumps({"episodes": n, "add_index_ms": out["add_index_ms"]}) + "\n")
@@ -754,17 +758,12 @@ def measure_pg(
     open_s = time.perf_counter() - t0
     rss_open = _rss()
     n = len(store)
-    world = World(seed)
     out: dict[str, Any] = {"mode": "pg", "episodes": n, "open_s": open_s, "hits": {}, "ms": {}}
-    out["ms"], out["hits"] = time_queries(store.retrieve, queries, n, seed)
+    world = World(seed)
+    out["ms"], out["hits"] = time_queries(store.retrieve, queries, n, world)
     out["rss"] = _rss()
     out["rss_open"] = rss_open
-    add_s = []
-    batches: dict[int, dict[str, np.ndarray]] = {}
-    for i in adds:
-        b = batches.get(i // BATCH) or batches.setdefault(i // BATCH, world.batch(i // BATCH))
-        add_s.append(add_public(store, b, i - (i // BATCH) * BATCH))
-    out["add_ms"] = [x * 1e3 for x in add_s]
+    out["add_ms"] = time_adds(store, world, adds)
     store.close()
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
