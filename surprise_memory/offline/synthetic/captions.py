@@ -33,7 +33,7 @@ __all__ = [
     "frame_facts",
 ]
 
-FACTS = ("ball", "person", "dimming", "panel", "street")
+FACTS = ("ball", "person", "dimming", "pan", "panel", "street")
 """Fact keys of :func:`frame_facts` (``ball`` also comes as ``ball:<colour>``)."""
 
 TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
@@ -44,6 +44,8 @@ TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
         "there is a {c} ball",
         "a coloured object",
         "a bright round thing",
+        "a ball appears",
+        "a colourful round object",
     ),
     "person": (
         "a person walking",
@@ -52,6 +54,8 @@ TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
         "a man in a red shirt walking",
         "a human figure crossing",
         "a person in view",
+        "somebody crosses the road",
+        "people walking by",
     ),
     "dimming": (
         "the light is dimming",
@@ -59,6 +63,18 @@ TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
         "the lights are going down",
         "lighting fades",
         "it is getting dark",
+        "the lights go dim",
+        "the room is getting darker",
+        "flickering lights",
+    ),
+    "pan": (
+        "the camera pans",
+        "the camera is turning",
+        "the robot turns to the left",
+        "the view sweeps sideways",
+        "a blurred panning view",
+        "the robot is rotating",
+        "motion blur while turning",
     ),
     "panel": (
         "a striped panel",
@@ -125,7 +141,8 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
 
     ``ball:<colour>`` while an appeared object is in view, ``person`` while the walker is
     in the image, ``dimming`` from a dimming light change's start until 1.5 s after its end,
-    ``panel`` while the striped panel shows; ``street`` when none of these (lit or dim:
+    ``pan`` while the camera pans (a camera pan's start to its end), ``panel`` while the
+    striped panel shows; ``street`` when none of these (lit or dim:
     the light level alone is no fact, so the embedder learns objects, not brightness).
     """
     t = scene.seconds(scene.frame_stamp(index))
@@ -147,6 +164,8 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
             cx = -0.2 * w + 1.4 * w * (t - ev.start_s) / span
             if -0.05 * w < cx < 1.05 * w:
                 facts.append("person")
+        elif ev.kind == "camera_pan" and ev.start_s <= t <= ev.end_s:
+            facts.append("pan")
         elif ev.kind == RECURRING_KIND and ev.start_s <= t <= ev.end_s:
             progress = (t - ev.start_s) / max(ev.end_s - ev.start_s, 1e-9)
             if 0.05 < progress < 0.95:

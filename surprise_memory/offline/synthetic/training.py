@@ -51,6 +51,7 @@ from surprise_memory.offline.synthetic.captions import (
 )
 from surprise_memory.offline.synthetic.scene import (
     EVENT_KINDS,
+    MODEL_SCENE,
     ScriptedEvent,
     SyntheticScene,
     render_frame,
@@ -92,7 +93,14 @@ class TrainingSettings:
         video_lr: AdamW learning rate of the video model.
         embedder_steps: Optimiser steps of the embedder.
         embedder_batch: (frame, caption) pairs per step.
-        embedder_lr: AdamW learning rate of the embedder.
+        embedder_lr: AdamW peak learning rate of the embedder.
+        embedder_warmup: Steps of the embedder's linear warm-up to ``embedder_lr`` (then a
+            cosine decay): a short warm-up at a high rate left some seeds at the chance
+            loss (ln of the batch) for over a thousand steps.
+        embedder_temperature: Initial softmax temperature of the contrastive loss (learnt
+            afterwards; CLIP's 0.07 made the first steps' gradients vanish on this data).
+        embedder_unknown_words: Probability that a training caption gets one random
+            vocabulary token inserted (robustness to words training never saw).
         threads: torch CPU threads (1: on a loaded machine two threads wait on each other
             and run ten times slower).
 
@@ -107,6 +115,9 @@ class TrainingSettings:
     embedder_steps: int = 1500
     embedder_batch: int = 32
     embedder_lr: float = 1e-3
+    embedder_warmup: int = 20
+    embedder_temperature: float = 0.07
+    embedder_unknown_words: float = 0.0
     threads: int = 1
 
 
@@ -133,7 +144,7 @@ def random_event_scene(seed: int, seconds: float = 60.0) -> SyntheticScene:
         start = slot * (i + 0.5) + float(rng.uniform(0.0, 0.5 * slot))
         end = min(seconds, start + spans[kind])
         events.append(ScriptedEvent(kind, round(start, 2), round(end, 2)))
-    return SyntheticScene(seed=seed, duration_s=seconds, events=tuple(events))
+    return SyntheticScene(seed=seed, duration_s=seconds, events=tuple(events), **MODEL_SCENE)
 
 
 def _log_to(log: Callable[[str], None] | None) -> Callable[[str], None]:
@@ -274,6 +285,28 @@ def _embedder_data(
     return (x - PE_MEAN[0]) / PE_STD[0], facts
 
 
+def _unknown_words(
+    tokens: torch.Tensor, rng: np.random.Generator, p: float, eot: int
+) -> torch.Tensor:
+    """Insert, with probability ``p`` per caption, one random vocabulary token.
+
+    The captions use a few dozen words of a 49k-token vocabulary; a query's other words keep
+    their random initial embeddings. Training with random tokens among the known ones
+    teaches the text tower to read the words it knows and pass over those it does not (the
+    held-out paraphrases have such words: "when", "went", "became").
+    """
+    out = tokens.clone()
+    for row in range(out.shape[0]):
+        end = int(torch.argmax((out[row] == eot).int()))
+        if rng.uniform() >= p or end + 1 >= out.shape[1]:
+            continue
+        at = int(rng.integers(1, end + 1))
+        word = int(rng.integers(1, eot - 1))  # below start- and end-of-text (eot - 1, eot)
+        out[row, at + 1 :] = tokens[row, at:-1].clone()
+        out[row, at] = word
+    return out
+
+
 def train_embedder(
     settings: TrainingSettings, log: Callable[[str], None] | None = None
 ) -> tuple[Any, list[float], tuple[float, float]]:
@@ -295,6 +328,8 @@ def train_embedder(
     register_open_clip_configs()
     torch.manual_seed(settings.seed)
     model = open_clip.create_model(SYNTHETIC_EMBEDDER_MODEL, pretrained=None)
+    with torch.no_grad():
+        model.logit_scale.fill_(math.log(1.0 / settings.embedder_temperature))
     tokenizer = open_clip.get_tokenizer(SYNTHETIC_EMBEDDER_MODEL)
     size = model.visual.image_size
     images, facts = _embedder_data(settings, (int(size[0]), int(size[1])))
@@ -321,9 +356,19 @@ def train_embedder(
             caption_keys.append(key)
         return idx, texts, caption_keys
 
-    def batch_loss(idx: list[int], texts: list[str], caption_keys: list[str]) -> torch.Tensor:
+    def batch_loss(
+        idx: list[int],
+        texts: list[str],
+        caption_keys: list[str],
+        noise: np.random.Generator | None = None,
+    ) -> torch.Tensor:
         img = model.encode_image(images[idx], normalize=True)
-        txt = model.encode_text(tokenizer(texts), normalize=True)
+        tokens = tokenizer(texts)
+        if noise is not None:
+            tokens = _unknown_words(
+                tokens, noise, settings.embedder_unknown_words, tokenizer.eot_token_id
+            )
+        txt = model.encode_text(tokens, normalize=True)
         logits = model.logit_scale.exp().clamp(max=100.0) * img @ txt.T
         positive = torch.tensor(
             [[k in {fact_key(f) for f in facts[i]} for k in caption_keys] for i in idx],
@@ -344,13 +389,13 @@ def train_embedder(
     for step in range(settings.embedder_steps):
         lr = (
             settings.embedder_lr
-            * min(1.0, (step + 1) / 20)
+            * min(1.0, (step + 1) / max(1, settings.embedder_warmup))
             * 0.5
             * (1 + math.cos(math.pi * step / max(1, settings.embedder_steps)))
         )
         for group in opt.param_groups:
             group["lr"] = lr
-        loss = batch_loss(*draw(rng))
+        loss = batch_loss(*draw(rng), noise=rng)
         opt.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
