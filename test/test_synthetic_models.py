@@ -22,8 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import open_clip
 import pytest
 import synthetic_frames as sf
+import torch
 from browser_helpers import chrome, serve, wait_for
 from rclpy.node import Node
 from ros_helpers import serving_memory_node
@@ -46,6 +49,7 @@ from surprise_memory.offline.synthetic.training import (
     HELD_OUT_SEED_BASE,
     MODEL_CARD,
     TrainingSettings,
+    _unknown_words,
     train_embedder,
     train_video,
 )
@@ -78,7 +82,13 @@ SETTINGS = {
 # ---------------------------------------------------------------------- training
 def test_a_short_training_run_lowers_both_losses() -> None:
     settings = TrainingSettings(
-        scenes=1, seconds=8.0, video_steps=10, video_batch=8, embedder_steps=10, embedder_batch=16
+        scenes=1,
+        seconds=8.0,
+        video_steps=10,
+        video_batch=8,
+        embedder_steps=10,
+        embedder_batch=16,
+        embedder_warmup=2,
     )
     _, video = train_video(settings)
     _, _, (before, after) = train_embedder(settings)
@@ -94,7 +104,23 @@ def test_held_out_paraphrases_never_appear_in_training() -> None:
         for c in ("red", "coloured", "blue", "green", "yellow")
     }
     for queries in HELD_OUT_QUERIES.values():
-        assert not {q.lower() for q in queries} & trained
+        for query in queries:  # not a training caption, nor inside one
+            assert not [p for p in trained if query.lower() in p], query
+
+
+def test_unknown_words_are_inserted_before_the_end_of_text() -> None:
+    tokenizer = open_clip.get_tokenizer(SYNTHETIC_EMBEDDER_MODEL)
+    tokens = tokenizer(["a person walking", "the camera pans"])
+    eot = tokenizer.eot_token_id
+    noisy = _unknown_words(tokens, np.random.default_rng(0), 1.0, eot)
+    for before, after in zip(tokens.tolist(), noisy.tolist(), strict=True):
+        n = before.index(eot)
+        assert after.index(eot) == n + 1 and after[0] == before[0]  # one token more, SOT kept
+        assert (
+            0 < len(set(after[1 : n + 1]) - set(before[1:n])) <= 1
+            and after[n + 2 :] == before[n + 1 : -1]
+        )
+    assert torch.equal(_unknown_words(tokens, np.random.default_rng(0), 0.0, eot), tokens)
 
 
 # ---------------------------------------------------------------------- the shipped weights
