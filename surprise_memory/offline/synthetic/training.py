@@ -51,6 +51,7 @@ from surprise_memory.offline.synthetic.captions import (
 )
 from surprise_memory.offline.synthetic.scene import (
     EVENT_KINDS,
+    MODEL_SCENE,
     ScriptedEvent,
     SyntheticScene,
     render_frame,
@@ -113,9 +114,10 @@ class TrainingSettings:
 def random_event_scene(seed: int, seconds: float = 60.0) -> SyntheticScene:
     """A scene with each event kind once (the panel too), at random times.
 
-    Events start in shuffled order, ``seconds / 6`` apart on average with a random
-    jitter, so training sees events at any phase of its clips and never learns "an event
-    every 12 s".
+    The scene options are those of the scenes the models are measured on
+    (:data:`~.scene.MODEL_SCENE`). Events start in shuffled order, ``seconds / 6`` apart on
+    average with a random jitter, so training sees events at any phase of its clips and
+    never learns "an event every 12 s".
     """
     rng = np.random.default_rng([seed, 7])
     kinds = list(EVENT_KINDS)
@@ -133,7 +135,7 @@ def random_event_scene(seed: int, seconds: float = 60.0) -> SyntheticScene:
         start = slot * (i + 0.5) + float(rng.uniform(0.0, 0.5 * slot))
         end = min(seconds, start + spans[kind])
         events.append(ScriptedEvent(kind, round(start, 2), round(end, 2)))
-    return SyntheticScene(seed=seed, duration_s=seconds, events=tuple(events))
+    return SyntheticScene(seed=seed, duration_s=seconds, events=tuple(events), **MODEL_SCENE)
 
 
 def _log_to(log: Callable[[str], None] | None) -> Callable[[str], None]:
