@@ -23,6 +23,7 @@ from surprise_memory.offline.synthetic.scene import (
     RECURRING_KIND,
     SyntheticScene,
     _camera_x,
+    _person_x,
 )
 
 __all__ = [
@@ -160,9 +161,7 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
     dim = True
     for ev in scene.scripted_events:
         if ev.kind == "person_crosses" and ev.start_s <= t <= ev.end_s:
-            span = max(ev.end_s - ev.start_s, 1e-9)
-            cx = -0.2 * w + 1.4 * w * (t - ev.start_s) / span
-            if -0.05 * w < cx < 1.05 * w:
+            if -0.05 * w < _person_x(scene, ev, t) < 1.05 * w:
                 facts.append("person")
         elif ev.kind == "camera_pan" and ev.start_s <= t <= ev.end_s:
             facts.append("pan")

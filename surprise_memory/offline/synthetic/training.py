@@ -124,9 +124,10 @@ class TrainingSettings:
 def random_event_scene(seed: int, seconds: float = 60.0) -> SyntheticScene:
     """A scene with each event kind once (the panel too), at random times.
 
-    Events start in shuffled order, ``seconds / 6`` apart on average with a random
-    jitter, so training sees events at any phase of its clips and never learns "an event
-    every 12 s".
+    The scene options are those of the scenes the models are measured on
+    (:data:`~.scene.MODEL_SCENE`). Events start in shuffled order, ``seconds / 6`` apart on
+    average with a random jitter, so training sees events at any phase of its clips and
+    never learns "an event every 12 s".
     """
     rng = np.random.default_rng([seed, 7])
     kinds = list(EVENT_KINDS)
