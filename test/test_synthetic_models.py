@@ -87,9 +87,9 @@ def test_a_short_training_run_lowers_both_losses() -> None:
     settings = TrainingSettings(
         scenes=1,
         seconds=8.0,
-        video_steps=10,
+        video_steps=20,
         video_batch=8,
-        embedder_steps=10,
+        embedder_steps=20,
         embedder_batch=16,
         embedder_warmup=2,
     )

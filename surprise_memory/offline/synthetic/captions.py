@@ -23,6 +23,7 @@ from surprise_memory.offline.synthetic.scene import (
     RECURRING_KIND,
     SyntheticScene,
     _camera_x,
+    _panning,
     _person_x,
 )
 
@@ -54,7 +55,7 @@ TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
         "a pedestrian in the street",
         "a man in a red shirt walking",
         "a human figure crossing",
-        "a person in view",
+        "a person in the picture",
         "somebody crosses the road",
         "people walking by",
     ),
@@ -70,9 +71,11 @@ TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
     ),
     "pan": (
         "the camera pans",
+        "a camera pan to the left",
         "the camera is turning",
         "the robot turns to the left",
         "the view sweeps sideways",
+        "a quick pan",
         "a blurred panning view",
         "the robot is rotating",
         "motion blur while turning",
@@ -142,7 +145,8 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
 
     ``ball:<colour>`` while an appeared object is in view, ``person`` while the walker is
     in the image, ``dimming`` from a dimming light change's start until 1.5 s after its end,
-    ``pan`` while the camera pans (a camera pan's start to its end), ``panel`` while the
+    ``pan`` while the camera pans in a scene that blurs its pans (``abrupt_pan``: a
+    single frame shows the turn), ``panel`` while the
     striped panel shows; ``street`` when none of these (lit or dim:
     the light level alone is no fact, so the embedder learns objects, not brightness).
     """
@@ -163,8 +167,6 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
         if ev.kind == "person_crosses" and ev.start_s <= t <= ev.end_s:
             if -0.05 * w < _person_x(scene, ev, t) < 1.05 * w:
                 facts.append("person")
-        elif ev.kind == "camera_pan" and ev.start_s <= t <= ev.end_s:
-            facts.append("pan")
         elif ev.kind == RECURRING_KIND and ev.start_s <= t <= ev.end_s:
             progress = (t - ev.start_s) / max(ev.end_s - ev.start_s, 1e-9)
             if 0.05 < progress < 0.95:
@@ -173,6 +175,8 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
             if dim and t <= ev.end_s + DIMMING_AFTER_S:
                 facts.append("dimming")
             dim = not dim
+    if scene.abrupt_pan and _panning(scene, t):
+        facts.append("pan")
     return facts or ["street"]
 
 
