@@ -443,6 +443,7 @@ def train(
     from surprise_memory.perception.encoders.presets import (
         SYNTHETIC_EMBEDDER_MODEL,
         SYNTHETIC_MODEL_NAME,
+        SYNTHETIC_TRUNK,
     )
 
     settings = settings or TrainingSettings()
@@ -496,6 +497,7 @@ def train(
         "embedder": {
             "folder": "embedder",
             "model": SYNTHETIC_EMBEDDER_MODEL,
+            "trunk": SYNTHETIC_TRUNK,
             "objective": "contrastive (frame, caption) pairs from the scenes' ground truth",
             "final_loss": embedder_entry.get("final_loss"),
             "fixed_batch_loss": embedder_entry.get("fixed_batch_loss"),
