@@ -11,8 +11,9 @@
   through the agent tool, and in the browser's text search in Chromium: prompt handling,
   tokenisation, normalisation and max-over-frames agree on every path.
 
-Whether the first episode is the right one is measured, not asserted: these small models
-do not reach that goal yet (benchmarks/RESULTS.md, "synthetic-trained-tiny").
+"a person crossing" and "when the lights went down" (the demo's sentences) must rank
+their event's episode first; for the other paraphrases, whether the first episode is the
+right one is measured (benchmarks/RESULTS.md, "synthetic-trained-tiny"), not asserted.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ QUERIES = [
     for kind in ("person_crosses", "light_change", "object_appears")
     for q in HELD_OUT_QUERIES[kind]
 ]
+ANSWERED = {"a person crossing": "person_crosses", "when the lights went down": "light_change"}
+"""Sentences whose first episode must be their event's (the demo's two); the other
+paraphrases' first episodes must show *a* scripted event (recall@1 is measured in
+benchmarks/RESULTS.md, not asserted here)."""
 SETTINGS = {
     "encoder_weights": SYNTHETIC_MODEL_NAME,
     "embedder_model": SYNTHETIC_EMBEDDER_MODEL,
@@ -87,6 +92,7 @@ def test_a_short_training_run_lowers_both_losses() -> None:
     settings = TrainingSettings(
         scenes=1,
         seconds=8.0,
+        embedder_scenes=1,
         video_steps=20,
         video_batch=8,
         embedder_steps=20,
@@ -100,14 +106,16 @@ def test_a_short_training_run_lowers_both_losses() -> None:
 
 
 def test_held_out_paraphrases_never_appear_in_training() -> None:
-    trained = {
-        p.format(c=c).lower()
-        for ps in TRAIN_PHRASES.values()
-        for p in ps
-        for c in ("red", "coloured", "blue", "green", "yellow")
-    }
+    def captions(colours: tuple[str, ...]) -> set[str]:
+        return {p.format(c=c).lower() for ps in TRAIN_PHRASES.values() for p in ps for c in colours}
+
+    # the colour names frame_facts gives a ball (colour_name), and phrase()'s fallback
+    named = ("red", "orange", "yellow", "green", "cyan", "blue", "purple", "pink", "grey")
+    exact = captions((*named, "coloured"))
+    trained = captions(named)
     for queries in HELD_OUT_QUERIES.values():
-        for query in queries:  # not a training caption, nor inside one
+        assert not {q.lower() for q in queries} & exact
+        for query in queries:  # nor inside a caption training uses
             assert not [p for p in trained if query.lower() in p], query
 
 
@@ -198,7 +206,10 @@ def test_the_first_episodes_show_scripted_events(store: Path, first: dict[str, s
     with EpisodeStore(store, read_only=True) as s:
         for text, episode in first.items():
             offset = (s.get(episode).stamp_ns - scene.start_ns) / NS_PER_SECOND
-            assert episode_event(offset, ground_truth(scene)) is not None, text
+            shown = episode_event(offset, ground_truth(scene))
+            assert shown is not None, text
+            if text in ANSWERED:  # the issue's two sentences: the right episode first
+                assert shown == ANSWERED[text], (text, shown)
 
 
 @pytest.mark.parametrize("text", QUERIES[::3])

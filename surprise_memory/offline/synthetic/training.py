@@ -73,7 +73,8 @@ __all__ = [
 ]
 
 TRAIN_SEED_BASE = 100
-"""Training scenes use seeds ``TRAIN_SEED_BASE .. TRAIN_SEED_BASE + scenes - 1``."""
+"""Training scenes use seeds ``TRAIN_SEED_BASE .. TRAIN_SEED_BASE + n - 1`` (n: ``scenes`` or
+``embedder_scenes``)."""
 
 HELD_OUT_SEED_BASE = 1000
 """Seeds from here on are never trained on (tests and benchmarks use them; so does 0)."""
@@ -90,11 +91,14 @@ class TrainingSettings:
 
     Attributes:
         seed: Seed of the initialisation, the scenes' event times and the batches.
-        scenes: Training scenes (seeds ``TRAIN_SEED_BASE + i``).
+        scenes: Training scenes of the video model (seeds ``TRAIN_SEED_BASE + i``).
         seconds: Length of each training scene.
         video_steps: Optimiser steps of the video model.
         video_batch: Clips per step.
         video_lr: AdamW learning rate of the video model.
+        embedder_scenes: Training scenes of the embedder (the same seeds, more of them:
+            more worlds for the image tower to generalise from; the video model keeps
+            ``scenes``, so its weights do not change with this).
         embedder_steps: Optimiser steps of the embedder.
         embedder_batch: (frame, caption) pairs per step.
         embedder_lr: AdamW peak learning rate of the embedder.
@@ -116,7 +120,8 @@ class TrainingSettings:
     video_steps: int = 300
     video_batch: int = 24
     video_lr: float = 1e-3
-    embedder_steps: int = 2000
+    embedder_scenes: int = 36
+    embedder_steps: int = 3000
     embedder_batch: int = 32
     embedder_lr: float = 5e-4
     embedder_warmup: int = 200
@@ -270,7 +275,7 @@ def _embedder_data(
 
     rng = np.random.default_rng([settings.seed, 13])
     images, facts = [], []
-    for i in range(settings.scenes):
+    for i in range(settings.embedder_scenes):
         scene = random_event_scene(TRAIN_SEED_BASE + i, settings.seconds)
         for index in range(scene.frame_count):
             f = frame_facts(scene, index)
@@ -504,7 +509,10 @@ def train(
             "seconds": embedder_entry.get("seconds"),
         },
         "recommended": {"clip_frames": _CLIP},
-        "train_seeds": [TRAIN_SEED_BASE, TRAIN_SEED_BASE + settings.scenes - 1],
+        "train_seeds": [
+            TRAIN_SEED_BASE,
+            TRAIN_SEED_BASE + max(settings.scenes, settings.embedder_scenes) - 1,
+        ],
         "held_out_seeds": f"< {TRAIN_SEED_BASE} and >= {HELD_OUT_SEED_BASE}",
         "settings": asdict(settings),
         "versions": {
