@@ -34,14 +34,14 @@ from surprise_memory.offline.synthetic import (
     write_synthetic_bag,
     write_synthetic_video,
 )
-from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
+from surprise_memory.perception.encoders import SYNTHETIC_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = [
     "--weights",
     TINY_VIDEO_WEIGHTS,
     "--embedder-model",
-    TINY_EMBEDDER_MODEL,
+    SYNTHETIC_EMBEDDER_MODEL,
     "--embedder-weights",
     "random",
     "--device",

@@ -47,7 +47,7 @@ from surprise_memory.msg import SurpriseEvent
 from surprise_memory.nodes.episode_display import ARROWS_NS, LABELS_NS
 from surprise_memory.nodes.messages import ns_to_time, time_to_ns
 from surprise_memory.nodes.qos import LATCHED, MARKERS, PREVIEW
-from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, ImageTextEmbedder
+from surprise_memory.perception.encoders import SYNTHETIC_EMBEDDER_MODEL, ImageTextEmbedder
 from surprise_memory.perception.frames import Frame
 
 NS = "/surprise_memory"
@@ -71,7 +71,7 @@ def filled_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
     embedder); every episode keeps those embeddings, which the displays do not use.
     """
     store = tmp_path_factory.mktemp("filled") / "store"
-    embedder = ImageTextEmbedder(TINY_EMBEDDER_MODEL, "random", device="cpu")
+    embedder = ImageTextEmbedder(SYNTHETIC_EMBEDDER_MODEL, "random", device="cpu")
     pixels = [np.full((48, 64, 3), 40 * i, np.uint8) for i in range(4)]
     embeddings = embedder.embed_images(pixels)
     stamps = {}

@@ -25,7 +25,7 @@ from surprise_memory.offline.run_record import (
 )
 from surprise_memory.offline.synthetic import SyntheticScene, recurring_events, write_synthetic_bag
 from surprise_memory.perception.encoders import (
-    TINY_EMBEDDER_MODEL,
+    SYNTHETIC_EMBEDDER_MODEL,
     TINY_VIDEO_WEIGHTS,
     ImageTextEmbedder,
     VideoEncoder,
@@ -48,7 +48,7 @@ VALUES = {
     "window": 16,
     "warmup": 8,
     "nms_seconds": 1.0,
-    "embedder_model": TINY_EMBEDDER_MODEL,
+    "embedder_model": SYNTHETIC_EMBEDDER_MODEL,
     "embedder_weights": "random",
     "embedder_device": "cpu",
     "episode_before_seconds": 1.0,
@@ -173,7 +173,7 @@ def _cli(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
 
 
 TINY_CLI = [
-    "--weights", TINY_VIDEO_WEIGHTS, "--embedder-model", TINY_EMBEDDER_MODEL,
+    "--weights", TINY_VIDEO_WEIGHTS, "--embedder-model", SYNTHETIC_EMBEDDER_MODEL,
     "--embedder-weights", "random", "--device", "cpu", "--clip-frames", "8", "--window", "16",
     "--warmup", "8", "--episode-frames", "2", "--no-progress",
 ]  # fmt: skip

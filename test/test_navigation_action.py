@@ -209,9 +209,9 @@ class ScriptedNavigator:
 
 
 def _fill(store: Path, weights: str, t0: int) -> None:
-    from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, ImageTextEmbedder
+    from surprise_memory.perception.encoders import SYNTHETIC_EMBEDDER_MODEL, ImageTextEmbedder
 
-    embedder = ImageTextEmbedder(TINY_EMBEDDER_MODEL, weights, device="cpu")
+    embedder = ImageTextEmbedder(SYNTHETIC_EMBEDDER_MODEL, weights, device="cpu")
     (vector,) = embedder.embed_text(["a place"])
     with EpisodeStore(store) as st:
         st.note_origin(t0)

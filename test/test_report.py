@@ -21,7 +21,7 @@ from synthetic_frames import OFFLINE
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
-from surprise_memory.offline.report import THUMB_WIDTH, write_report
+from surprise_memory.offline.report import THUMB_WIDTH, TextAnswer, write_report
 from surprise_memory.offline.run_record import load_run_record
 from surprise_memory.offline.synthetic import SyntheticScene, synthetic_frames
 
@@ -83,8 +83,8 @@ def test_report_in_headless_chromium(store: Path, tmp_path: Path) -> None:
     html_path, png_path = write_report(store, tmp_path / "report.html")
     page = html_path.read_text(encoding="utf-8")
     assert png_path.read_bytes().startswith(b"\x89PNG")
-    # self-contained: every src/href is inline data, nothing is fetched
-    assert not re.findall(r'(?:src|href)="(?!data:)', page)
+    # self-contained: every src/href is inline data or a link within the page
+    assert not re.findall(r'(?:src|href)="(?!data:|#)', page)
     assert "http://" not in page and "https://" not in page and "@import" not in page
     run = load_run_record(store)
     with EpisodeStore(store, read_only=True) as s:
@@ -137,3 +137,25 @@ def test_report_times_count_from_the_store_origin(store: Path) -> None:
         first = min((s.get(i) for i in s.episode_ids()), key=lambda r: r.stamp_ns)
     page = render_html(store, b"")
     assert f"t = {(first.stamp_ns - origin) / 1e9:.2f} s (stamp {first.stamp_ns} ns)" in page
+
+
+def test_the_sentences_asked_link_to_the_episode_each_ranked_first(
+    store: Path, tmp_path: Path
+) -> None:
+    with EpisodeStore(store, read_only=True) as s:
+        records = sorted((s.get(i) for i in s.episode_ids()), key=lambda r: r.stamp_ns)
+    assert records, "the fixture stored no episode"
+    last = len(records)
+    answers = [
+        TextAnswer("a person <crossing>", records[-1].id, "right: the person episode"),
+        TextAnswer("nothing like it", None),
+    ]
+    page = write_report(store, tmp_path / "r.html", answers)[0].read_text(encoding="utf-8")
+    table = page[page.index('<table id="answers">') :]
+    table = table[: table.index("</table>")]
+    assert "a person &lt;crossing&gt;" in table and "right: the person episode" in table
+    assert f'<a href="#episode-{last}">#{last}</a>' in table and "no episode" in table
+    assert f'<div class="episode" id="episode-{last}">' in page
+    assert "Asked in words" not in write_report(store, tmp_path / "plain.html")[0].read_text(
+        encoding="utf-8"
+    )

@@ -16,7 +16,7 @@ from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, 
 from surprise_memory.offline.run_record import read_scores
 from surprise_memory.offline.synthetic import SyntheticScene, write_synthetic_bag
 from surprise_memory.perception.encoders import (
-    TINY_EMBEDDER_MODEL,
+    SYNTHETIC_EMBEDDER_MODEL,
     TINY_VIDEO_WEIGHTS,
     ImageTextEmbedder,
     VideoEncoder,
@@ -30,7 +30,7 @@ VALUES = {
     "window": 8,
     "warmup": 8,
     "nms_seconds": 0.5,
-    "embedder_model": TINY_EMBEDDER_MODEL,
+    "embedder_model": SYNTHETIC_EMBEDDER_MODEL,
     "embedder_weights": "random",
     "embedder_device": "cpu",
     "episode_frames": 2,

@@ -23,8 +23,9 @@ of the same architectures instead (``random:tiny`` V-JEPA-2, ``PE-Core-tiny-rand
 It reports each scripted event as found (an event within 1 s of its span, from start to
 end: a camera pan or a person seen mid-crossing is that pan or crossing; an instant event's
 span is its start) or missed,
-answers a few sentences with an episode (text retrieval; not with random weights), and
-shows ``surprise-memory goto "<text>" --dry-run`` choosing an episode.
+answers a few sentences with an episode (text retrieval; not with random weights), in the
+terminal and in the report ("Asked in words", each answer right or wrong against the ground
+truth), and shows ``surprise-memory goto "<text>" --dry-run`` choosing an episode.
 """
 
 from __future__ import annotations
@@ -188,7 +189,7 @@ def _run(args: argparse.Namespace) -> int:
     from surprise_memory.config.browser import BrowserConfig
     from surprise_memory.memory.store import EpisodeStore
     from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, process
-    from surprise_memory.offline.report import write_report
+    from surprise_memory.offline.report import TextAnswer, write_report
     from surprise_memory.offline.synthetic import model_scene, write_synthetic_bag
     from surprise_memory.offline.synthetic.evaluation import MATCH_S, episode_event, match_events
 
@@ -295,7 +296,7 @@ def _run(args: argparse.Namespace) -> int:
     )
 
     print("4. retrievals:")
-    answers: list[tuple[str, str, bool]] = []
+    answers: list[TextAnswer] = []
     with EpisodeStore(store_dir, read_only=True) as store:
         ev1 = truth["events"][1]
         hits = store.search(
@@ -321,9 +322,14 @@ def _run(args: argparse.Namespace) -> int:
                     if hits
                     else None
                 )
-                ok = top == kind
-                answers.append((text, kind, ok))
-                verdict = "right" if ok else f"WRONG (wanted the {kind} episode)"
+                verdict = "right" if top == kind else f"WRONG (wanted the {kind} episode)"
+                answers.append(
+                    TextAnswer(
+                        text,
+                        hits[0].episode.id if hits else None,
+                        f"{verdict}: the {top or 'no scripted'} episode",
+                    )
+                )
                 print(
                     f"   by text {text!r}: first hit is the {top or 'no scripted'} episode, "
                     + verdict
@@ -334,7 +340,7 @@ def _run(args: argparse.Namespace) -> int:
                 "   by text: skipped (the embedder has random weights; text would rank at random)"
             )
     if answers:
-        text = answers[0][0]
+        text = answers[0].text
         # the recording's odom is its own (a session of its own): fixed for this dry run
         goto = ["--dry-run", "--navigation-frame", "odom", "--fixed-frames", "odom"]
         shown = " ".join(goto)
@@ -345,7 +351,7 @@ def _run(args: argparse.Namespace) -> int:
         if code:
             print(f"   goto exited with {code}")
 
-    html_path, png_path = write_report(store_dir)
+    html_path, png_path = write_report(store_dir, answers=answers)
     print(f"5. report: {html_path}  (curve {png_path})")
     print(
         f"   query it yourself: surprise-memory query {store_dir} --start 20 --end 40 "

@@ -9,8 +9,10 @@ and the episodes) and writes
 * ``<name>.html``: a page with no external request at all (inline CSS, images as base64
   ``data:`` URIs): a red banner when any model had random (untrained) weights, the run's
   summary, the curve, one row per episode (time, stamp, surprise, tau, pose, and its frames
-  as thumbnails), a table of the suppressed candidates (time, score, reason, habituation
-  level, the event it resembled), then the settings and the model names.
+  as thumbnails), the sentences a caller asked of the store and the episode each ranked
+  first (:class:`TextAnswer`; the demo's), a table of the suppressed candidates (time,
+  score, reason, habituation level, the event it resembled), then the settings and the
+  model names.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +36,7 @@ from surprise_memory.errors import StoreError
 from surprise_memory.offline.run_record import RUN_RECORD, SCORES_CSV, load_run_record, read_scores
 from surprise_memory.stamps import NS_PER_SECOND, ns_to_seconds
 
-__all__ = ["THUMB_WIDTH", "plot_surprise", "render_html", "write_report"]
+__all__ = ["THUMB_WIDTH", "TextAnswer", "plot_surprise", "render_html", "write_report"]
 
 THUMB_WIDTH = 144
 """Width in pixels of an episode thumbnail in the page."""
@@ -56,6 +59,46 @@ img.thumb { width: 144px; height: auto; display: block; border: 1px solid #999; 
 .muted { color: #777; }
 code { font-size: 12px; }
 """
+
+
+@dataclass(frozen=True)
+class TextAnswer:
+    """A sentence asked of the store and the episode it ranked first, for the report.
+
+    Attributes:
+        text: The sentence.
+        episode_id: The first episode (None: no hit).
+        verdict: What the caller knows of it (the demo: right or wrong against the
+            ground truth); empty when nothing is known.
+
+    """
+
+    text: str
+    episode_id: str | None
+    verdict: str = ""
+
+
+def _answers_table(answers: Sequence[TextAnswer], records: Sequence[Any], origin: int) -> str:
+    """The sentences and the episode each ranked first (its number in the episode list)."""
+    if not answers:
+        return ""
+    numbered = {rec.id: (n, rec.stamp_ns) for n, rec in enumerate(records, 1)}
+    rows = []
+    for a in answers:
+        if a.episode_id is None or a.episode_id not in numbered:
+            first = "no episode"
+        else:
+            n, stamp = numbered[a.episode_id]
+            t = (stamp - origin) / NS_PER_SECOND
+            first = f'<a href="#episode-{n}">#{n}</a> t = {t:.2f} s'
+        rows.append(
+            f"<tr><td>{html.escape(a.text)}</td><td>{first}</td>"
+            f"<td>{html.escape(a.verdict)}</td></tr>"
+        )
+    return (
+        '<h2>Asked in words</h2><table id="answers"><tr><th>sentence</th>'
+        "<th>first episode</th><th>verdict</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 def _b64(data: bytes) -> str:
@@ -216,8 +259,12 @@ def _suppressed_table(suppressed: list[dict[str, Any]], origin: int) -> str:
     )
 
 
-def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
+def render_html(
+    store_path: str | os.PathLike[str], png: bytes, answers: Sequence[TextAnswer] = ()
+) -> str:
     """The report page of a processed store, with the curve ``png`` embedded.
+
+    ``answers``: sentences asked of the store, shown with the episode each ranked first.
 
     Raises:
         StoreError: The store or its run record cannot be read.
@@ -326,9 +373,10 @@ def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
             caption = f"{ns_to_seconds(stamp - origin):.2f} s"
             figures.append(f"<figure>{img}<figcaption>{caption}</figcaption></figure>")
         parts.append(
-            f'<div class="episode"><div class="meta">{meta}</div>'
+            f'<div class="episode" id="episode-{n}"><div class="meta">{meta}</div>'
             f'<div class="frames">{"".join(figures)}</div></div>'
         )
+    parts.append(_answers_table(answers, records, origin))
     parts.append(_suppressed_table(run.get("suppressed") or [], origin))
     parts.append("<h2>Models</h2>")
     parts.append(
@@ -358,7 +406,9 @@ def render_html(store_path: str | os.PathLike[str], png: bytes) -> str:
 
 
 def write_report(
-    store_path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None
+    store_path: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    answers: Sequence[TextAnswer] = (),
 ) -> tuple[Path, Path]:
     """Write the HTML report and the PNG curve of a processed store.
 
@@ -366,6 +416,7 @@ def write_report(
         store_path: The store folder written by ``surprise-memory process``.
         out: The HTML file; default ``STORE/report.html``. The PNG goes beside it
             (same name, ``.png``).
+        answers: Sentences asked of the store, shown with the episode each ranked first.
 
     Returns:
         (html path, png path).
@@ -400,7 +451,7 @@ def write_report(
         untrained=bool(run.get("untrained")),
         suppressed=suppressed,
     )
-    page = render_html(root, png)
+    page = render_html(root, png, answers)
     try:
         html_path.parent.mkdir(parents=True, exist_ok=True)
         png_path.write_bytes(png)
