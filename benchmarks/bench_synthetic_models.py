@@ -4,7 +4,7 @@ Run: ``python benchmarks/bench_synthetic_models.py [--scenes 20] [--first-seed 1
 (inside the venv). For each held-out scene (the demo's 60 s layout: an object appears,
 the light changes, the camera pans, a person crosses; seeds never trained on), the offline
 pipeline runs with the gate as shipped (the scorer's and gate's defaults; the trained video
-model's ``clip_frames`` = 16 for both columns), then:
+model's ``clip_frames``, from its card, for both columns), then:
 
 * event F1 at +-1 s: a scripted event is found when a decided event lies within 1 s of
   its start (and, second figure, of its span, start to end); micro-averaged over scenes;
@@ -21,6 +21,7 @@ about V-JEPA-2 or PE-Core. Prints the machine, versions and load.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import tempfile
@@ -29,11 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
-from surprise_memory.offline.synthetic import MODEL_SCENE, SyntheticScene
+from surprise_memory.offline.synthetic import model_scene
 from surprise_memory.offline.synthetic.evaluation import SceneEvaluation, evaluate_scene, f1_counts
-from surprise_memory.perception.encoders import SYNTHETIC_EMBEDDER_MODEL, SYNTHETIC_MODEL_NAME
+from surprise_memory.perception.encoders import (
+    SYNTHETIC_EMBEDDER_MODEL,
+    SYNTHETIC_MODEL_NAME,
+    SYNTHETIC_WEIGHTS,
+)
 
-COMMON = {"encoder_device": "cpu", "embedder_device": "cpu", "clip_frames": 16}
+# the trained video model's clip length (its card's "recommended"), for both columns
+RECOMMENDED = json.loads((SYNTHETIC_WEIGHTS / "MODEL_CARD.json").read_text(encoding="utf-8"))[
+    "recommended"
+]
+COMMON = {"encoder_device": "cpu", "embedder_device": "cpu", **RECOMMENDED}
 MODELS: dict[str, dict[str, Any]] = {
     SYNTHETIC_MODEL_NAME: {
         **COMMON,
@@ -102,7 +111,7 @@ def main() -> None:
             results = []
             t0 = time.perf_counter()
             for i in range(args.scenes):
-                scene = SyntheticScene(seed=args.first_seed + i, **MODEL_SCENE)
+                scene = model_scene(args.first_seed + i)
                 r = evaluate_scene(pipeline, scene, Path(tmp) / f"{name}-{i}", text_on_random=True)
                 results.append(r)
                 print(

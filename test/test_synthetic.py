@@ -19,6 +19,8 @@ from surprise_memory.offline.synthetic import (
     SyntheticScene,
     default_events,
     ground_truth,
+    model_events,
+    model_scene,
     render_frame,
     synthetic_frames,
     synthetic_odometry,
@@ -165,3 +167,50 @@ def test_the_models_scenes_sway_less_and_flicker_only_while_the_light_dims() -> 
     assert np.abs(bands / flat - 1.0).max() > 0.15
     with pytest.raises(ConfigError, match="sway_px"):
         SyntheticScene(sway_px=-1.0)
+
+
+def test_in_the_models_scenes_each_event_shows_from_its_start() -> None:
+    models = {k: v for k, v in MODEL_SCENE.items() if k in ("abrupt_pan", "person_from")}
+    plain = SyntheticScene(seed=7, duration_s=20.0, fps=5.0, width=64, height=48, events=())
+    for kind in ("camera_pan", "person_crosses"):
+        (ev,) = only(kind).scripted_events
+        eased = only(kind)
+        sharp = SyntheticScene(seed=7, duration_s=20.0, fps=5.0, width=64, height=48,
+                               events=(ev,), **models)  # fmt: skip
+        assert changed(plain, sharp, ev.start_s - 0.2) == 0.0  # nothing before the start
+        # one frame after the start: the models' scene has changed more than the default's
+        assert changed(plain, sharp, ev.start_s + 0.2) > changed(plain, eased, ev.start_s + 0.2)
+    # the person steps out inside V-JEPA-2's centre crop (17 % cut off each side)
+    (walk,) = only("person_crosses").scripted_events
+    sharp = SyntheticScene(seed=7, duration_s=20.0, fps=5.0, width=64, height=48,
+                           events=(walk,), **models)  # fmt: skip
+    i = round((walk.start_s + 0.2) * SCENE.fps)
+    cols = np.flatnonzero(
+        (render_frame(sharp, i).rgb.astype(int) - render_frame(plain, i).rgb.astype(int)).any(
+            axis=(0, 2)
+        )
+    )
+    assert cols.min() > 0.17 * 64 and cols.max() < 0.83 * 64
+    # the pan blurs: fewer sharp vertical edges mid-pan than in the same view once it is over
+    (pan,) = only("camera_pan").scripted_events
+    sharp = SyntheticScene(seed=7, duration_s=20.0, fps=5.0, width=64, height=48,
+                           events=(pan,), noise=0.0, **models)  # fmt: skip
+    [mid] = frames_at(sharp, [(pan.start_s + pan.end_s) / 2])
+    [done] = frames_at(sharp, [pan.end_s + 0.4])
+    edges = [np.abs(np.diff(f.astype(float), axis=1)).mean() for f in (mid, done)]
+    assert edges[0] < 0.8 * edges[1]
+    # the same odometry as an eased pan, apart from the ramp: a quarter turn in the end
+    last = list(synthetic_odometry(sharp))[-1]
+    assert yaw_of(last.pose) == pytest.approx(math.pi / 2)
+
+
+def test_in_the_models_scenes_the_object_comes_last() -> None:
+    kinds = [e.kind for e in model_events(60.0)]
+    assert kinds[-1] == "object_appears" and sorted(kinds) == sorted(
+        k for k in EVENT_KINDS if k != "panel_passes"
+    )
+    scene = model_scene(1000)
+    assert scene.scripted_events == model_events(60.0)
+    assert scene.abrupt_pan and scene.flicker and scene.person_from > 0
+    with pytest.raises(ConfigError, match="person_from"):
+        SyntheticScene(person_from=1.5)

@@ -11,8 +11,9 @@
   through the agent tool, and in the browser's text search in Chromium: prompt handling,
   tokenisation, normalisation and max-over-frames agree on every path.
 
-Whether the first episode is the right one is measured, not asserted: these small models
-do not reach that goal yet (benchmarks/RESULTS.md, "synthetic-trained-tiny").
+"a person crossing" and "when the lights went down" (the demo's sentences) must rank
+their event's episode first; for the other paraphrases, whether the first episode is the
+right one is measured (benchmarks/RESULTS.md, "synthetic-trained-tiny"), not asserted.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import open_clip
 import pytest
 import synthetic_frames as sf
+import torch
 from browser_helpers import chrome, serve, wait_for
 from rclpy.node import Node
 from ros_helpers import serving_memory_node
@@ -46,6 +50,7 @@ from surprise_memory.offline.synthetic.training import (
     HELD_OUT_SEED_BASE,
     MODEL_CARD,
     TrainingSettings,
+    _unknown_words,
     train_embedder,
     train_video,
 )
@@ -65,20 +70,34 @@ QUERIES = [
     for kind in ("person_crosses", "light_change", "object_appears")
     for q in HELD_OUT_QUERIES[kind]
 ]
+ANSWERED = {"a person crossing": "person_crosses", "when the lights went down": "light_change"}
+"""Sentences whose first episode must be their event's (the demo's two); the other
+paraphrases' first episodes must show *a* scripted event (recall@1 is measured in
+benchmarks/RESULTS.md, not asserted here)."""
 SETTINGS = {
     "encoder_weights": SYNTHETIC_MODEL_NAME,
     "embedder_model": SYNTHETIC_EMBEDDER_MODEL,
     "embedder_weights": SYNTHETIC_MODEL_NAME,
     "encoder_device": "cpu",
     "embedder_device": "cpu",
-    "clip_frames": 16,
+    # the trained video model's clip length, as the demo takes it
+    **json.loads((SYNTHETIC_WEIGHTS / "MODEL_CARD.json").read_text(encoding="utf-8"))[
+        "recommended"
+    ],
 }
 
 
 # ---------------------------------------------------------------------- training
 def test_a_short_training_run_lowers_both_losses() -> None:
     settings = TrainingSettings(
-        scenes=1, seconds=8.0, video_steps=10, video_batch=8, embedder_steps=10, embedder_batch=16
+        scenes=1,
+        seconds=8.0,
+        embedder_scenes=1,
+        video_steps=20,
+        video_batch=8,
+        embedder_steps=20,
+        embedder_batch=16,
+        embedder_warmup=2,
     )
     _, video = train_video(settings)
     _, _, (before, after) = train_embedder(settings)
@@ -87,14 +106,32 @@ def test_a_short_training_run_lowers_both_losses() -> None:
 
 
 def test_held_out_paraphrases_never_appear_in_training() -> None:
-    trained = {
-        p.format(c=c).lower()
-        for ps in TRAIN_PHRASES.values()
-        for p in ps
-        for c in ("red", "coloured", "blue", "green", "yellow")
-    }
+    def captions(colours: tuple[str, ...]) -> set[str]:
+        return {p.format(c=c).lower() for ps in TRAIN_PHRASES.values() for p in ps for c in colours}
+
+    # the colour names frame_facts gives a ball (colour_name), and phrase()'s fallback
+    named = ("red", "orange", "yellow", "green", "cyan", "blue", "purple", "pink", "grey")
+    exact = captions((*named, "coloured"))
+    trained = captions(named)
     for queries in HELD_OUT_QUERIES.values():
-        assert not {q.lower() for q in queries} & trained
+        assert not {q.lower() for q in queries} & exact
+        for query in queries:  # nor inside a caption training uses
+            assert not [p for p in trained if query.lower() in p], query
+
+
+def test_unknown_words_are_inserted_before_the_end_of_text() -> None:
+    tokenizer = open_clip.get_tokenizer(SYNTHETIC_EMBEDDER_MODEL)
+    tokens = tokenizer(["a person walking", "the camera pans"])
+    eot = tokenizer.eot_token_id
+    noisy = _unknown_words(tokens, np.random.default_rng(0), 1.0, eot)
+    for before, after in zip(tokens.tolist(), noisy.tolist(), strict=True):
+        n = before.index(eot)
+        assert after.index(eot) == n + 1 and after[0] == before[0]  # one token more, SOT kept
+        assert (
+            0 < len(set(after[1 : n + 1]) - set(before[1:n])) <= 1
+            and after[n + 2 :] == before[n + 1 : -1]
+        )
+    assert torch.equal(_unknown_words(tokens, np.random.default_rng(0), 0.0, eot), tokens)
 
 
 # ---------------------------------------------------------------------- the shipped weights
@@ -129,12 +166,12 @@ def test_they_load_by_name_or_as_a_local_folder_under_their_own_name() -> None:
 
 # ---------------------------------------------------------------------- a held-out scene
 def held_out_scene() -> SyntheticScene:
-    """40 s, one event of each kind after the scorer's and the gate's warm-up."""
+    """40 s, one event of each kind after the scorer's and the gate's warm-up (model order)."""
     events = (
-        ScriptedEvent("object_appears", 13.0, 13.0),
-        ScriptedEvent("light_change", 19.0, 19.5),
-        ScriptedEvent("camera_pan", 25.0, 28.0),
-        ScriptedEvent("person_crosses", 32.0, 36.0),
+        ScriptedEvent("camera_pan", 13.0, 16.0),
+        ScriptedEvent("light_change", 21.0, 21.5),
+        ScriptedEvent("person_crosses", 27.0, 31.0),
+        ScriptedEvent("object_appears", 35.0, 35.0),
     )
     return SyntheticScene(seed=SEED, duration_s=40.0, events=events, **MODEL_SCENE)
 
@@ -169,7 +206,10 @@ def test_the_first_episodes_show_scripted_events(store: Path, first: dict[str, s
     with EpisodeStore(store, read_only=True) as s:
         for text, episode in first.items():
             offset = (s.get(episode).stamp_ns - scene.start_ns) / NS_PER_SECOND
-            assert episode_event(offset, ground_truth(scene)) is not None, text
+            shown = episode_event(offset, ground_truth(scene))
+            assert shown is not None, text
+            if text in ANSWERED:  # the issue's two sentences: the right episode first
+                assert shown == ANSWERED[text], (text, shown)
 
 
 @pytest.mark.parametrize("text", QUERIES[::3])

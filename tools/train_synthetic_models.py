@@ -3,9 +3,9 @@
 
 Writes the weights folder the package ships (by default
 ``surprise_memory/perception/encoders/synthetic-trained-tiny``): the tiny V-JEPA-2 and the
-small PE-Core, trained with a fixed seed on synthetic scenes (about 15 min on an idle
-2-core CPU); see :mod:`surprise_memory.offline.synthetic.training`. These are not the
-paper's models. Usage::
+small PE-Core, trained with a fixed seed on synthetic scenes (about 9 min with one torch
+thread on a shared 2-core CPU); see :mod:`surprise_memory.offline.synthetic.training`.
+These are not the paper's models. Usage::
 
     python tools/train_synthetic_models.py [--out DIR] [--scenes N] [--video-steps N] ...
 """

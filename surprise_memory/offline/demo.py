@@ -190,11 +190,7 @@ def _run(args: argparse.Namespace) -> int:
     from surprise_memory.memory.store import EpisodeStore
     from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, process
     from surprise_memory.offline.report import TextAnswer, write_report
-    from surprise_memory.offline.synthetic import (
-        MODEL_SCENE,
-        SyntheticScene,
-        write_synthetic_bag,
-    )
+    from surprise_memory.offline.synthetic import model_scene, write_synthetic_bag
     from surprise_memory.offline.synthetic.evaluation import MATCH_S, episode_event, match_events
 
     t_start = time.perf_counter()
@@ -202,7 +198,7 @@ def _run(args: argparse.Namespace) -> int:
     _prepare_out(out)
     print(f"demo output folder: {out}")
 
-    scene = SyntheticScene(seed=args.seed, duration_s=args.seconds, **MODEL_SCENE)
+    scene = model_scene(args.seed, args.seconds)
     rec = write_synthetic_bag(out / _BAG, scene)
     truth = json.loads(rec.ground_truth.read_text(encoding="utf-8"))
     print(

@@ -23,6 +23,8 @@ from surprise_memory.offline.synthetic.scene import (
     RECURRING_KIND,
     SyntheticScene,
     _camera_x,
+    _panning,
+    _person_x,
 )
 
 __all__ = [
@@ -33,7 +35,7 @@ __all__ = [
     "frame_facts",
 ]
 
-FACTS = ("ball", "person", "dimming", "panel", "street")
+FACTS = ("ball", "person", "dimming", "pan", "panel", "street")
 """Fact keys of :func:`frame_facts` (``ball`` also comes as ``ball:<colour>``)."""
 
 TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
@@ -44,6 +46,8 @@ TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
         "there is a {c} ball",
         "a coloured object",
         "a bright round thing",
+        "a ball appears",
+        "a colourful round object",
     ),
     "person": (
         "a person walking",
@@ -51,7 +55,9 @@ TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
         "a pedestrian in the street",
         "a man in a red shirt walking",
         "a human figure crossing",
-        "a person in view",
+        "a person in the picture",
+        "somebody crosses the road",
+        "people walking by",
     ),
     "dimming": (
         "the light is dimming",
@@ -59,6 +65,20 @@ TRAIN_PHRASES: dict[str, tuple[str, ...]] = {
         "the lights are going down",
         "lighting fades",
         "it is getting dark",
+        "the lights go dim",
+        "the room is getting darker",
+        "flickering lights",
+    ),
+    "pan": (
+        "the camera pans",
+        "a camera pan to the left",
+        "the camera is turning",
+        "the robot turns to the left",
+        "the view sweeps sideways",
+        "a quick pan",
+        "a blurred panning view",
+        "the robot is rotating",
+        "motion blur while turning",
     ),
     "panel": (
         "a striped panel",
@@ -125,7 +145,9 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
 
     ``ball:<colour>`` while an appeared object is in view, ``person`` while the walker is
     in the image, ``dimming`` from a dimming light change's start until 1.5 s after its end,
-    ``panel`` while the striped panel shows; ``street`` when none of these (lit or dim:
+    ``pan`` while the camera pans in a scene that blurs its pans (``abrupt_pan``: a
+    single frame shows the turn), ``panel`` while the
+    striped panel shows; ``street`` when none of these (lit or dim:
     the light level alone is no fact, so the embedder learns objects, not brightness).
     """
     t = scene.seconds(scene.frame_stamp(index))
@@ -143,9 +165,7 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
     dim = True
     for ev in scene.scripted_events:
         if ev.kind == "person_crosses" and ev.start_s <= t <= ev.end_s:
-            span = max(ev.end_s - ev.start_s, 1e-9)
-            cx = -0.2 * w + 1.4 * w * (t - ev.start_s) / span
-            if -0.05 * w < cx < 1.05 * w:
+            if -0.05 * w < _person_x(scene, ev, t) < 1.05 * w:
                 facts.append("person")
         elif ev.kind == RECURRING_KIND and ev.start_s <= t <= ev.end_s:
             progress = (t - ev.start_s) / max(ev.end_s - ev.start_s, 1e-9)
@@ -155,6 +175,8 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
             if dim and t <= ev.end_s + DIMMING_AFTER_S:
                 facts.append("dimming")
             dim = not dim
+    if scene.abrupt_pan and _panning(scene, t):
+        facts.append("pan")
     return facts or ["street"]
 
 

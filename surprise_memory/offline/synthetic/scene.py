@@ -58,6 +58,8 @@ __all__ = [
     "default_events",
     "frame_signature",
     "ground_truth",
+    "model_events",
+    "model_scene",
     "recurring_events",
     "render_frame",
     "synthetic_frames",
@@ -88,11 +90,17 @@ QUIET_SWAY_PX = 0.5
 default 1.5 px the sway alone makes the shipped gate decide about 7 events in 60 s
 of a scene without events (issue 28, benchmarks/RESULTS.md)."""
 
-MODEL_SCENE: dict[str, Any] = {"sway_px": QUIET_SWAY_PX, "flicker": True}
-"""The :class:`SyntheticScene` settings of the scenes the ``synthetic-trained-tiny`` models
-are measured on (``make demo``, their benchmark and tests):
-``SyntheticScene(seed=..., **MODEL_SCENE)``. The other scenes, and the training scenes of
-the shipped weights, keep the defaults (issue 28, benchmarks/RESULTS.md)."""
+MODEL_SCENE: dict[str, Any] = {
+    "sway_px": QUIET_SWAY_PX,
+    "flicker": True,
+    "abrupt_pan": True,
+    "person_from": 0.25,
+}
+"""The :class:`SyntheticScene` options of the scenes the ``synthetic-trained-tiny`` models
+are trained and measured on (``make demo``, their benchmark and tests; :func:`model_scene`):
+a quiet camera, and every event visible in single frames from its scripted start (the
+light's flicker, the pan's blur, the person stepping out inside V-JEPA-2's centre crop).
+The other scenes keep the defaults (issue 28, benchmarks/RESULTS.md)."""
 
 RECURRING_KIND = "panel_passes"
 """The event kind that looks the same every time it happens (the repeats of a scene)."""
@@ -128,6 +136,24 @@ def default_events(duration_s: float) -> tuple[ScriptedEvent, ...]:
         ScriptedEvent("light_change", 0.45 * d, 0.45 * d + min(0.5, 0.02 * d)),
         ScriptedEvent("camera_pan", 0.60 * d, 0.60 * d + min(3.0, 0.08 * d)),
         ScriptedEvent("person_crosses", 0.80 * d, 0.80 * d + min(4.0, 0.10 * d)),
+    )
+
+
+def model_events(duration_s: float) -> tuple[ScriptedEvent, ...]:
+    """The events of :func:`model_scene`: one of each kind, the object last.
+
+    At 60 s: pan 15 s, light 27 s, person 36 s, object 48 s. An object *stays*: appearing
+    first (as in :func:`default_events`) it is in view in the light's and the pan's
+    episodes too, and a sentence about the object cannot tell its episode from theirs by
+    any frame. So each event's sight is in its own episode (8 frames within 2 s of the
+    trigger) only.
+    """
+    d = float(duration_s)
+    return (
+        ScriptedEvent("camera_pan", 0.25 * d, 0.25 * d + min(3.0, 0.08 * d)),
+        ScriptedEvent("light_change", 0.45 * d, 0.45 * d + min(0.5, 0.02 * d)),
+        ScriptedEvent("person_crosses", 0.60 * d, 0.60 * d + min(4.0, 0.10 * d)),
+        ScriptedEvent("object_appears", 0.80 * d, 0.80 * d),
     )
 
 
@@ -207,6 +233,14 @@ class SyntheticScene:
             end), the lamps flicker: horizontal bands roll over the image, fading in and
             out. A cue that shows the dimming in single frames, during it only (a fully dim
             frame later looks like any dim frame), for the scenes of the trained models.
+        abrupt_pan: A camera pan turns at one speed from its start to its end (not eased
+            in and out), and each frame is blurred by the motion over its exposure (one
+            frame interval): the pan shows from its first frame, in single frames.
+        person_from: Where a crossing person is at the crossing's start, in frame widths
+            from the left edge; it walks to 1.2 by the end. -0.2 (default): off-screen,
+            entering from the left; V-JEPA-2's centre crop (the shortest edge scaled to
+            292/256 of the crop) cuts 17 % of each side of a 4:3 frame, so the encoder sees
+            the person about 1 s after the start. 0.25: stepping out inside that crop.
         start_ns: Stamp of the first frame (int nanoseconds, a realistic epoch time).
         events: The scripted events; ``None`` gives :func:`default_events`.
         camera_frame: ``frame_id`` of the images.
@@ -230,6 +264,8 @@ class SyntheticScene:
     noise: float = 2.0
     sway_px: float = 1.5
     flicker: bool = False
+    abrupt_pan: bool = False
+    person_from: float = -0.2
     start_ns: int = 1_700_000_000 * NS_PER_SECOND
     events: tuple[ScriptedEvent, ...] | None = None
     camera_frame: str = "camera"
@@ -248,6 +284,7 @@ class SyntheticScene:
             ("speed_mps", self.speed_mps, 0 <= self.speed_mps <= 100, "in [0, 100]"),
             ("noise", self.noise, 0 <= self.noise <= 100, "in [0, 100]"),
             ("sway_px", self.sway_px, 0 <= self.sway_px <= 100, "in [0, 100]"),
+            ("person_from", self.person_from, -1 <= self.person_from < 1.2, "in [-1, 1.2)"),
             ("start_ns", self.start_ns, self.start_ns >= 0, ">= 0"),
         ]
         for name, value, ok, rule in checks:
@@ -314,14 +351,27 @@ def _smoothstep(x: float) -> float:
 
 
 def _yaw(scene: SyntheticScene, t: float) -> float:
-    """Heading at ``t`` s: +90 degrees per camera pan, smooth over the pan."""
+    """Heading at ``t`` s: +90 degrees per camera pan, eased (or, abrupt, linear) over it."""
     yaw = 0.0
     for ev in scene.scripted_events:
-        if ev.kind == "camera_pan":
+        if ev.kind == "camera_pan" and t >= ev.start_s:
             span = ev.end_s - ev.start_s
-            done = 1.0 if span <= 0 else _smoothstep((t - ev.start_s) / span)
-            yaw += (math.pi / 2) * done if t >= ev.start_s else 0.0
+            x = 1.0 if span <= 0 else (t - ev.start_s) / span
+            done = min(1.0, x) if scene.abrupt_pan else _smoothstep(x)
+            yaw += (math.pi / 2) * done
     return yaw
+
+
+def _panning(scene: SyntheticScene, t: float) -> bool:
+    return any(
+        ev.kind == "camera_pan" and ev.start_s < t <= ev.end_s for ev in scene.scripted_events
+    )
+
+
+def _person_x(scene: SyntheticScene, event: ScriptedEvent, t: float) -> float:
+    """Image x (pixels) of a crossing person's centre at ``t`` s (during ``event``)."""
+    progress = (t - event.start_s) / max(event.end_s - event.start_s, 1e-9)
+    return scene.width * (scene.person_from + (1.2 - scene.person_from) * progress)
 
 
 def synthetic_odometry(scene: SyntheticScene) -> Iterator[OdometrySample]:
@@ -534,10 +584,16 @@ def render_frame(scene: SyntheticScene, index: int) -> Frame:
     x0 = _camera_x(scene, t)
     cols = (np.arange(w) + math.floor(x0)) % world.shape[1]
     img = world[:, cols].copy()
+    if scene.abrupt_pan and _panning(scene, t):
+        # motion blur: the view over the exposure (one frame interval), a sample per pixel
+        x_start = _camera_x(scene, t - 1.0 / scene.fps)
+        samples = max(2, math.ceil(abs(x0 - x_start)))
+        for x in np.linspace(x_start, x0, samples)[:-1]:
+            img += world[:, (np.arange(w) + math.floor(x)) % world.shape[1]]
+        img /= samples
     for ev in scene.scripted_events:
         if ev.kind == "person_crosses" and ev.start_s <= t <= ev.end_s:
-            span = max(ev.end_s - ev.start_s, 1e-9)
-            cx = -0.2 * w + 1.4 * w * (t - ev.start_s) / span
+            cx = _person_x(scene, ev, t)
             _person(img, cx, scene, phase=8.0 * (t - ev.start_s), color=(150.0, 40.0, 40.0))
         elif ev.kind == RECURRING_KIND and ev.start_s <= t <= ev.end_s:
             _panel(img, scene, (t - ev.start_s) / max(ev.end_s - ev.start_s, 1e-9))
@@ -545,6 +601,16 @@ def render_frame(scene: SyntheticScene, index: int) -> Frame:
     noise = np.random.default_rng([scene.seed, 2, index]).normal(0.0, scene.noise, img.shape)
     rgb = np.clip(img + noise, 0, 255).astype(np.uint8)
     return Frame(rgb=rgb, stamp_ns=stamp, frame_id=scene.camera_frame)
+
+
+def model_scene(seed: int, duration_s: float = 60.0) -> SyntheticScene:
+    """A scene of the ``synthetic-trained-tiny`` models (:func:`model_events`, :data:`MODEL_SCENE`).
+
+    The demo's, the benchmark's and the tests' held-out scenes.
+    """
+    return SyntheticScene(
+        seed=seed, duration_s=duration_s, events=model_events(duration_s), **MODEL_SCENE
+    )
 
 
 def synthetic_frames(scene: SyntheticScene) -> Iterator[Frame]:

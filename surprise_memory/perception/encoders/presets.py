@@ -56,22 +56,22 @@ folder of the tiny ``VJEPA2Model``), ``embedder/`` (an open_clip checkpoint of
 
 SYNTHETIC_EMBEDDER_MODEL = "PE-Core-synthetic-tiny"
 """open_clip name of the small PE-Core the synthetic weights are for: a PE-Core vision trunk
-(timm's PE ``Eva`` at 64 px, 16 px patches, 4 layers of width 96, attention pooling:
+(timm's PE ``Eva`` at 64 px, 8 px patches, 4 layers of width 96, attention pooling:
 :data:`SYNTHETIC_TRUNK`, 0.6 M parameters) and a 2-layer, 32-wide text tower, 64-d
 embeddings; small enough that both towers train on a 2-core CPU in minutes and the
 checkpoint stays under 5 MB."""
 
-SYNTHETIC_TRUNK = "vit_pe_core_synthetic_patch16_64"
+SYNTHETIC_TRUNK = "vit_pe_core_synthetic_patch8_64"
 """timm name of that trunk: ``vit_pe_core_tiny_patch16_384`` with smaller arguments,
 registered by :func:`register_open_clip_configs`."""
 
 _SYNTHETIC_TRUNK_ARGS: dict[str, Any] = {
     "img_size": 64,
-    "patch_size": 16,
+    "patch_size": 8,
     "embed_dim": 96,
     "depth": 4,
     "num_heads": 3,
-    "ref_feat_shape": (4, 4),
+    "ref_feat_shape": (8, 8),
     "attn_pool_num_heads": 4,
 }
 
@@ -120,7 +120,7 @@ def register_open_clip_configs() -> None:
 
     if not is_model(SYNTHETIC_TRUNK):
 
-        def vit_pe_core_synthetic_patch16_64(pretrained: bool = False, **kwargs: Any) -> Any:
+        def vit_pe_core_synthetic_patch8_64(pretrained: bool = False, **kwargs: Any) -> Any:
             import timm
 
             return timm.create_model(
@@ -129,7 +129,7 @@ def register_open_clip_configs() -> None:
                 **{**_SYNTHETIC_TRUNK_ARGS, **kwargs},
             )
 
-        register_model(vit_pe_core_synthetic_patch16_64)
+        register_model(vit_pe_core_synthetic_patch8_64)
     if TINY_EMBEDDER_MODEL not in open_clip.list_models() or (
         SYNTHETIC_EMBEDDER_MODEL not in open_clip.list_models()
     ):
