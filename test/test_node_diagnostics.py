@@ -37,14 +37,17 @@ FAST = {"diagnostics_period_seconds": 0.5, "input_silent_seconds": 2.0}
 
 
 class _Monitor:
-    """The latest status of each node, as rqt_robot_monitor would show it."""
+    """The latest status of each node, as rqt_robot_monitor would show it, and every one seen."""
 
     def __init__(self) -> None:
         self.status: dict[str, DiagnosticStatus] = {}
+        self.seen: dict[str, list[DiagnosticStatus]] = {}
 
     def on_diag(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
-            self.status[status.name.rsplit(" ", 1)[-1]] = status
+            name = status.name.rsplit(" ", 1)[-1]
+            self.status[name] = status
+            self.seen.setdefault(name, []).append(status)
 
     def level(self, node: str) -> int | None:
         status = self.status.get(node)
@@ -53,6 +56,14 @@ class _Monitor:
     def says(self, node: str, level: int, text: str) -> bool:
         status = self.status.get(node)
         return status is not None and status.level[0] == level and text in status.message
+
+    def has_said(self, node: str, level: int, text: str) -> bool:
+        """Whether any status of ``node`` so far had ``level`` and ``text``.
+
+        A counted failure raises the level for the one period in which it happened; that
+        period's status may have been followed by others before the test looks.
+        """
+        return any(s.level[0] == level and text in s.message for s in self.seen.get(node, []))
 
     def values(self, node: str) -> dict[str, str]:
         status = self.status.get(node)
@@ -162,7 +173,7 @@ def test_unwritable_store_is_an_error_and_the_node_recovers(tmp_path: Path) -> N
             frames_dir.write_text("not a folder")  # the store cannot write frames now
             camera(2.0, event_at=frame + 20)
             assert spin_until(
-                node, lambda: monitor.says("memory_node", error, "store write(s) failed"), 60.0
+                node, lambda: monitor.has_said("memory_node", error, "store write(s) failed"), 60.0
             ), monitor.status.get("memory_node")
             assert proc.poll() is None, "the node died on an unwritable store"
             frames_dir.unlink()
