@@ -65,6 +65,15 @@ def peer_process(
         print(f"--- {name} output ---\n{log_path.read_text()}")
 
 
+def memory_node_command(params: dict[str, Any], work: Path, namespace: str) -> list[str]:
+    """The command of the installed memory_node with ``params`` (written to ``work``)."""
+    import yaml
+
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    args = [node_executable("memory_node"), "--ros-args", "--params-file"]
+    return [*args, str(work / "params.yaml"), "-r", f"__ns:={namespace}"]
+
+
 @contextmanager
 def serving_memory_node(
     params: dict[str, Any], work: Path, namespace: str, test_node: str
@@ -75,22 +84,14 @@ def serving_memory_node(
     fails the test if the memory node died while it was used.
     """
     import rclpy
-    import yaml
 
     from surprise_memory.agents.ros_client import EpisodicMemoryClient
 
-    (work / "params.yaml").write_text(yaml.safe_dump(params))
-    args = [
-        node_executable("memory_node"),
-        "--ros-args",
-        "--params-file",
-        str(work / "params.yaml"),
-    ]
-    args += ["-r", f"__ns:={namespace}"]
+    command = memory_node_command(params, work, namespace)
     rclpy.init()
     node = Node(test_node)
     try:
-        with peer_process(args, work, "memory_node") as proc:
+        with peer_process(command, work, "memory_node") as proc:
             client = EpisodicMemoryClient(node, f"{namespace}/retrieve_episodes", timeout=60.0)
             client.retrieve(k=1)  # the node is up and serving
             client.destroy()

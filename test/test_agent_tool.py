@@ -22,13 +22,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-import rclpy
 import synthetic_frames as sf
-import yaml
 from PIL import Image
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from ros_helpers import node_executable, peer_process
+from ros_helpers import serving_memory_node
 
 from surprise_memory.agents.ros_client import EpisodicMemoryClient, RosEpisodeRetriever
 from surprise_memory.agents.tool import EpisodicMemoryTool
@@ -88,22 +86,8 @@ def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ros_host(store_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """A node of ours, with the installed memory_node serving ``store_dir`` over DDS."""
     work = tmp_path_factory.mktemp("memory_node")
-    params = work / "params.yaml"
-    params.write_text(yaml.safe_dump(sf.node_params(str(store_dir))))
-    args = [node_executable("memory_node"), "--ros-args", "--params-file", str(params)]
-    args += ["-r", f"__ns:={NS}"]
-    rclpy.init()
-    node = Node("agent_tool_test")
-    try:
-        with peer_process(args, work, "memory_node") as proc:
-            client = EpisodicMemoryClient(node, f"{NS}/retrieve_episodes", timeout=60.0)
-            client.retrieve(k=1)  # the node is up and serving
-            client.destroy()
-            yield node
-            assert proc.poll() is None, "memory_node died during the tests"
-    finally:
-        node.destroy_node()
-        rclpy.shutdown()
+    with serving_memory_node(sf.node_params(str(store_dir)), work, NS, "agent_tool_test") as node:
+        yield node
 
 
 @pytest.fixture(params=["store", "ros"])

@@ -43,12 +43,11 @@ import numpy as np
 import pytest
 import rclpy
 import synthetic_frames as sf
-import yaml
 from geometry_msgs.msg import PoseStamped
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from ros_helpers import node_executable, peer_process
+from ros_helpers import memory_node_command, peer_process
 from safetensors.torch import save_file
 from test_daaam_integration import strict_violations
 
@@ -261,15 +260,7 @@ def go_to_episode_service(
 
     Its store must hold the episode ``door`` (the first dry run waits for the service).
     """
-    (work / "params.yaml").write_text(yaml.safe_dump(params))
-    args = [
-        node_executable("memory_node"),
-        "--ros-args",
-        "--params-file",
-        str(work / "params.yaml"),
-    ]
-    args += ["-r", f"__ns:={ns}"]
-    with peer_process(args, work, "memory_node") as proc:
+    with peer_process(memory_node_command(params, work, ns), work, "memory_node") as proc:
         client = GoToEpisodeClient(node, f"{ns}/go_to_episode", timeout=60.0)
         client.go_to(episode_id="door", dry_run=True)  # up and serving
         yield client
