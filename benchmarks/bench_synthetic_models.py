@@ -13,7 +13,10 @@ model's ``clip_frames``, from its card, for both columns), then:
   event.
 
 Columns: the shipped ``synthetic-trained-tiny`` models, and the same architectures with
-random weights (``random:tiny`` V-JEPA-2, a random ``PE-Core-synthetic-tiny``). These are
+random weights (``random:tiny`` V-JEPA-2, a random ``PE-Core-synthetic-tiny``). Each column's
+gate runs at its own calibrated gamma: the trained model's from its card, the random one's
+calibrated here by the same rule on the same quiet validation scenes
+(:func:`~surprise_memory.offline.synthetic.training.calibrate`). These are
 small models trained on synthetic scenes, not the paper's models: the figures say nothing
 about V-JEPA-2 or PE-Core. Prints the machine, versions and load.
 """
@@ -31,14 +34,22 @@ from typing import Any
 
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.synthetic import model_scene
-from surprise_memory.offline.synthetic.evaluation import SceneEvaluation, evaluate_scene, f1_counts
+from surprise_memory.offline.synthetic.evaluation import (
+    SceneEvaluation,
+    calibrate_gamma,
+    evaluate_scene,
+    f1_counts,
+    quiet_event_rates,
+)
+from surprise_memory.offline.synthetic.training import quiet_scenes
 from surprise_memory.perception.encoders import (
     SYNTHETIC_EMBEDDER_MODEL,
     SYNTHETIC_MODEL_NAME,
     SYNTHETIC_WEIGHTS,
 )
 
-# the trained video model's clip length (its card's "recommended"), for both columns
+# the trained video model's clip length and gamma (its card's "recommended"); the random
+# column's gamma is calibrated below
 RECOMMENDED = json.loads((SYNTHETIC_WEIGHTS / "MODEL_CARD.json").read_text(encoding="utf-8"))[
     "recommended"
 ]
@@ -107,6 +118,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             settings = MODELS[name]
+            if name == "random":
+                pipeline = OfflinePipeline(PipelineSettings.from_mapping(settings))
+                rates = quiet_event_rates(pipeline, quiet_scenes(), Path(tmp) / "quiet")
+                settings = {**settings, "gamma": calibrate_gamma(rates) or max(rates)}
+                print(f"random, quiet events per minute: {rates}; gamma {settings['gamma']}")
             pipeline = OfflinePipeline(PipelineSettings.from_mapping(settings))
             results = []
             t0 = time.perf_counter()
@@ -121,11 +137,13 @@ def main() -> None:
                     flush=True,
                 )
             table[name] = summarise(results)
+            table[name]["gamma"] = settings.get("gamma", 1.0)
             print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
     print(f"load average at end: {os.getloadavg()}")
     names = list(table)
     print("\n| figure | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
+    print("| gate gamma (calibrated) | " + " | ".join(str(table[n]["gamma"]) for n in names) + " |")
     for key, label in (
         ("f1_start", "event F1, +-1 s of the start"),
         ("f1_span", "event F1, +-1 s of the span"),

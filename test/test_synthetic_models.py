@@ -1,23 +1,26 @@
 """The project's own small models (``synthetic-trained-tiny``), end to end on held-out scenes.
 
 * the training script's own check: a short run lowers both losses; its captions keep the
-  held-out paraphrases out;
+  held-out paraphrases out; the gate's gamma calibration replays the gate exactly and the
+  card's gamma follows its rule;
 * the shipped weights: under 10 MB, checksums as the model card says, loaded through the
   same code path as a user's local checkpoint, named as what they are;
-* one held-out scene (a seed never trained on) through the offline pipeline with the
-  shipped models and the gate as shipped: then the held-out paraphrases of each event
+* one held-out scene (``model_scene``, the demo's and the benchmark's layout, a seed never
+  trained on) through the offline pipeline with the shipped models, the gate at the card's
+  settings: every scripted event is found; then the held-out paraphrases of each event
   kind rank the episodes the same way in the store (in this process), through
   ``goto "<text>" --dry-run``, through the memory node's retrieval service over DDS,
   through the agent tool, and in the browser's text search in Chromium: prompt handling,
   tokenisation, normalisation and max-over-frames agree on every path.
 
-"a person crossing" and "when the lights went down" (the demo's sentences) must rank
-their event's episode first; for the other paraphrases, whether the first episode is the
-right one is measured (benchmarks/RESULTS.md, "synthetic-trained-tiny"), not asserted.
+The paraphrases of a person crossing, the light going down and an object appearing (the
+demo's two sentences among them) must rank their event's episode first; the pan's first
+episode must show a scripted event (its recall@1 is measured in benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,19 +41,22 @@ from surprise_memory.agents.tool import EpisodicMemoryTool
 from surprise_memory.cli import main as cli_main
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
-from surprise_memory.offline.synthetic import (
-    MODEL_SCENE,
-    ScriptedEvent,
-    SyntheticScene,
-    ground_truth,
-)
+from surprise_memory.offline.run_record import SCORES_CSV, read_scores
+from surprise_memory.offline.synthetic import ground_truth, model_scene
 from surprise_memory.offline.synthetic.captions import HELD_OUT_QUERIES, TRAIN_PHRASES
-from surprise_memory.offline.synthetic.evaluation import episode_event, evaluate_scene
+from surprise_memory.offline.synthetic.evaluation import (
+    PAPER_EPISODES_PER_MINUTE,
+    calibrate_gamma,
+    episode_event,
+    evaluate_scene,
+    quiet_event_rates,
+)
 from surprise_memory.offline.synthetic.training import (
     HELD_OUT_SEED_BASE,
     MODEL_CARD,
     TrainingSettings,
     _unknown_words,
+    quiet_scenes,
     train_embedder,
     train_video,
 )
@@ -65,22 +71,20 @@ from surprise_memory.stamps import NS_PER_SECOND
 
 NS = "/surprise_memory_synthetic"
 SEED = HELD_OUT_SEED_BASE + 7
-QUERIES = [
-    q
-    for kind in ("person_crosses", "light_change", "object_appears")
-    for q in HELD_OUT_QUERIES[kind]
-]
-ANSWERED = {"a person crossing": "person_crosses", "when the lights went down": "light_change"}
-"""Sentences whose first episode must be their event's (the demo's two); the other
-paraphrases' first episodes must show *a* scripted event (recall@1 is measured in
-benchmarks/RESULTS.md, not asserted here)."""
+KINDS = ("person_crosses", "light_change", "object_appears", "camera_pan")
+QUERIES = [q for kind in KINDS for q in HELD_OUT_QUERIES[kind]]
+RANKED_FIRST = {q: kind for kind in KINDS[:3] for q in HELD_OUT_QUERIES[kind]}
+"""Paraphrases whose first episode must be their event's: those of the kinds whose text
+recall@1 meets the issue's 0.9 over 20 held-out scenes (benchmarks/RESULTS.md), the demo's
+two sentences among them. The pan's does not (0.42): its paraphrases' first episode must
+show *a* scripted event."""
 SETTINGS = {
     "encoder_weights": SYNTHETIC_MODEL_NAME,
     "embedder_model": SYNTHETIC_EMBEDDER_MODEL,
     "embedder_weights": SYNTHETIC_MODEL_NAME,
     "encoder_device": "cpu",
     "embedder_device": "cpu",
-    # the trained video model's clip length, as the demo takes it
+    # the trained video model's clip length and the gate's calibrated gamma, as the demo
     **json.loads((SYNTHETIC_WEIGHTS / "MODEL_CARD.json").read_text(encoding="utf-8"))[
         "recommended"
     ],
@@ -134,6 +138,33 @@ def test_unknown_words_are_inserted_before_the_end_of_text() -> None:
     assert torch.equal(_unknown_words(tokens, np.random.default_rng(0), 0.0, eot), tokens)
 
 
+# ---------------------------------------------------------------------- the gate's gamma
+def test_calibrate_gamma_takes_the_smallest_gamma_at_or_under_the_rate() -> None:
+    rates = {1.0: 6.7, 1.25: 4.3, 1.5: 1.95, 1.75: 1.06, 2.0: 0.44}
+    assert calibrate_gamma(rates) == 1.75  # the paper's 1.28 per minute
+    assert calibrate_gamma(rates, per_minute=2.0) == 1.5
+    assert calibrate_gamma(rates, per_minute=1.06) == 1.75  # at the rate counts
+    assert calibrate_gamma({1.0: 3.0, 2.0: 2.0}, per_minute=1.0) is None
+
+
+def test_quiet_rates_replay_the_gate_and_the_card_keeps_its_rule(tmp_path: Path) -> None:
+    pipeline = OfflinePipeline(PipelineSettings.from_mapping({**SETTINGS, "gamma": 1.0}))
+    (scene,) = quiet_scenes(1, 40.0)
+    rates = quiet_event_rates(pipeline, [scene], tmp_path)
+    # the replay at the pipeline's own gamma decides what the pipeline itself decided
+    folder = next(tmp_path.iterdir())
+    stamps = read_scores(folder / SCORES_CSV)["stamp_ns"]
+    minutes = (stamps[-1] - stamps[0]) / (60 * NS_PER_SECOND)
+    run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    assert round(rates[1.0] * minutes) == len(run["events"]) > 0
+    values = [rates[g] for g in sorted(rates)]  # a higher tau keeps a subset of the peaks
+    assert all(a >= b for a, b in itertools.pairwise(values)) and values[-1] < values[0]
+    card = json.loads((SYNTHETIC_WEIGHTS / MODEL_CARD).read_text(encoding="utf-8"))
+    recorded = {float(g): r for g, r in card["calibration"]["events_per_minute"].items()}
+    assert card["recommended"]["gamma"] == calibrate_gamma(recorded)
+    assert recorded[1.0] > PAPER_EPISODES_PER_MINUTE  # why this model does not run at 1.0
+
+
 # ---------------------------------------------------------------------- the shipped weights
 def test_the_shipped_weights_are_small_named_and_match_their_card() -> None:
     import hashlib
@@ -165,24 +196,12 @@ def test_they_load_by_name_or_as_a_local_folder_under_their_own_name() -> None:
 
 
 # ---------------------------------------------------------------------- a held-out scene
-def held_out_scene() -> SyntheticScene:
-    """40 s, one event of each kind after the scorer's and the gate's warm-up (model order)."""
-    events = (
-        ScriptedEvent("camera_pan", 13.0, 16.0),
-        ScriptedEvent("light_change", 21.0, 21.5),
-        ScriptedEvent("person_crosses", 27.0, 31.0),
-        ScriptedEvent("object_appears", 35.0, 35.0),
-    )
-    return SyntheticScene(seed=SEED, duration_s=40.0, events=events, **MODEL_SCENE)
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("synthetic_models") / "store"
     pipeline = OfflinePipeline(PipelineSettings.from_mapping(SETTINGS))
-    result = evaluate_scene(pipeline, held_out_scene(), path)
-    assert result.found >= 2 and len(result.events_s) >= 3, result
-    assert result.found_in_span >= 3, result  # 3 of 4 within 1 s of their span (the pan not)
+    result = evaluate_scene(pipeline, model_scene(SEED), path)
+    assert result.found_in_span == len(KINDS), result  # every scripted event, within 1 s
     assert result.ranks, "text queries ran on the trained embedder"
     return path
 
@@ -202,14 +221,14 @@ def first(store: Path) -> dict[str, str]:
 
 
 def test_the_first_episodes_show_scripted_events(store: Path, first: dict[str, str]) -> None:
-    scene = held_out_scene()
+    scene = model_scene(SEED)
     with EpisodeStore(store, read_only=True) as s:
         for text, episode in first.items():
             offset = (s.get(episode).stamp_ns - scene.start_ns) / NS_PER_SECOND
             shown = episode_event(offset, ground_truth(scene))
             assert shown is not None, text
-            if text in ANSWERED:  # the issue's two sentences: the right episode first
-                assert shown == ANSWERED[text], (text, shown)
+            if text in RANKED_FIRST:
+                assert shown == RANKED_FIRST[text], (text, shown)
 
 
 @pytest.mark.parametrize("text", QUERIES[::3])

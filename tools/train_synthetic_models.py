@@ -31,8 +31,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(flag, type=type(field.default), default=field.default)
     parser.add_argument(
         "--parts",
-        default="video,embedder",
-        help="which models to (re)train, comma-separated; the others' files are kept",
+        default="video,embedder,gamma",
+        help=(
+            "parts to redo, comma-separated (video, embedder: train them; gamma: calibrate "
+            "the gate on the video model); the others are kept"
+        ),
     )
     args = parser.parse_args(argv)
     settings = TrainingSettings(
