@@ -16,7 +16,7 @@ Columns: the shipped ``synthetic-trained-tiny`` models, and the same architectur
 random weights (``random:tiny`` V-JEPA-2, a random ``PE-Core-synthetic-tiny``). Each column's
 gate runs at its own calibrated gamma: the trained model's from its card, the random one's
 calibrated here by the same rule on the same quiet validation scenes
-(:func:`~surprise_memory.offline.synthetic.training.calibrate`). These are
+(:mod:`surprise_memory.offline.synthetic.calibration`). These are
 small models trained on synthetic scenes, not the paper's models: the figures say nothing
 about V-JEPA-2 or PE-Core. Prints the machine, versions and load.
 """
@@ -34,14 +34,12 @@ from typing import Any
 
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.synthetic import model_scene
-from surprise_memory.offline.synthetic.evaluation import (
-    SceneEvaluation,
+from surprise_memory.offline.synthetic.calibration import (
     calibrate_gamma,
-    evaluate_scene,
-    f1_counts,
     quiet_event_rates,
+    quiet_scenes,
 )
-from surprise_memory.offline.synthetic.training import quiet_scenes
+from surprise_memory.offline.synthetic.evaluation import SceneEvaluation, evaluate_scene, f1_counts
 from surprise_memory.perception.encoders import (
     SYNTHETIC_EMBEDDER_MODEL,
     SYNTHETIC_MODEL_NAME,

@@ -43,20 +43,19 @@ from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.run_record import SCORES_CSV, read_scores
 from surprise_memory.offline.synthetic import ground_truth, model_scene
-from surprise_memory.offline.synthetic.captions import HELD_OUT_QUERIES, TRAIN_PHRASES
-from surprise_memory.offline.synthetic.evaluation import (
+from surprise_memory.offline.synthetic.calibration import (
     PAPER_EPISODES_PER_MINUTE,
     calibrate_gamma,
-    episode_event,
-    evaluate_scene,
     quiet_event_rates,
+    quiet_scenes,
 )
+from surprise_memory.offline.synthetic.captions import HELD_OUT_QUERIES, TRAIN_PHRASES
+from surprise_memory.offline.synthetic.evaluation import episode_event, evaluate_scene
 from surprise_memory.offline.synthetic.training import (
     HELD_OUT_SEED_BASE,
     MODEL_CARD,
     TrainingSettings,
     _unknown_words,
-    quiet_scenes,
     train_embedder,
     train_video,
 )
@@ -160,7 +159,7 @@ def test_quiet_rates_replay_the_gate_and_the_card_keeps_its_rule(tmp_path: Path)
     values = [rates[g] for g in sorted(rates)]  # a higher tau keeps a subset of the peaks
     assert all(a >= b for a, b in itertools.pairwise(values)) and values[-1] < values[0]
     card = json.loads((SYNTHETIC_WEIGHTS / MODEL_CARD).read_text(encoding="utf-8"))
-    recorded = {float(g): r for g, r in card["calibration"]["events_per_minute"].items()}
+    recorded = {float(g): r for g, r in card["calibration"]["episodes_per_minute"].items()}
     assert card["recommended"]["gamma"] == calibrate_gamma(recorded)
     assert recorded[1.0] > PAPER_EPISODES_PER_MINUTE  # why this model does not run at 1.0
 

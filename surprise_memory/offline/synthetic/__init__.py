@@ -11,7 +11,8 @@ crosses, a recurring panel passes) change what the camera sees. Everything is a 
 * :mod:`.captions`: what a frame shows, in words (training captions, held-out paraphrases);
 * :mod:`.training`: the project's own small models (``synthetic-trained-tiny``), trained
   on these scenes;
-* :mod:`.evaluation`: scripted events found and sentences answered by a pipeline.
+* :mod:`.evaluation`: scripted events found and sentences answered by a pipeline;
+* :mod:`.calibration`: the gate's gamma for a video model, from quiet scenes.
 
 The public names of the first two are re-exported here.
 """

@@ -11,13 +11,6 @@ frames into a new store, then checks two things against the ground truth:
   of that kind (:func:`episode_event`), so recall@k follows.
 
 The demo, the tests and ``benchmarks/bench_synthetic_models.py`` share it.
-
-:func:`quiet_event_rates` and :func:`calibrate_gamma` choose the gate's gamma for an
-encoder: the paper's gamma = 1 stores 1.28 episodes per minute of CODa robot footage with
-V-JEPA-2, events included; another encoder's surprise fluctuates differently in quiet
-footage, so the same gamma can store several times as many episodes where nothing happens
-(``synthetic-trained-tiny``: 6.7 per minute on quiet synthetic scenes). The calibrated
-gamma is the smallest one that keeps quiet footage at or below the paper's rate.
 """
 
 from __future__ import annotations
@@ -41,26 +34,16 @@ if TYPE_CHECKING:
     from surprise_memory.offline.pipeline import OfflinePipeline
 
 __all__ = [
-    "CALIBRATION_GAMMAS",
     "MATCH_S",
-    "PAPER_EPISODES_PER_MINUTE",
     "SceneEvaluation",
-    "calibrate_gamma",
     "episode_event",
     "evaluate_scene",
     "f1_counts",
     "match_events",
-    "quiet_event_rates",
 ]
 
 MATCH_S = 1.0
 """A scripted event is found when a decided event lies within this many seconds of its start."""
-
-PAPER_EPISODES_PER_MINUTE = 1.28
-"""The paper's storage rate at gamma = 1: about 30 episodes per 23-minute CODa sequence."""
-
-CALIBRATION_GAMMAS = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
-"""The gammas :func:`calibrate_gamma` chooses from (the paper's 1.0 first)."""
 
 
 def match_events(
@@ -207,52 +190,3 @@ def evaluate_scene(
                         break
                 result.ranks[(kind, text)] = rank
     return result
-
-
-def quiet_event_rates(
-    pipeline: OfflinePipeline,
-    scenes: Sequence[SyntheticScene],
-    work_dir: str | Path,
-    gammas: Sequence[float] = CALIBRATION_GAMMAS,
-) -> dict[float, float]:
-    """Events per minute of scored frames that the gate decides at each gamma on ``scenes``.
-
-    Meant for scenes with nothing scripted, where every event is a false one. The scores do
-    not depend on gamma, so each scene runs through ``pipeline`` once (into a new store
-    under ``work_dir``), and only the gate, with the pipeline's other gate settings, is
-    replayed on its ``scores.csv`` for each gamma.
-    """
-    import dataclasses
-
-    from surprise_memory.offline.run_record import SCORES_CSV, read_scores
-    from surprise_memory.surprise.gate import SurpriseGate
-
-    series = []
-    for i, scene in enumerate(scenes):
-        folder = Path(work_dir) / f"quiet-{i}-seed-{scene.seed}"
-        pipeline.run(synthetic_frames(scene), folder)
-        scores = read_scores(folder / SCORES_CSV)
-        series.append((scores["stamp_ns"].tolist(), scores["score"].tolist()))
-    minutes = sum((s[-1] - s[0]) / (60 * NS_PER_SECOND) for s, _ in series if len(s) > 1)
-    rates = {}
-    for gamma in gammas:
-        gate_config = dataclasses.replace(pipeline.settings.gate, gamma=gamma)
-        events = 0
-        for stamps, values in series:
-            gate = SurpriseGate.from_config(gate_config)
-            for stamp, value in zip(stamps, values, strict=True):
-                events += len(gate.push(stamp, value))
-            events += len(gate.flush())
-        rates[float(gamma)] = events / minutes if minutes > 0 else float("nan")
-    return rates
-
-
-def calibrate_gamma(
-    rates: Mapping[float, float], per_minute: float = PAPER_EPISODES_PER_MINUTE
-) -> float | None:
-    """The smallest gamma of ``rates`` (from :func:`quiet_event_rates`) at or below ``per_minute``.
-
-    None when no gamma keeps quiet footage that quiet.
-    """
-    under = [gamma for gamma, rate in rates.items() if rate <= per_minute]
-    return min(under) if under else None

@@ -30,12 +30,10 @@ the benchmark's seeds). :func:`train` writes the weights folder (``video/``,
 encoders load as any local checkpoint. ``tools/train_synthetic_models.py`` is its command
 line.
 
-**The gate's gamma** (:func:`calibrate`, the ``gamma`` part of :func:`train`): the card
-recommends the smallest gamma at which the trained video model's gate stores no more than
-the paper's 1.28 episodes per minute on quiet scenes (:func:`~.evaluation.calibrate_gamma`;
-validation seeds ``VALIDATION_SEED_BASE + i``, nothing scripted). The paper's gamma = 1 is
-its rate with V-JEPA-2 on robot footage, events included; this small model's surprise
-fluctuates more in quiet footage, and at gamma = 1 it stored 6.7 episodes per minute there.
+**The gate's gamma** (the ``gamma`` part of :func:`train`): the card recommends the
+smallest gamma at which the video model's gate stores no more than the paper's 1.28
+episodes per minute on quiet validation scenes (:mod:`.calibration`); at the paper's
+gamma = 1 this small model stored 6.7 per minute there.
 """
 
 from __future__ import annotations
@@ -44,7 +42,6 @@ import copy
 import hashlib
 import json
 import math
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -55,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from surprise_memory.offline.synthetic.calibration import calibrate_video_model
 from surprise_memory.offline.synthetic.captions import (
     FACTS,
     fact_key,
@@ -73,10 +71,7 @@ __all__ = [
     "HELD_OUT_SEED_BASE",
     "MODEL_CARD",
     "TRAIN_SEED_BASE",
-    "VALIDATION_SEED_BASE",
     "TrainingSettings",
-    "calibrate",
-    "quiet_scenes",
     "random_event_scene",
     "train",
     "train_embedder",
@@ -89,9 +84,6 @@ TRAIN_SEED_BASE = 100
 
 HELD_OUT_SEED_BASE = 1000
 """Seeds from here on are never trained on (tests and benchmarks use them; so does 0)."""
-
-VALIDATION_SEED_BASE = 500
-"""Seeds ``500 ..`` are neither trained on nor measured: settings and gamma are chosen on them."""
 
 MODEL_CARD = "MODEL_CARD.json"
 """File name of the weights folder's card: name, what it is, settings, checksums."""
@@ -450,7 +442,8 @@ def train(
 
     ``parts`` retrains only some of them (each part is seeded on its own, so the result
     equals that part of a full run); the others' files and card entries are kept. The
-    ``gamma`` part (:func:`calibrate`) chooses the gate's gamma for the video model.
+    ``gamma`` part (:func:`~.calibration.calibrate_video_model`) chooses the gate's gamma
+    for the video model.
 
     ``out/video`` is a ``save_pretrained`` folder (config.json, model.safetensors) and
     ``out/embedder/open_clip_model.safetensors`` an open_clip checkpoint (float16, so the
@@ -523,7 +516,7 @@ def train(
             "fixed_batch_loss": embedder_entry.get("fixed_batch_loss"),
             "seconds": embedder_entry.get("seconds"),
         },
-        "recommended": {"clip_frames": _CLIP, **_kept_gamma(old, parts)},
+        "recommended": {"clip_frames": _CLIP},
         "train_seeds": [
             TRAIN_SEED_BASE,
             TRAIN_SEED_BASE + max(settings.scenes, settings.embedder_scenes) - 1,
@@ -537,96 +530,13 @@ def train(
         },
         "sha256": {str(p.relative_to(out)): _sha256(p) for p in files},
     }
-    if "calibration" in old and "gamma" not in parts:
+    if "gamma" in parts:
+        gamma, card["calibration"] = calibrate_video_model(str(out / "video"), _CLIP, say)
+        card["recommended"]["gamma"] = gamma
+        say(f"recommended gamma {gamma}")
+    elif "video" not in parts and "calibration" in old:  # kept with its video model
+        card["recommended"]["gamma"] = old["recommended"]["gamma"]
         card["calibration"] = old["calibration"]
     (out / MODEL_CARD).write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
-    if "gamma" in parts:
-        card = calibrate(out, say)
     say(f"wrote {out} in {time.perf_counter() - t0:.0f} s")
-    return card
-
-
-def _kept_gamma(old_card: dict[str, Any], parts: tuple[str, ...]) -> dict[str, Any]:
-    """The old card's recommended gamma, unless this run calibrates a new one."""
-    gamma = old_card.get("recommended", {}).get("gamma")
-    return {} if gamma is None or "gamma" in parts else {"gamma": gamma}
-
-
-def quiet_scenes(scenes: int = 6, seconds: float = 120.0) -> list[SyntheticScene]:
-    """Validation scenes with nothing scripted (the models' scene options), for calibration."""
-    return [
-        SyntheticScene(seed=VALIDATION_SEED_BASE + i, duration_s=seconds, events=(), **MODEL_SCENE)
-        for i in range(scenes)
-    ]
-
-
-def calibrate(
-    out: str | Path,
-    log: Callable[[str], None] | None = None,
-    scenes: int = 6,
-    seconds: float = 120.0,
-) -> dict[str, Any]:
-    """Choose the gate's gamma for the video model in ``out`` and record it in its card.
-
-    Runs the offline pipeline (the card's ``clip_frames``, the other settings at their
-    defaults) over ``scenes`` quiet validation scenes of ``seconds`` each (the models'
-    scene options, nothing scripted), and recommends the smallest gamma of
-    :data:`~.evaluation.CALIBRATION_GAMMAS` that stores at most
-    :data:`~.evaluation.PAPER_EPISODES_PER_MINUTE` there; the card's ``calibration``
-    records every gamma's rate. Returns the updated card.
-
-    Raises:
-        ConfigError: No gamma keeps the quiet scenes that quiet.
-
-    """
-    from surprise_memory.errors import ConfigError
-    from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
-    from surprise_memory.offline.synthetic.evaluation import (
-        PAPER_EPISODES_PER_MINUTE,
-        calibrate_gamma,
-        quiet_event_rates,
-    )
-    from surprise_memory.perception.encoders.presets import SYNTHETIC_EMBEDDER_MODEL
-
-    say = _log_to(log)
-    out = Path(out)
-    card: dict[str, Any] = json.loads((out / MODEL_CARD).read_text(encoding="utf-8"))
-    pipeline = OfflinePipeline(
-        PipelineSettings.from_mapping(
-            {
-                "encoder_weights": str(out / "video"),
-                "encoder_device": "cpu",
-                "clip_frames": card["recommended"]["clip_frames"],
-                # the surprise does not depend on the embedder: an untrained one will do
-                "embedder_model": SYNTHETIC_EMBEDDER_MODEL,
-                "embedder_weights": "random",
-                "embedder_device": "cpu",
-            }
-        )
-    )
-    quiet = quiet_scenes(scenes, seconds)
-    with tempfile.TemporaryDirectory() as tmp:
-        rates = quiet_event_rates(pipeline, quiet, tmp)
-    say(
-        "gate on quiet scenes, events per minute: "
-        + ", ".join(f"gamma {g}: {r:.2f}" for g, r in rates.items())
-    )
-    gamma = calibrate_gamma(rates)
-    if gamma is None:
-        raise ConfigError(
-            f"no gamma of {list(rates)} keeps the quiet scenes at or below "
-            f"{PAPER_EPISODES_PER_MINUTE} events per minute: {rates}"
-        )
-    card["recommended"]["gamma"] = gamma
-    card["calibration"] = {
-        "rule": (
-            "smallest gamma whose gate stores at most the paper's "
-            f"{PAPER_EPISODES_PER_MINUTE} episodes per minute on quiet validation scenes"
-        ),
-        "seeds": [quiet[0].seed, quiet[-1].seed],
-        "seconds": seconds,
-        "events_per_minute": {str(g): round(r, 3) for g, r in rates.items()},
-    }
-    (out / MODEL_CARD).write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
-    say(f"recommended gamma {gamma}")
     return card
