@@ -34,11 +34,7 @@ from typing import Any
 
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.synthetic import model_scene
-from surprise_memory.offline.synthetic.calibration import (
-    calibrate_gamma,
-    quiet_event_rates,
-    quiet_scenes,
-)
+from surprise_memory.offline.synthetic.calibration import calibrate_video_model
 from surprise_memory.offline.synthetic.evaluation import SceneEvaluation, evaluate_scene, f1_counts
 from surprise_memory.perception.encoders import (
     SYNTHETIC_EMBEDDER_MODEL,
@@ -117,10 +113,11 @@ def main() -> None:
         for name in args.models.split(","):
             settings = MODELS[name]
             if name == "random":
-                pipeline = OfflinePipeline(PipelineSettings.from_mapping(settings))
-                rates = quiet_event_rates(pipeline, quiet_scenes(), Path(tmp) / "quiet")
-                settings = {**settings, "gamma": calibrate_gamma(rates) or max(rates)}
-                print(f"random, quiet events per minute: {rates}; gamma {settings['gamma']}")
+                gamma, record = calibrate_video_model(
+                    settings["encoder_weights"], settings["clip_frames"]
+                )
+                settings = {**settings, "gamma": gamma}
+                print(f"random, quiet episodes per minute: {record['episodes_per_minute']}")
             pipeline = OfflinePipeline(PipelineSettings.from_mapping(settings))
             results = []
             t0 = time.perf_counter()

@@ -37,25 +37,35 @@ FAST = {"diagnostics_period_seconds": 0.5, "input_silent_seconds": 2.0}
 
 
 class _Monitor:
-    """The latest status of each node, as rqt_robot_monitor would show it, and every one seen."""
+    """Every status of each node; the latest one is what rqt_robot_monitor would show."""
 
     def __init__(self) -> None:
-        self.status: dict[str, DiagnosticStatus] = {}
         self.seen: dict[str, list[DiagnosticStatus]] = {}
 
     def on_diag(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
-            name = status.name.rsplit(" ", 1)[-1]
-            self.status[name] = status
-            self.seen.setdefault(name, []).append(status)
+            self.seen.setdefault(status.name.rsplit(" ", 1)[-1], []).append(status)
+
+    @property
+    def status(self) -> dict[str, DiagnosticStatus]:
+        """The latest status of each node."""
+        return {name: statuses[-1] for name, statuses in self.seen.items()}
+
+    def latest(self, node: str) -> DiagnosticStatus | None:
+        statuses = self.seen.get(node)
+        return statuses[-1] if statuses else None
+
+    @staticmethod
+    def _is(status: DiagnosticStatus, level: int, text: str) -> bool:
+        return status.level[0] == level and text in status.message
 
     def level(self, node: str) -> int | None:
-        status = self.status.get(node)
+        status = self.latest(node)
         return None if status is None else status.level[0]
 
     def says(self, node: str, level: int, text: str) -> bool:
-        status = self.status.get(node)
-        return status is not None and status.level[0] == level and text in status.message
+        status = self.latest(node)
+        return status is not None and self._is(status, level, text)
 
     def has_said(self, node: str, level: int, text: str) -> bool:
         """Whether any status of ``node`` so far had ``level`` and ``text``.
@@ -63,10 +73,10 @@ class _Monitor:
         A counted failure raises the level for the one period in which it happened; that
         period's status may have been followed by others before the test looks.
         """
-        return any(s.level[0] == level and text in s.message for s in self.seen.get(node, []))
+        return any(self._is(s, level, text) for s in self.seen.get(node, []))
 
     def values(self, node: str) -> dict[str, str]:
-        status = self.status.get(node)
+        status = self.latest(node)
         return {} if status is None else {kv.key: kv.value for kv in status.values}
 
 
@@ -117,7 +127,7 @@ def test_killed_encoder_makes_the_scorer_warn_no_encoder(tmp_path: Path) -> None
             assert "no encoder" not in monitor.status["scorer_node"].message
             encoder_proc.send_signal(signal.SIGKILL)
             encoder_proc.wait(timeout=10)
-            monitor.status.pop("scorer_node")
+            monitor.seen.pop("scorer_node")  # wait for a status after the kill
             assert spin_until(
                 node, lambda: monitor.says("scorer_node", warn, "no encoder"), 60.0
             ), monitor.status.get("scorer_node")
