@@ -13,9 +13,9 @@
   through the agent tool, and in the browser's text search in Chromium: prompt handling,
   tokenisation, normalisation and max-over-frames agree on every path.
 
-The paraphrases of a person crossing, the light going down and an object appearing (the
-demo's two sentences among them) must rank their event's episode first; the pan's first
-episode must show a scripted event (its recall@1 is measured in benchmarks/RESULTS.md).
+The paraphrases of each event kind (the demo's two sentences among them) must rank their
+event's episode first (each kind's recall@1 over 20 held-out scenes is in
+benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from surprise_memory.cli import main as cli_main
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.run_record import SCORES_CSV, read_scores
-from surprise_memory.offline.synthetic import ground_truth, model_scene
+from surprise_memory.offline.synthetic import MODEL_SCENE, ground_truth, model_scene
 from surprise_memory.offline.synthetic.calibration import (
     PAPER_EPISODES_PER_MINUTE,
     calibrate_gamma,
@@ -54,8 +54,11 @@ from surprise_memory.offline.synthetic.evaluation import episode_event, evaluate
 from surprise_memory.offline.synthetic.training import (
     HELD_OUT_SEED_BASE,
     MODEL_CARD,
+    TRAIN_SEED_BASE,
+    TRAINING_PERSON_FROM,
     TrainingSettings,
     _unknown_words,
+    random_event_scene,
     train_embedder,
     train_video,
 )
@@ -72,11 +75,11 @@ NS = "/surprise_memory_synthetic"
 SEED = HELD_OUT_SEED_BASE + 7
 KINDS = ("person_crosses", "light_change", "object_appears", "camera_pan")
 QUERIES = [q for kind in KINDS for q in HELD_OUT_QUERIES[kind]]
-RANKED_FIRST = {q: kind for kind in KINDS[:3] for q in HELD_OUT_QUERIES[kind]}
-"""Paraphrases whose first episode must be their event's: those of the kinds whose text
-recall@1 meets the issue's 0.9 over 20 held-out scenes (benchmarks/RESULTS.md), the demo's
-two sentences among them. The pan's does not (0.42): its paraphrases' first episode must
-show *a* scripted event."""
+EXPECTED_KIND = {q: kind for kind in KINDS for q in HELD_OUT_QUERIES[kind]}
+"""The event whose episode each paraphrase must rank first on this scene (the demo's two
+sentences among them). Over 20 held-out scenes the pan's recall@1 is 0.42, not the
+issue's 0.9 (benchmarks/RESULTS.md): on this scene its paraphrases rank it first, on
+others a later episode's still view often outranks its blurred frames."""
 SETTINGS = {
     "encoder_weights": SYNTHETIC_MODEL_NAME,
     "embedder_model": SYNTHETIC_EMBEDDER_MODEL,
@@ -91,6 +94,14 @@ SETTINGS = {
 
 
 # ---------------------------------------------------------------------- training
+def test_training_scenes_differ_from_the_measured_ones_only_where_the_person_steps_out() -> None:
+    trained, measured = random_event_scene(TRAIN_SEED_BASE), model_scene(HELD_OUT_SEED_BASE)
+    assert trained.person_from == TRAINING_PERSON_FROM != measured.person_from
+    for option, value in MODEL_SCENE.items():
+        if option != "person_from":
+            assert getattr(trained, option) == getattr(measured, option) == value, option
+
+
 def test_a_short_training_run_lowers_both_losses() -> None:
     settings = TrainingSettings(
         scenes=1,
@@ -219,15 +230,13 @@ def first(store: Path) -> dict[str, str]:
     return out
 
 
-def test_the_first_episodes_show_scripted_events(store: Path, first: dict[str, str]) -> None:
+def test_each_paraphrase_ranks_its_events_episode_first(store: Path, first: dict[str, str]) -> None:
     scene = model_scene(SEED)
     with EpisodeStore(store, read_only=True) as s:
         for text, episode in first.items():
             offset = (s.get(episode).stamp_ns - scene.start_ns) / NS_PER_SECOND
             shown = episode_event(offset, ground_truth(scene))
-            assert shown is not None, text
-            if text in RANKED_FIRST:
-                assert shown == RANKED_FIRST[text], (text, shown)
+            assert shown == EXPECTED_KIND[text], (text, shown)
 
 
 @pytest.mark.parametrize("text", QUERIES[::3])

@@ -92,13 +92,15 @@ MODEL_SCENE: dict[str, Any] = {
     "sway_px": QUIET_SWAY_PX,
     "flicker": True,
     "abrupt_pan": True,
-    "person_from": 0.25,
+    "person_from": 0.45,
 }
 """The :class:`SyntheticScene` options of the scenes the ``synthetic-trained-tiny`` models
-are trained and measured on (``make demo``, their benchmark and tests; :func:`model_scene`):
-a quiet camera, and every event visible in single frames from its scripted start (the
-light's flicker, the pan's blur, the person stepping out inside V-JEPA-2's centre crop).
-The other scenes keep the defaults (issue 28, benchmarks/RESULTS.md)."""
+are measured on (``make demo``, their benchmark and tests; :func:`model_scene`): a quiet
+camera, and every event visible in single frames from its scripted start (the light's
+flicker, the pan's blur, the person stepping out near the middle of V-JEPA-2's centre
+crop). Training scenes are the same but for where the person steps out
+(:data:`~.training.TRAINING_PERSON_FROM`). The other scenes keep the defaults (issue 28,
+benchmarks/RESULTS.md)."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,8 @@ class SyntheticScene:
             from the left edge; it walks to 1.2 by the end. -0.2 (default): off-screen,
             entering from the left; V-JEPA-2's centre crop (the shortest edge scaled to
             292/256 of the crop) cuts 17 % of each side of a 4:3 frame, so the encoder sees
-            the person about 1 s after the start. 0.25: stepping out inside that crop.
+            the person about 1 s after the start. 0.25: stepping out inside that crop,
+            near its left edge; 0.45: near its middle.
         start_ns: Stamp of the first frame (int nanoseconds, a realistic epoch time).
         events: The scripted events; ``None`` gives :func:`default_events`.
         camera_frame: ``frame_id`` of the images.
