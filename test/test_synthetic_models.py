@@ -232,10 +232,11 @@ def first(store: Path) -> dict[str, str]:
 
 def test_each_paraphrase_ranks_its_events_episode_first(store: Path, first: dict[str, str]) -> None:
     scene = model_scene(SEED)
+    truth = ground_truth(scene)
     with EpisodeStore(store, read_only=True) as s:
         for text, episode in first.items():
             offset = (s.get(episode).stamp_ns - scene.start_ns) / NS_PER_SECOND
-            shown = episode_event(offset, ground_truth(scene))
+            shown = episode_event(offset, truth)
             assert shown == EXPECTED_KIND[text], (text, shown)
 
 
