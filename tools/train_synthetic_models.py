@@ -3,7 +3,7 @@
 
 Writes the weights folder the package ships (by default
 ``surprise_memory/perception/encoders/synthetic-trained-tiny``): the tiny V-JEPA-2 and the
-small PE-Core, trained with a fixed seed on synthetic scenes (about 9 min with one torch
+small PE-Core, trained with a fixed seed on synthetic scenes (about 11 min with one torch
 thread on a shared 2-core CPU); see :mod:`surprise_memory.offline.synthetic.training`.
 These are not the paper's models. Usage::
 
@@ -28,7 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=SYNTHETIC_WEIGHTS, help="weights folder")
     for field in dataclasses.fields(TrainingSettings):
         flag = "--" + field.name.replace("_", "-")
-        parser.add_argument(flag, type=type(field.default), default=field.default)
+        if isinstance(field.default, bool):  # type=bool would read "False" as true
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=field.default)
+        else:
+            parser.add_argument(flag, type=type(field.default), default=field.default)
     parser.add_argument(
         "--parts",
         default="video,embedder,gamma",

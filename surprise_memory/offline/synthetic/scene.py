@@ -444,8 +444,12 @@ def _flicker(scene: SyntheticScene, t: float) -> npt.NDArray[np.float32] | float
     return 1.0
 
 
-def render_frame(scene: SyntheticScene, index: int) -> Frame:
+def render_frame(scene: SyntheticScene, index: int, *, cues: bool = True) -> Frame:
     """Render frame ``index`` of the recording (any index, in any order).
+
+    ``cues=False`` renders the same frame without the pan's motion blur and the lamps'
+    flicker (the same view, light level and sensor noise): the cue-free twin with which the
+    embedder's training tells a cue from the view it shows on (:mod:`.training`).
 
     Raises:
         ConfigError: ``index`` is outside ``[0, frame_count)``.
@@ -477,7 +481,7 @@ def render_frame(scene: SyntheticScene, index: int) -> Frame:
     x0 = _camera_x(scene, t)
     cols = (np.arange(w) + math.floor(x0)) % world.shape[1]
     img = world[:, cols].copy()
-    if scene.abrupt_pan and _panning(scene, t):
+    if cues and scene.abrupt_pan and _panning(scene, t):
         # motion blur: the view over the exposure (one frame interval), a sample per pixel
         x_start = _camera_x(scene, t - 1.0 / scene.fps)
         samples = max(2, math.ceil(abs(x0 - x_start)))
@@ -490,7 +494,7 @@ def render_frame(scene: SyntheticScene, index: int) -> Frame:
             _person(img, cx, scene, phase=8.0 * (t - ev.start_s), color=(150.0, 40.0, 40.0))
         elif ev.kind == RECURRING_KIND and ev.start_s <= t <= ev.end_s:
             _panel(img, scene, (t - ev.start_s) / max(ev.end_s - ev.start_s, 1e-9))
-    img *= light * _flicker(scene, t) if scene.flicker else light
+    img *= light * _flicker(scene, t) if cues and scene.flicker else light
     noise = np.random.default_rng([scene.seed, 2, index]).normal(0.0, scene.noise, img.shape)
     rgb = np.clip(img + noise, 0, 255).astype(np.uint8)
     return Frame(rgb=rgb, stamp_ns=stamp, frame_id=scene.camera_frame)

@@ -17,7 +17,10 @@ This module trains the *same architectures* at tiny sizes on the synthetic world
   contrastive (CLIP's symmetric cross-entropy, with every caption of a fact the image
   shows counted as a positive) on (frame, caption) pairs, captions from
   :mod:`.captions` (ground-truth facts, several phrasings each; held-out paraphrases
-  never used). Half the captions get one random vocabulary token inserted, so the text
+  never used). A pan or a dimming is captioned only where its cue (blur, flicker) shows,
+  and each such frame also comes cue-free, captioned without it, so the image tower learns
+  the cue and not the view it happened on; every image is shifted by a few pixels at each
+  step. Half the captions get one random vocabulary token inserted, so the text
   tower learns to pass over words it never saw (a paraphrase's other words); a long
   warm-up to a moderate rate and a warmer initial temperature left the chance-loss
   plateau within 300 steps on each seed tried (a 20-step warm-up to 1e-3 at CLIP's 0.07
@@ -29,6 +32,9 @@ the benchmark's seeds). :func:`train` writes the weights folder (``video/``,
 ``embedder/``, ``MODEL_CARD.json`` with the settings and SHA-256 of each file), which the
 encoders load as any local checkpoint. ``tools/train_synthetic_models.py`` is its command
 line.
+
+Long module: both trainers, the embedder's data and the card that ties them together stay
+in one place, so a training run reads top to bottom.
 
 **The gate's gamma** (the ``gamma`` part of :func:`train`): the card recommends the
 smallest gamma at which the video model's gate stores no more than the paper's 1.28
@@ -68,11 +74,14 @@ from surprise_memory.offline.synthetic.scene import (
 )
 
 __all__ = [
+    "CUE_FACTS",
     "HELD_OUT_SEED_BASE",
     "MODEL_CARD",
     "TRAINING_PERSON_FROM",
     "TRAIN_SEED_BASE",
+    "ShiftedImages",
     "TrainingSettings",
+    "cue_rms",
     "random_event_scene",
     "train",
     "train_embedder",
@@ -124,6 +133,20 @@ class TrainingSettings:
             afterwards; CLIP's is 0.07).
         embedder_unknown_words: Probability that a training caption gets one random
             vocabulary token inserted (robustness to words training never saw).
+        embedder_cue_min_rms: A frame's pan or dimming is in its captions only where the
+            cue shows: where the frame differs from its cue-free twin
+            (``render_frame(cues=False)``: no motion blur, no flicker) by at least this RMS,
+            in grey levels (the sensor noise is 2). The end of a pan over a smooth view and
+            the edges of a flicker show nothing; captioned, they taught the image tower
+            that a smooth view is a pan.
+        embedder_counterfactuals: Also train each frame whose cue shows as its cue-free
+            twin, captioned without the cue, so the view a pan or a dimming happened on is
+            no evidence of either (the demo's pan frames had ranked first for "when the
+            lights went down").
+        embedder_shift_px: Shift every training image by up to this many pixels (reflect
+            padding), a fresh offset at each step, so the image tower does not key on
+            where an edge falls (with the twins alone, two nearly equal pan frames of the
+            demo scored 0.83 and -0.08 for "when the lights went down").
         threads: torch CPU threads (1: on a loaded machine two threads wait on each other
             and run ten times slower).
 
@@ -135,13 +158,16 @@ class TrainingSettings:
     video_steps: int = 300
     video_batch: int = 24
     video_lr: float = 1e-3
-    embedder_scenes: int = 36
+    embedder_scenes: int = 72
     embedder_steps: int = 3000
     embedder_batch: int = 32
     embedder_lr: float = 5e-4
     embedder_warmup: int = 200
     embedder_temperature: float = 0.1
     embedder_unknown_words: float = 0.5
+    embedder_cue_min_rms: float = 6.0
+    embedder_counterfactuals: bool = True
+    embedder_shift_px: int = 4
     threads: int = 1
 
 
@@ -281,16 +307,43 @@ def train_video(
 # --- embedder -----------------------------------------------------------------------------
 
 
+CUE_FACTS = ("pan", "dimming")
+"""Facts that a frame shows only by a cue drawn over its view (the pan's motion blur, the
+lamps' flicker), not by an object in it."""
+
+
+def cue_rms(frame: npt.NDArray[np.uint8], twin: npt.NDArray[np.uint8]) -> float:
+    """RMS difference, in grey levels, of a frame and its cue-free twin: how much the cue shows."""
+    diff = frame.astype(np.float32) - twin.astype(np.float32)
+    return float(np.sqrt(np.mean(diff * diff)))
+
+
 def _embedder_data(
     settings: TrainingSettings, size: tuple[int, int]
 ) -> tuple[torch.Tensor, list[list[str]]]:
-    """Frames (preprocessed, float32) and their facts, from the training scenes."""
+    """Frames (preprocessed, float32) and their facts, from the training scenes.
+
+    A pan or dimming is captioned only where its cue shows (``embedder_cue_min_rms``), and
+    each such frame also comes as its cue-free twin, captioned without it
+    (``embedder_counterfactuals``).
+    """
     from torchvision.transforms.v2 import functional as tvf
 
     from surprise_memory.perception.encoders.image_text import PE_MEAN, PE_STD
 
     rng = np.random.default_rng([settings.seed, 13])
     images, facts = [], []
+
+    def add(rgb: npt.NDArray[np.uint8], f: list[str], dimming: bool) -> None:
+        if not dimming:  # any light level: objects are facts, brightness is not
+            gain = rng.uniform(0.45, 1.1)
+            rgb = np.clip(rgb.astype(np.float32) * gain, 0, 255).astype(np.uint8)
+        x = torch.from_numpy(rgb).permute(2, 0, 1)
+        images.append(
+            tvf.resize(x, list(size), interpolation=tvf.InterpolationMode.BILINEAR, antialias=True)
+        )
+        facts.append(f)
+
     for i in range(settings.embedder_scenes):
         scene = random_event_scene(TRAIN_SEED_BASE + i, settings.seconds)
         for index in range(scene.frame_count):
@@ -298,17 +351,41 @@ def _embedder_data(
             if f == ["street"] and rng.uniform() > 0.15:
                 continue  # most frames show nothing: keep a sample of them
             rgb = render_frame(scene, index).rgb
-            if "dimming" not in f:  # any light level: objects are facts, brightness is not
-                gain = rng.uniform(0.45, 1.1)
-                rgb = np.clip(rgb.astype(np.float32) * gain, 0, 255).astype(np.uint8)
-            x = torch.from_numpy(rgb).permute(2, 0, 1)
-            x = tvf.resize(
-                x, list(size), interpolation=tvf.InterpolationMode.BILINEAR, antialias=True
-            )
-            images.append(x)
-            facts.append(f)
+            if any(k in CUE_FACTS for k in f):
+                twin = render_frame(scene, index, cues=False).rgb
+                rest = [k for k in f if k not in CUE_FACTS] or ["street"]
+                if cue_rms(rgb, twin) < settings.embedder_cue_min_rms:
+                    f = rest  # the cue does not show: caption what does
+                elif settings.embedder_counterfactuals:
+                    add(twin, rest, "dimming" in f)  # a dimming's twin keeps its light level
+            add(rgb, f, "dimming" in f)
     x = torch.stack(images).float().div_(255.0)
     return (x - PE_MEAN[0]) / PE_STD[0], facts
+
+
+class ShiftedImages:
+    """``images[idx]``: those frames, each shifted by up to ``px`` pixels (reflect padding).
+
+    A fresh offset per frame at every access, from its own seeded generator (so a training
+    run stays reproducible); ``px = 0`` returns the frames as they are.
+    """
+
+    def __init__(self, images: torch.Tensor, px: int, seed: int) -> None:
+        self.images = images
+        self.px = px
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __getitem__(self, idx: list[int]) -> torch.Tensor:
+        batch = self.images[idx]
+        if self.px == 0:
+            return batch
+        padded = torch.nn.functional.pad(batch, (self.px,) * 4, mode="reflect")
+        h, w = batch.shape[-2:]
+        out = torch.empty_like(batch)
+        for i in range(batch.shape[0]):
+            dy, dx = torch.randint(0, 2 * self.px + 1, (2,), generator=self.generator).tolist()
+            out[i] = padded[i, :, dy : dy + h, dx : dx + w]
+        return out
 
 
 def _unknown_words(
@@ -358,7 +435,8 @@ def train_embedder(
         model.logit_scale.fill_(math.log(1.0 / settings.embedder_temperature))
     tokenizer = open_clip.get_tokenizer(SYNTHETIC_EMBEDDER_MODEL)
     size = model.visual.image_size
-    images, facts = _embedder_data(settings, (int(size[0]), int(size[1])))
+    frames, facts = _embedder_data(settings, (int(size[0]), int(size[1])))
+    shifted = ShiftedImages(frames, settings.embedder_shift_px, settings.seed + 99)
     by_key: dict[str, list[int]] = {k: [] for k in FACTS}
     for i, f in enumerate(facts):
         for fact in f:
@@ -388,7 +466,8 @@ def train_embedder(
         caption_keys: list[str],
         noise: np.random.Generator | None = None,
     ) -> torch.Tensor:
-        img = model.encode_image(images[idx], normalize=True)
+        # training steps (noise given) see shifted frames; the fixed batch stays fixed
+        img = model.encode_image(frames[idx] if noise is None else shifted[idx], normalize=True)
         tokens = tokenizer(texts)
         if noise is not None:
             tokens = _unknown_words(
