@@ -436,6 +436,7 @@ def train_embedder(
     tokenizer = open_clip.get_tokenizer(SYNTHETIC_EMBEDDER_MODEL)
     size = model.visual.image_size
     frames, facts = _embedder_data(settings, (int(size[0]), int(size[1])))
+    # a stream of its own (torch takes one int seed, not numpy's [seed, k] sequences)
     shifted = ShiftedImages(frames, settings.embedder_shift_px, settings.seed + 99)
     by_key: dict[str, list[int]] = {k: [] for k in FACTS}
     for i, f in enumerate(facts):
