@@ -242,7 +242,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
             embedding, model = embedder.embed_text([args.text])[0], embedder.model_name
         query = _query(args, origin, embedding, model)
         own, now = host_robot_id(), time.time_ns()
-        episode = choose_episode(store, query, own, now)
+        episode, _ = choose_episode(store, query, own, now)  # a store opened here is whole
     frame = episode.pose.frame_id
     session, fixed = host_session_id(), config.fixed_frame_names
     if episode.pose_valid and frame:  # before tf: no wait for a refusal

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from surprise_memory.errors import InputError
 from surprise_memory.memory.pose import Pose, compose
 from surprise_memory.memory.retrieval import RetrievalQuery, check_robot_id
+from surprise_memory.memory.store.hits import partial_of
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
 from surprise_memory.memory.store.records import EpisodeRecord, is_episode_id
 from surprise_memory.stamps import NS_PER_SECOND
@@ -130,7 +131,7 @@ def _clock_hint(now_ns: int) -> str:
 
 def choose_episode(
     store: EpisodeStoreBackend, query: GoalQuery, own_robot: str, now_ns: int
-) -> EpisodeRecord:
+) -> tuple[EpisodeRecord, str]:
     """The episode a goal is for: by id, or the best hit of the query.
 
     Args:
@@ -140,7 +141,9 @@ def choose_episode(
         now_ns: The robot's current time, int ns; later query times are refused.
 
     Returns:
-        The episode (its pose not yet checked: :func:`goal_from_episode` does that).
+        The episode (its pose not yet checked: :func:`goal_from_episode` does that), and
+        why the query's answer was partial (empty when it was whole: see
+        :class:`~surprise_memory.memory.store.hits.RetrievalHits`).
 
     Raises:
         GoalRefusedError: No selector, both an id and query fields, a time after ``now_ns``,
@@ -164,7 +167,7 @@ def choose_episode(
             )
         if not is_episode_id(query.episode_id):
             raise GoalRefusedError(f"episode_id={query.episode_id!r}: not an episode id")
-        return store.get(query.episode_id)
+        return store.get(query.episode_id), ""
     if not query.has_query:
         raise GoalRefusedError("say which episode: an episode id, or a text, time window or place")
     check_query_times(query.start_ns, query.end_ns, now_ns)
@@ -183,10 +186,12 @@ def choose_episode(
             robot_id=robot,
         )
     )
+    partial = partial_of(hits)
     if not hits:
         whose = "any robot's" if robot is None else f"robot {robot!r}'s"
-        raise GoalRefusedError(f"no episode of {whose} memory matches the query")
-    return hits[0].episode
+        why = f" ({partial})" if partial else ""
+        raise GoalRefusedError(f"no episode of {whose} memory matches the query{why}")
+    return hits[0].episode, partial
 
 
 def goal_from_episode(

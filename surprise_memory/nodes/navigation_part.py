@@ -256,7 +256,7 @@ class NavigationPart:
                 embedding = self._embedder.embed_text([request.text])[0]
         query = goal_query_from_request(request, embedding, self._embedder.model_name)
         now = self._node.get_clock().now().nanoseconds
-        episode = choose_episode(self._store, query, self._own_robot, now)
+        episode, partial = choose_episode(self._store, query, self._own_robot, now)
         response.episode = episode_to_msg(episode)
         transform, note = None, ""
         frame = episode.pose.frame_id
@@ -268,6 +268,8 @@ class NavigationPart:
                 transform, note = tf.lookup(
                     config.navigation_frame, frame, episode.stamp_ns, config.goal_timeout_seconds
                 )
+        if partial:
+            note = "; ".join(filter(None, [note, f"the best of a partial answer: {partial}"]))
         standoff = config.goal_standoff_meters if request.standoff < 0 else request.standoff
         return goal_from_episode(
             episode,

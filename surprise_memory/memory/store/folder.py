@@ -522,7 +522,7 @@ def import_episode(
     jpegs: Sequence[bytes],
     embeddings: npt.NDArray[np.float32],
     origin_ns: int | None,
-) -> None:
+) -> int:
     """Store an episode as another store holds it: the JPEG bytes and embeddings as given.
 
     A function beside :class:`StoreFolder` rather than a method, to keep the class small.
@@ -535,6 +535,9 @@ def import_episode(
             store's dtype without normalising again, so float16 values copy exactly.
         origin_ns: The source store's recording start.
 
+    Returns:
+        The episode's key.
+
     Raises:
         EmbedderMismatchError: The embedder differs from the store's.
         StoreError: The id exists, or writing or committing failed (nothing committed).
@@ -544,7 +547,7 @@ def import_episode(
         record.id, record.embedder_model, record.embedder_pretrained, embeddings.shape[1]
     )
     folder.files.write(record.id, jpegs)
-    folder.commit(
+    return folder.commit(
         record,
         EmbeddingIndex.normalise(embeddings),
         blobs=folder.embedding_blobs(embeddings),

@@ -154,17 +154,21 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
         embeddings: npt.ArrayLike,
         *,
         origin_ns: int | None = None,
+        budget: bool = False,
     ) -> EpisodeRecord:
-        """Store an episode copied from another store (``surprise-memory migrate``).
+        """Store an episode copied from another store (``migrate``, a fleet's sender).
 
         Its fields (id, robot, stamps, pose, models, creation time), JPEG bytes and stored
-        embeddings are kept as given; no budget is applied (a copy keeps every episode).
+        embeddings are kept as given.
 
         Args:
             record: The episode as the source store returned it.
             jpegs: Its frames' JPEG bytes, stored unchanged.
             embeddings: Its stored unit-norm embeddings (frames, D), not normalised again.
             origin_ns: The source's recording start, kept when earlier than this store's.
+            budget: Apply this store's disk budget to the episode's robot afterwards, as
+                :meth:`add` does (a robot's episodes delivered to a fleet store); False =
+                none (a copy keeps every episode).
 
         Returns:
             The stored episode (reading its frames from this store).

@@ -319,8 +319,9 @@ class EpisodeStore:
         embeddings: npt.ArrayLike,
         *,
         origin_ns: int | None = None,
+        budget: bool = False,
     ) -> EpisodeRecord:
-        """Store an episode copied from another store, as it was stored there (no budget).
+        """Store an episode copied from another store, as it was stored there.
 
         See :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episode`.
         """
@@ -330,7 +331,9 @@ class EpisodeStore:
         record = with_source(record, root=self._root)
         with self._lock:
             self._folder.db()
-            import_episode(self._folder, record, jpegs, emb, origin_ns)
+            seq = import_episode(self._folder, record, jpegs, emb, origin_ns)
+            if budget:
+                self._folder.evict(keep=seq)
         return record
 
     # ----------------------------------------------------------------- deleting

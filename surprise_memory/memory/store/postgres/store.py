@@ -100,7 +100,9 @@ class PostgresEpisodeStore:
     ) -> None:
         self._config = config or StoreConfig()
         self._read_only = read_only
-        self._session = Session(url, read_only=read_only)
+        self._session = Session(
+            url, read_only=read_only, timeout_s=self._config.store_timeout_seconds
+        )
         try:
             with self._session.reading("count episodes") as conn:
                 self._revision = rows.revision(conn)  # what refresh() compares with
@@ -124,6 +126,7 @@ class PostgresEpisodeStore:
         if config.robot_id != self._config.robot_id:
             raise ConfigError("robot_id is fixed while the store is open")
         self._config = config
+        self._session.timeout_s = config.store_timeout_seconds
 
     @property
     def read_only(self) -> bool:
@@ -172,6 +175,20 @@ class PostgresEpisodeStore:
         """Bytes counted by the budget (JPEGs + embeddings of live episodes, all robots)."""
         with self._session.reading("count episodes") as conn:
             return rows.store_counts(conn)[2]
+
+    def ping(self) -> None:
+        """One round trip to the server (``SELECT 1``): is it there, how far away.
+
+        Raises:
+            StoreUnreachableError: No answer (refused, cut, or silent past the timeout).
+
+        """
+        with self._session.autocommit("reach the server") as conn:
+            conn.execute("SELECT 1")
+
+    def waiting_seconds(self) -> float:
+        """How long the statement in progress has waited for the server (0 when none)."""
+        return self._session.waiting_s()
 
     def robot_counts(self) -> dict[str, tuple[int, int, int]]:
         """Episodes, frames and bytes of each robot that ever added one."""
@@ -255,15 +272,17 @@ class PostgresEpisodeStore:
         embeddings: npt.ArrayLike,
         *,
         origin_ns: int | None = None,
+        budget: bool = False,
     ) -> EpisodeRecord:
-        """Store an episode copied from another store, as it was stored there (no budget).
+        """Store an episode copied from another store, as it was stored there.
 
         See :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episode`.
         """
         if self._read_only:
             raise StoreError(f"{self.location}: the store was opened read-only")
         emb = checked_import(record, jpegs, embeddings)
-        return self._write(record, jpegs, emb, budget=None, origin_ns=origin_ns)
+        limits = self._config if budget else None
+        return self._write(record, jpegs, emb, budget=limits, origin_ns=origin_ns)
 
     def _write(
         self,
@@ -281,14 +300,10 @@ class PostgresEpisodeStore:
                 conn, record, embeddings, jpegs, budget=budget, origin_ns=origin_ns
             )
         dim = self._session.meta.embedding_dim
-        with self._session.lock:
-            try:
-                if dim is not None:
-                    ensure_ann_index(self._session.db(), dim)
-            except psycopg.Error as exc:  # the episode is committed; the index waits
-                raise StoreError(
-                    f"episode {record.id} stored, but the HNSW index cannot be created: {exc}"
-                ) from exc
+        if dim is not None:  # the episode is committed; a failure here leaves the index waiting
+            what = f"create the HNSW index (episode {record.id} is stored)"
+            with self._session.autocommit(what) as conn:
+                ensure_ann_index(conn, dim, self._session.long_work)
         return record
 
     def delete(self, episode_ids: Sequence[str]) -> int:
