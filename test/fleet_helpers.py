@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 
 from surprise_memory.config import FleetConfig, StoreConfig
-from surprise_memory.memory.store import EpisodeRecord, open_robot_store
+from surprise_memory.memory.store import EpisodeRecord, EpisodeStoreBackend, open_robot_store
 from surprise_memory.memory.store.fleet import FleetStore
 from surprise_memory.perception.frames import Frame
 
@@ -63,25 +63,36 @@ class Robot:
         return store
 
     def add(self, k: int, surprise: float | None = None, side: int = 32) -> EpisodeRecord:
-        """Store episode ``k`` (stamp k s, 8 noise frames ``side`` wide, random embeddings)."""
-        shape = (side * 3 // 4, side, 3)
-        frames = [
-            Frame(self._rng.integers(0, 255, shape, dtype=np.uint8), k * NS + i * NS // 10)
-            for i in range(8)
-        ]
-        return self.store.add(
-            frames,
-            self._rng.normal(size=(8, DIM)).astype(np.float32),
-            stamp_ns=k * NS + 4 * NS // 10,
-            surprise=float(k) if surprise is None else surprise,
-            embedder_model="m",
-            embedder_pretrained=True,
-            episode_id=f"{self.name}-{k}",
-        )
+        """Store episode ``k`` (see :func:`add_episode`)."""
+        return add_episode(self.store, self._rng, f"{self.name}-{k}", k, surprise, side)
 
     def delivered(self) -> bool:
         """Whether nothing waits to be sent."""
         return self.store.status().backlog.episodes == 0
+
+
+def add_episode(
+    store: EpisodeStoreBackend,
+    rng: np.random.Generator,
+    episode_id: str,
+    k: int,
+    surprise: float | None = None,
+    side: int = 32,
+) -> EpisodeRecord:
+    """Store an episode at k s: 8 noise frames ``side`` wide, random embeddings."""
+    shape = (side * 3 // 4, side, 3)
+    frames = [
+        Frame(rng.integers(0, 255, shape, dtype=np.uint8), k * NS + i * NS // 10) for i in range(8)
+    ]
+    return store.add(
+        frames,
+        rng.normal(size=(8, DIM)).astype(np.float32),
+        stamp_ns=k * NS + 4 * NS // 10,
+        surprise=float(k) if surprise is None else surprise,
+        embedder_model="m",
+        embedder_pretrained=True,
+        episode_id=episode_id,
+    )
 
 
 def children(pid: int) -> list[int]:

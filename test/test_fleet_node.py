@@ -36,7 +36,8 @@ from ros_helpers import node_executable, spin_until, wait_for_subscribers
 from sensor_msgs.msg import Image
 from store_backends import new_database
 
-from surprise_memory.agents.ros_client import EpisodicMemoryClient
+from surprise_memory.agents.ros_client import EpisodicMemoryClient, RosEpisodeRetriever
+from surprise_memory.agents.tool import EpisodicMemoryTool
 from surprise_memory.memory.store import open_store
 from surprise_memory.msg import Episode, SurpriseEvent, SurpriseScore
 from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time
@@ -202,6 +203,7 @@ def _outage(robot: _Robot, link: LinkProxy) -> None:
     asked = time.monotonic()
     answer = client.retrieve(k=50)
     took = time.monotonic() - asked
+    tool = EpisodicMemoryTool(RosEpisodeRetriever(client)).execute(max_results=3)  # an agent's
     client.destroy()
     robot.stream(FAULT_S / 2)
     ended = time.monotonic()
@@ -219,6 +221,7 @@ def _outage(robot: _Robot, link: LinkProxy) -> None:
     assert robot.delivered_share(fault_at, ended) >= 0.95 * before
     # a retrieval answered within its timeout, from the robot's own episodes, marked partial
     assert took < 8.0 and "fleet unreachable" in answer.partial, (took, answer.partial)
+    assert "fleet unreachable" in tool["partial"] and tool["count"] == 3, tool
     assert {e.id for e in answer} >= {e.id for e in seen.episodes[:1]}
 
 
