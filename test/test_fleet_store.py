@@ -258,17 +258,20 @@ def test_three_robots_each_with_its_own_flaky_link(tmp_path: Path, pg_server: An
         links[0].pass_traffic()
         links[2].pass_traffic()
         assert wait_until(lambda: all(r.delivered() for r in robots), 40.0), [
-            r.store.status() for r in robots
+            (r.name, r.store.status().backlog.episodes, r.store.status().link) for r in robots
         ]
         with open_store(db, read_only=True) as server:
             counts = server.robot_counts()  # type: ignore[attr-defined]
         assert {r: n for r, (n, _, _) in counts.items()} == {"r0": 4, "r1": 4, "r2": 4}
 
+        answers = []
+
         def whole() -> bool:  # the fleet's episodes, asked from any robot
             hits = robots[1].store.search(max_results=20)
+            answers.append((len(hits), partial_of(hits)))
             return partial_of(hits) == "" and len(hits) == 12
 
-        assert wait_until(whole, 15.0)
+        assert wait_until(whole, 15.0), answers[-3:]
     finally:
         for robot in robots:
             robot.store.close()

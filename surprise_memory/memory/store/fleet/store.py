@@ -31,12 +31,10 @@ to repeat. The cost on the episode path is one local commit (``benchmarks/bench_
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -45,9 +43,10 @@ import numpy.typing as npt
 from surprise_memory.config import FleetConfig, StoreConfig
 from surprise_memory.config.fleet import DEFAULT_FLEET_LOCAL_STORE
 from surprise_memory.errors import InputError, StoreError, StoreUnreachableError
-from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
+from surprise_memory.memory.store.base import StoreFront
+from surprise_memory.memory.store.catalog import StoreMeta
 from surprise_memory.memory.store.fleet.ledger import DeliveryLedger, Pending
 from surprise_memory.memory.store.fleet.link import FleetStatus, LinkMonitor
 from surprise_memory.memory.store.fleet.sender import FleetSender
@@ -71,7 +70,7 @@ def _local_config(config: StoreConfig) -> StoreConfig:
     return dataclasses.replace(config, max_episodes=0, max_store_bytes=0)
 
 
-class FleetStore:
+class FleetStore(StoreFront):
     """A robot's episode store: a local folder first, delivered to a fleet store after.
 
     Implements :class:`~surprise_memory.memory.store.interface.EpisodeStoreBackend` (see
@@ -107,6 +106,7 @@ class FleetStore:
         self.location = location
         self._open_remote = open_remote
         self._config = config
+        self._read_only = False  # a robot's store is written
         self._fleet = fleet
         self._on_not_sent = on_not_sent
         self._lock = threading.Lock()  # adds and the room they make, one at a time
@@ -207,44 +207,16 @@ class FleetStore:
 
     # ----------------------------------------------------------------- writing
     def add(
-        self,
-        frames: Sequence[Frame],
-        embeddings: npt.ArrayLike,
-        *,
-        stamp_ns: int,
-        surprise: float,
-        embedder_model: str,
-        embedder_pretrained: bool,
-        encoder_model: str = "",
-        encoder_pretrained: bool = True,
-        threshold: float = math.nan,
-        pose: Pose | None = None,
-        episode_id: str | None = None,
-        robot_id: str | None = None,
-        session_id: str | None = None,
+        self, frames: Sequence[Frame], embeddings: npt.ArrayLike, **fields: Any
     ) -> EpisodeRecord:
         """Commit an episode on the robot, then queue it for the fleet store.
 
-        Arguments, return value and errors as
-        :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.add`.
+        Arguments (the episode's fields as keywords), return value and errors as
+        :meth:`surprise_memory.memory.store.interface.EpisodeStoreBackend.add`.
         """
         with self._lock:
             before = self._local.total_bytes
-            record = self._local.add(
-                frames,
-                embeddings,
-                stamp_ns=stamp_ns,
-                surprise=surprise,
-                embedder_model=embedder_model,
-                embedder_pretrained=embedder_pretrained,
-                encoder_model=encoder_model,
-                encoder_pretrained=encoder_pretrained,
-                threshold=threshold,
-                pose=pose,
-                episode_id=episode_id,
-                robot_id=robot_id,
-                session_id=session_id,
-            )
+            record = self._local.add(frames, embeddings, **fields)
             self._queue(record, self._local.total_bytes - before)
         return record
 
@@ -338,14 +310,6 @@ class FleetStore:
         k = query.max_results or self._config.default_max_results
         return merge_hits(query, k, own, fleet)
 
-    def search(self, *, include_images: bool = False, **query: Any) -> list[RetrievalHit]:
-        """Shorthand: ``retrieve(RetrievalQuery(**query), include_images=...)``."""
-        try:
-            q = RetrievalQuery(**query)
-        except TypeError as exc:
-            raise InputError(f"invalid query fields: {exc}") from exc
-        return self.retrieve(q, include_images=include_images)
-
     def get(self, episode_id: str) -> EpisodeRecord:
         """The episode: the robot's copy, else the fleet store's."""
         if episode_id in self._local:
@@ -383,41 +347,14 @@ class FleetStore:
         return episode_id in self._local
 
     # ----------------------------------------------------------------- properties
-    @property
-    def config(self) -> StoreConfig:
-        """The robot's store settings."""
-        return self._config
-
     def reconfigure(self, config: StoreConfig) -> None:
         """Apply new settings live: the robot's budget on the server, limits, timeouts."""
         self._local.reconfigure(_local_config(config))
         self._config = config
         self._monitor.slow_after_s = config.store_timeout_seconds / 4
 
-    @property
-    def read_only(self) -> bool:
-        """A fleet store on a robot is written."""
-        return False
-
-    @property
-    def embedder_model(self) -> str | None:
-        """Model name of the robot's frame embeddings."""
-        return self._local.embedder_model
-
-    @property
-    def embedder_pretrained(self) -> bool | None:
-        """Whether the robot's frame embedder had trained weights."""
-        return self._local.embedder_pretrained
-
-    @property
-    def embedding_dim(self) -> int | None:
-        """Dimension of the robot's frame embeddings."""
-        return self._local.embedding_dim
-
-    @property
-    def origin_ns(self) -> int | None:
-        """The robot's time origin (its first frame seen)."""
-        return self._local.origin_ns
+    def _current_meta(self) -> StoreMeta:
+        return self._local._current_meta()  # the robot's embedder and origin
 
     @property
     def total_bytes(self) -> int:
@@ -433,14 +370,3 @@ class FleetStore:
                 self._query_store = None
         self._ledger.close()
         self._local.close()
-
-    def __enter__(self) -> FleetStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -50,6 +50,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.store.postgres.snapshots import SNAPSHOTS_TABLE
+from surprise_memory.memory.store.postgres.watchdog import TimedConnection
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString  # typing's from Python 3.11 (we run on 3.10)
@@ -197,7 +198,7 @@ def _ms(seconds: float) -> str:
     return str(int(seconds * 1000))
 
 
-def connect(url: str, *, read_only: bool, timeout_s: float) -> psycopg.Connection[Any]:
+def connect(url: str, *, read_only: bool, timeout_s: float) -> TimedConnection:
     """Open a connection in autocommit mode (transactions only through ``conn.transaction()``).
 
     A dead or silent link is noticed in seconds: what the URL does not set itself gets
@@ -216,7 +217,7 @@ def connect(url: str, *, read_only: bool, timeout_s: float) -> psycopg.Connectio
         timeout_s: ``store_timeout_seconds``: the longest wait for one answer.
 
     Returns:
-        The connection.
+        The connection (its ``watchdog`` to be set by the caller).
 
     Raises:
         psycopg.Error: The server cannot be reached or refuses the login.
@@ -244,7 +245,7 @@ def connect(url: str, *, read_only: bool, timeout_s: float) -> psycopg.Connectio
     if read_only:
         options.append("-c default_transaction_read_only=on")
     extra["options"] = " ".join(o for o in options if o)
-    return psycopg.connect(make_conninfo(url, **extra), autocommit=True)
+    return TimedConnection.connect(make_conninfo(url, **extra), autocommit=True)
 
 
 def _has_schema(conn: psycopg.Connection[Any]) -> bool:

@@ -29,7 +29,7 @@ from surprise_memory.memory.store.catalog import StoreMeta
 from surprise_memory.memory.store.postgres import rows
 from surprise_memory.memory.store.postgres.schema import connect, ensure_ann_index, ensure_schema
 from surprise_memory.memory.store.postgres.url import redacted
-from surprise_memory.memory.store.postgres.watchdog import StatementWatchdog, timed_cursor_class
+from surprise_memory.memory.store.postgres.watchdog import StatementWatchdog
 
 __all__ = ["SCHEMA_WORK_TIMEOUT_S", "Session"]
 
@@ -93,7 +93,7 @@ class Session:
         what = "open the episode store"
         try:
             conn = connect(self._url, read_only=self._read_only, timeout_s=self.timeout_s)
-            conn.cursor_factory = timed_cursor_class(self._watchdog)
+            conn.watchdog = self._watchdog
             with self._watchdog.bounded(conn):
                 long_work = self.long_work
                 ensure_schema(conn, self.where, read_only=self._read_only, long_work=long_work)
@@ -198,7 +198,6 @@ class Session:
                 conn.isolation_level = None  # the server's default, read committed
                 with self._watchdog.bounded(conn), conn.transaction():
                     yield conn
-                    self._watchdog.rearm()  # the COMMIT's own answer
             except psycopg.errors.UniqueViolation as exc:
                 raise StoreError(
                     f"cannot {what}: already in the store ({exc.diag.message_detail})"

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -45,10 +44,11 @@ import numpy.typing as npt
 import psycopg
 
 from surprise_memory.config import StoreConfig
-from surprise_memory.errors import ConfigError, InputError, StoreError
+from surprise_memory.errors import ConfigError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
+from surprise_memory.memory.store.base import StoreFront
 from surprise_memory.memory.store.catalog import StoreMeta
 from surprise_memory.memory.store.frame_files import encode_jpeg
 from surprise_memory.memory.store.postgres import rows
@@ -72,7 +72,7 @@ from surprise_memory.perception.frames import Frame
 __all__ = ["PostgresEpisodeStore"]
 
 
-class PostgresEpisodeStore:
+class PostgresEpisodeStore(StoreFront):
     """Episodes in PostgreSQL + pgvector (see the module docstring for the guarantees).
 
     Long class: its public surface is the store interface, one short method each.
@@ -116,11 +116,6 @@ class PostgresEpisodeStore:
         """The connection string without its password."""
         return self._session.where
 
-    @property
-    def config(self) -> StoreConfig:
-        """The store's settings."""
-        return self._config
-
     def reconfigure(self, config: StoreConfig) -> None:
         """Apply new settings live: each add and query reads them (robot id: fixed)."""
         if config.robot_id != self._config.robot_id:
@@ -128,36 +123,11 @@ class PostgresEpisodeStore:
         self._config = config
         self._session.timeout_s = config.store_timeout_seconds
 
-    @property
-    def read_only(self) -> bool:
-        """Whether the store was opened read-only."""
-        return self._read_only
-
-    def _meta(self) -> StoreMeta:
+    def _current_meta(self) -> StoreMeta:
         """The ``meta`` entries as committed now (another writer may have changed them)."""
         with self._session.reading("read meta") as conn:
             self._session.meta = StoreMeta(rows.read_meta(conn))
         return self._session.meta
-
-    @property
-    def embedder_model(self) -> str | None:
-        """Model name of the frame embeddings (None before the first episode)."""
-        return self._meta().embedder_model
-
-    @property
-    def embedder_pretrained(self) -> bool | None:
-        """Whether the frame embedder had trained weights (None before the first episode)."""
-        return self._meta().embedder_pretrained
-
-    @property
-    def embedding_dim(self) -> int | None:
-        """Dimension of the frame embeddings (None before the first episode)."""
-        return self._meta().embedding_dim
-
-    @property
-    def origin_ns(self) -> int | None:
-        """The store's time origin, int ns: the first frame seen; None when not known."""
-        return self._meta().origin_ns
 
     def note_origin(self, stamp_ns: int) -> None:
         """Tell the store of a frame seen; the earliest is its time origin (persisted).
@@ -209,17 +179,6 @@ class PostgresEpisodeStore:
         """Close the connection (idempotent)."""
         self._session.close()
 
-    def __enter__(self) -> PostgresEpisodeStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # ----------------------------------------------------------------- writing
     def add(
         self,
@@ -241,7 +200,7 @@ class PostgresEpisodeStore:
         """Store one episode in one transaction with its robot's evictions.
 
         Arguments, return value and errors as
-        :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.add`.
+        :meth:`surprise_memory.memory.store.interface.EpisodeStoreBackend.add`.
         """
         if self._read_only:
             raise StoreError(f"{self.location}: the store was opened read-only")
@@ -426,16 +385,11 @@ class PostgresEpisodeStore:
         Arguments, return value and errors as
         :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.retrieve`.
         """
-        if not isinstance(query, RetrievalQuery):
-            raise InputError(f"query is a {type(query).__name__}: expected RetrievalQuery")
-        cfg = self._config
-        k = query.max_results or cfg.default_max_results
-        if k > cfg.max_results_cap:
-            raise InputError(f"max_results={k}: at most max_results_cap={cfg.max_results_cap}")
+        k = self.result_count(query)
         with self._session.reading("query episodes") as conn:
             meta = StoreMeta(rows.read_meta(conn))
             meta.check_query(query)
-            found = find(conn, query, k, dim=meta.embedding_dim, config=cfg)
+            found = find(conn, query, k, dim=meta.embedding_dim, config=self._config)
             seqs = [s for s, _, _ in found]
             records = rows.select_records(conn, seqs, self)
             jpegs = rows.select_jpegs(conn, seqs) if include_images else {}
@@ -443,18 +397,3 @@ class PostgresEpisodeStore:
             RetrievalHit(records[s], score, dist, tuple(jpegs.get(s, ())))
             for s, score, dist in found
         ]
-
-    def search(self, *, include_images: bool = False, **query: Any) -> list[RetrievalHit]:
-        """Shorthand: ``retrieve(RetrievalQuery(**query), include_images=...)``.
-
-        Raises:
-            InputError: Invalid or unknown query fields.
-            EmbedderMismatchError: See :meth:`retrieve`.
-            StoreError: See :meth:`retrieve`.
-
-        """
-        try:
-            q = RetrievalQuery(**query)
-        except TypeError as exc:
-            raise InputError(f"invalid query fields: {exc}") from exc
-        return self.retrieve(q, include_images=include_images)

@@ -4,14 +4,15 @@ libpq waits for an answer as long as its socket stays open. Over a robot's Wi-Fi
 socket often does: a hung server (its kernel still acknowledges), a proxy or access point
 that accepts and never forwards. TCP keepalives and ``tcp_user_timeout`` do not see
 those, and ``statement_timeout`` is enforced by the server that is not answering. So the
-client bounds each statement itself: the watchdog is armed when a call begins, re-armed
-when each statement starts (:func:`timed_cursor_class`) and before the ``COMMIT``, and,
-when the server has not answered within the timeout, shuts the connection's socket down.
+client bounds each exchange itself: the watchdog is armed when a call begins, re-armed
+when each exchange with the server starts (:class:`TimedConnection`: a statement, a
+``BEGIN``, a ``COMMIT``), and, when the server has not answered within the timeout, shuts
+the connection's socket down.
 libpq then fails the call at once ("server closed the connection"), the connection is
 broken, and the store reopens it at the next call.
 
 One daemon thread per watchdog (one per store connection), waiting on a condition; no
-thread is started per statement.
+thread is started per exchange.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from typing import Any
 
 import psycopg
 
-__all__ = ["StatementWatchdog", "timed_cursor_class"]
+__all__ = ["StatementWatchdog", "TimedConnection"]
 
 
 class StatementWatchdog:
-    """Shuts a connection's socket down when one statement waited past its timeout.
+    """Shuts a connection's socket down when one exchange waited past its timeout.
 
     Args:
         timeout_s: Longest wait for one answer, seconds.
@@ -44,7 +45,7 @@ class StatementWatchdog:
         self._conn: psycopg.Connection[Any] | None = None
         self._limit = timeout_s
         self._deadline: float | None = None
-        self._started = 0.0  # when the statement waited on now began
+        self._started = 0.0  # when the exchange waited on now began
         self._fired = False
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -62,7 +63,7 @@ class StatementWatchdog:
         return self._limit
 
     def waiting_s(self) -> float:
-        """How long the statement in progress has waited so far (0 when none)."""
+        """How long the exchange in progress has waited so far (0 when none)."""
         with self._cond:
             return 0.0 if self._deadline is None else time.monotonic() - self._started
 
@@ -92,7 +93,7 @@ class StatementWatchdog:
 
     @contextlib.contextmanager
     def extended(self, timeout_s: float) -> Iterator[None]:
-        """Allow the statements of the block ``timeout_s`` each (a migration, an index build)."""
+        """Allow the exchanges of the block ``timeout_s`` each (a migration, an index build)."""
         with self._cond:
             limit, self._limit = self._limit, timeout_s
             if self._conn is not None and not self._fired:
@@ -106,7 +107,7 @@ class StatementWatchdog:
                     self._arm()
 
     def rearm(self) -> None:
-        """A new statement starts: its answer gets the whole bound."""
+        """A new exchange starts: its answer gets the whole bound."""
         with self._cond:
             if self._conn is not None and not self._fired:
                 self._arm()
@@ -148,20 +149,18 @@ def _shut_down(conn: psycopg.Connection[Any]) -> None:
             sock.close()
 
 
-def timed_cursor_class(watchdog: StatementWatchdog) -> type[psycopg.Cursor[Any]]:
-    """A cursor class that re-arms ``watchdog`` before each statement it sends.
+class TimedConnection(psycopg.Connection[Any]):
+    """A connection whose every exchange with the server re-arms its watchdog.
 
-    Set as the connection's ``cursor_factory``: ``conn.execute`` and ``conn.cursor()`` both
-    make their cursors with it, so every statement of the store is bounded.
+    psycopg runs every exchange (a statement from any cursor class, a ``BEGIN`` or
+    ``COMMIT``, a type lookup) through :meth:`wait`; re-arming there bounds each answer,
+    however the statement was sent. Connecting is bounded by ``connect_timeout`` instead.
     """
 
-    class TimedCursor(psycopg.Cursor[Any]):
-        def execute(self, *args: Any, **kwargs: Any) -> Any:
-            watchdog.rearm()
-            return super().execute(*args, **kwargs)
+    watchdog: StatementWatchdog | None = None
 
-        def executemany(self, *args: Any, **kwargs: Any) -> Any:
-            watchdog.rearm()
-            return super().executemany(*args, **kwargs)
-
-    return TimedCursor
+    def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
+        """Wait for one exchange, the watchdog armed for it (see psycopg)."""
+        if self.watchdog is not None:
+            self.watchdog.rearm()
+        return super().wait(gen, *args, **kwargs)
