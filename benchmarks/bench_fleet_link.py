@@ -134,7 +134,6 @@ class _Run:
         fleet = {
             "robot_id": "rover",
             "fleet_local_store": str(work / "local"),
-            "store_timeout_seconds": 2.0,
             "fleet_heartbeat_seconds": 1.0,
             "diagnostics_period_seconds": 1.0,
             "encoder_queue": 64,
@@ -292,6 +291,12 @@ def measure_fault(work: Path, server: Any, fault: str, args: argparse.Namespace)
                     "retrieval_s" not in result and time.monotonic() - start >= args.fault_s / 2
                 )
                 run.stream(chunk, middle if in_middle else None, at=0.0)
+            # (the server itself is down in "stopped" and "hung": nothing can be counted there)
+            delivered_during = (
+                None
+                if fault in ("stopped", "hung")
+                else len(set(run.inbox.episodes) & run.in_server())
+            )
         returned = time.monotonic()
         announced = set(run.inbox.episodes)
         delivered_at = None
@@ -316,10 +321,13 @@ def measure_fault(work: Path, server: Any, fault: str, args: argparse.Namespace)
             episodes=len(run.inbox.episodes),
             during_fault=sum(1 for t in inbox.episodes.values() if during[0] <= t <= during[1]),
             announced_by_return=len(announced),
+            delivered_during_fault=delivered_during,
             lost=len(lost),
             lost_ids=lost,
-            frames_share=_share(inbox, run.published, *during)
-            / _share(inbox, run.published, *before),
+            # the node restarted during "kill": its counters began again
+            frames_share=float("nan")
+            if fault == "kill"
+            else _share(inbox, run.published, *during) / _share(inbox, run.published, *before),
             scores_share=_score_share(inbox, run.published, *during)
             / _score_share(inbox, run.published, *before),
             diagnostics_max_gap_s=float(gaps.max()) if len(gaps) else float("nan"),
@@ -395,12 +403,14 @@ def print_tables(results: dict[str, Any], args: argparse.Namespace) -> None:
     """The faults' table and the commit costs."""
     held = f"before {args.before_s:g} s, after {args.after_s:g} s"
     print(f"\nfaults held {args.fault_s:g} s ({held})")
-    head = ("episodes", "lost", "frames", "scores", "diag gap", "on diag", "backlog", "ask s")
+    head = ("episodes", "lost", "sent in", "frames", "scores", "diag gap", "on diag", "backlog")
+    head = (*head, "ask s")
     print(f"{'fault':<11}" + "".join(f" {h:>8}" for h in (*head, "partial")))
     for r in results["faults"]:
         cells = [
             str(r["episodes"]),
             str(r["lost"]),
+            _fmt(r["delivered_during_fault"], "d"),
             _fmt(r["frames_share"], ".0%"),
             _fmt(r["scores_share"], ".0%"),
             _fmt(r["diagnostics_max_gap_s"], ".1f"),

@@ -82,11 +82,18 @@ def test_the_link_state_follows_the_calls() -> None:
     with monitor.call(check=True):
         time.sleep(0.08)
     assert monitor.report().state == "slow" and monitor.report().refused == ""
-    with monitor.call(waiting=lambda: 0.2):  # a statement in progress that waits
+
+    class Timed:  # a store that times its exchanges, as the PostgreSQL store does
+        def waiting_seconds(self) -> float:
+            return 0.2  # an exchange in progress that waits
+
+        def slowest_exchange_seconds(self) -> float:
+            return 0.01
+
+    with monitor.call(Timed()):
         assert monitor.report().state == "slow" and monitor.report().waiting_s == 0.2
-    with monitor.call(check=True):
-        pass
-    assert monitor.report().state == "connected"
+    report = monitor.report()
+    assert report.state == "connected" and report.round_trip_s == 0.01  # its exchanges: fast
 
 
 def _status(state: str, nbytes: int = 0, refused: str = "") -> FleetStatus:

@@ -91,8 +91,9 @@ def test_a_dropped_link_costs_delay_never_an_episode(
         )
         status = robot.store.status()
         assert status.backlog.episodes == 5 and status.backlog.nbytes > 0
-        if fault == "black_hole":
-            assert "no answer from the server within 1 s" in status.link.detail
+        if fault == "black_hole":  # cut by the watchdog, or a reconnect that timed out since
+            detail = status.link.detail
+            assert "no answer from the server within 1 s" in detail or "timeout" in detail
         hits = robot.store.search(max_results=20)  # answered at once, from the robot
         assert "fleet unreachable" in partial_of(hits)
         assert sorted(h.episode.id for h in hits) == [f"r1-{k}" for k in range(6)]

@@ -156,7 +156,9 @@ class MemoryPart:
             Episode, "episodes", LATCHED, qos_overriding_options=overridable()
         )
         display = DisplayConfig.from_mapping(values)  # episode_markers, episode_preview
-        self._display = EpisodeDisplay(self._node, self._stats, self._store, display)
+        # the robot's own newest episodes: on the robot, also while a fleet link is down
+        own = self._store.local if isinstance(self._store, FleetStore) else self._store
+        self._display = EpisodeDisplay(self._node, self._stats, own, display)
         self._display.show_store()
         # fires on wall time; compares with the node's clock (sim time during a bag replay)
         self._node.create_timer(1.0, self._on_timer, clock=steady_clock())

@@ -4,8 +4,8 @@
 deliveries and checks, the retrievals) and says what the link is now:
 
 * ``connected``: the last call was answered, its round trips short;
-* ``slow``: answered, but a round trip took longer than ``slow_after_s``, or a call in
-  progress has waited that long for an answer;
+* ``slow``: answered, but a round trip took longer than ``slow_after_s``
+  (:data:`SLOW_ROUND_TRIP_S`), or a call in progress has waited that long for an answer;
 * ``unreachable``: the last call found no server (refused, cut, or silent past
   ``store_timeout_seconds``), until a call is answered again;
 * ``connecting``: no call has ended yet.
@@ -23,16 +23,44 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from surprise_memory.errors import StoreError, StoreUnreachableError
 from surprise_memory.health import Finding, Level
 from surprise_memory.memory.store.fleet.ledger import Backlog
 from surprise_memory.stamps import NS_PER_SECOND
 
-__all__ = ["BACKLOG_ERROR_FRACTION", "FleetStatus", "LinkMonitor", "LinkReport", "fleet_findings"]
+__all__ = [
+    "BACKLOG_ERROR_FRACTION",
+    "SLOW_ROUND_TRIP_S",
+    "FleetStatus",
+    "LinkMonitor",
+    "LinkReport",
+    "TimesExchanges",
+    "fleet_findings",
+]
 
 BACKLOG_ERROR_FRACTION = 0.8
 """Diagnostics ERROR once the backlog holds this share of ``fleet_local_max_bytes``."""
+
+SLOW_ROUND_TRIP_S = 0.5
+"""A round trip longer than this (or a quarter of the store's timeout, if less) is slow.
+
+A robot's Wi-Fi answers in tens of milliseconds; half a second is a link in trouble.
+"""
+
+
+@runtime_checkable
+class TimesExchanges(Protocol):
+    """A remote store that times its exchanges with the server (the PostgreSQL store)."""
+
+    def waiting_seconds(self) -> float:
+        """How long the exchange in progress has waited (0 when none)."""
+        ...
+
+    def slowest_exchange_seconds(self) -> float:
+        """The longest exchange of the call in progress, or of the last call."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -103,25 +131,24 @@ class LinkMonitor:
             return self._state == "unreachable"
 
     @contextmanager
-    def call(
-        self, *, waiting: Callable[[], float] | None = None, check: bool = False
-    ) -> Iterator[None]:
+    def call(self, store: object = None, *, check: bool = False) -> Iterator[None]:
         """Watch one call to the remote store; its outcome sets the link's state.
 
         Args:
-            waiting: How long the call's current statement has waited (a store that
-                bounds each statement knows); None = the whole call is one exchange.
-            check: The call is one round trip meant to measure the link (its time is the
-                round trip reported).
+            store: The store called; one that times its exchanges (:class:`TimesExchanges`)
+                says how long the one in progress has waited and how long the slowest
+                took; else the whole call counts as one exchange.
+            check: The call is one round trip meant to measure the link.
 
         Raises:
             StoreError: Whatever the call raised, after noting it.
 
         """
+        timed = store if isinstance(store, TimesExchanges) else None
         key = next(self._ids)
         start = time.monotonic()
         with self._lock:
-            self._calls[key] = (start, waiting)
+            self._calls[key] = (start, timed.waiting_seconds if timed else None)
         try:
             yield
         except StoreUnreachableError as exc:
@@ -133,13 +160,14 @@ class LinkMonitor:
             raise
         else:
             elapsed = time.monotonic() - start
+            slowest = timed.slowest_exchange_seconds() if timed else elapsed if check else 0.0
             with self._lock:
                 self._refused = ""
-                if check:
-                    self._round_trip = elapsed
-            slow = check and elapsed > self.slow_after_s
+                if check or timed:
+                    self._round_trip = slowest
+            slow = slowest > self.slow_after_s
             self._set(
-                "slow" if slow else "connected", f"round trip {elapsed:.2f} s" if slow else ""
+                "slow" if slow else "connected", f"round trip {slowest:.2f} s" if slow else ""
             )
         finally:
             with self._lock:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from surprise_memory.config import StoreConfig
 from surprise_memory.errors import InputError, StoreError, StoreUnreachableError
 from surprise_memory.memory.store.fleet.ledger import DeliveryLedger, Pending
 from surprise_memory.memory.store.fleet.link import LinkMonitor
@@ -79,6 +80,12 @@ class FleetSender:
         """Whether the thread runs."""
         return self._thread.is_alive()
 
+    def reconfigure_remote(self, config: StoreConfig) -> None:
+        """New settings for the open connection to the fleet store (the next opens read them)."""
+        remote = self._remote
+        if remote is not None:
+            remote.reconfigure(config)
+
     def wake(self) -> None:
         """An episode was committed: send it now rather than at the next heartbeat."""
         self._wake.set()
@@ -109,7 +116,7 @@ class FleetSender:
             try:
                 remote = self._connected()
                 if pending is None:
-                    with self._monitor.call(check=True):
+                    with self._monitor.call(remote, check=True):
                         ping = getattr(remote, "ping", remote.refresh)  # one round trip
                         ping()
                 else:
@@ -168,9 +175,8 @@ class FleetSender:
                 raise  # unreadable now (closing, a disk error): try again later
             self._give_up(ep_id, f"gone from the robot's store before it was sent ({exc})")
             return
-        waiting = getattr(remote, "waiting_seconds", None)
         try:
-            with self._monitor.call(waiting=waiting):
+            with self._monitor.call(remote):
                 remote.import_episode(
                     record, jpegs, embeddings, origin_ns=self._local.origin_ns, budget=True
                 )
@@ -180,7 +186,7 @@ class FleetSender:
         except StoreUnreachableError:
             raise  # it may have committed: the next try finds out
         except StoreError:
-            with self._monitor.call(waiting=waiting):
+            with self._monitor.call(remote):
                 there = ep_id in remote  # an earlier try whose answer was lost committed it
             if not there:
                 raise

@@ -42,13 +42,13 @@ import numpy.typing as npt
 
 from surprise_memory.config import FleetConfig, StoreConfig
 from surprise_memory.config.fleet import DEFAULT_FLEET_LOCAL_STORE
-from surprise_memory.errors import InputError, StoreError, StoreUnreachableError
+from surprise_memory.errors import ConfigError, InputError, StoreError, StoreUnreachableError
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.base import StoreFront
 from surprise_memory.memory.store.catalog import StoreMeta
 from surprise_memory.memory.store.fleet.ledger import DeliveryLedger, Pending
-from surprise_memory.memory.store.fleet.link import FleetStatus, LinkMonitor
+from surprise_memory.memory.store.fleet.link import SLOW_ROUND_TRIP_S, FleetStatus, LinkMonitor
 from surprise_memory.memory.store.fleet.sender import FleetSender
 from surprise_memory.memory.store.hits import RetrievalHits, merge_hits
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
@@ -68,6 +68,10 @@ OpenRemote = Callable[[StoreConfig, bool], EpisodeStoreBackend]
 def _local_config(config: StoreConfig) -> StoreConfig:
     """The local copy's settings: the robot's, without its budget (the fleet bound rules)."""
     return dataclasses.replace(config, max_episodes=0, max_store_bytes=0)
+
+
+def _slow_after(config: StoreConfig) -> float:
+    return min(SLOW_ROUND_TRIP_S, config.store_timeout_seconds / 4)
 
 
 class FleetStore(StoreFront):
@@ -119,7 +123,7 @@ class FleetStore(StoreFront):
         except BaseException:
             self._local.close()
             raise
-        self._monitor = LinkMonitor(slow_after_s=config.store_timeout_seconds / 4)
+        self._monitor = LinkMonitor(slow_after_s=_slow_after(config))
         self._query_lock = threading.Lock()
         self._query_store: EpisodeStoreBackend | None = None
         self._sender = FleetSender(
@@ -177,7 +181,7 @@ class FleetStore(StoreFront):
     def reconfigure_fleet(self, fleet: FleetConfig) -> None:
         """Apply new fleet settings live (the local folder is fixed)."""
         if fleet.fleet_local_store != self._fleet.fleet_local_store:
-            raise InputError("fleet_local_store is fixed while the store is open")
+            raise ConfigError("fleet_local_store is fixed while the store is open")
         self._fleet = fleet
         self._sender.heartbeat_s = fleet.fleet_heartbeat_seconds
 
@@ -197,7 +201,7 @@ class FleetStore(StoreFront):
                     with self._monitor.call():
                         self._query_store = self._open_remote(self._config, True)
                 store = self._query_store
-                with self._monitor.call(waiting=getattr(store, "waiting_seconds", None)):
+                with self._monitor.call(store):
                     return call(store)
             except StoreUnreachableError:
                 if self._query_store is not None:
@@ -351,7 +355,11 @@ class FleetStore(StoreFront):
         """Apply new settings live: the robot's budget on the server, limits, timeouts."""
         self._local.reconfigure(_local_config(config))
         self._config = config
-        self._monitor.slow_after_s = config.store_timeout_seconds / 4
+        self._monitor.slow_after_s = _slow_after(config)
+        self._sender.reconfigure_remote(config)
+        with self._query_lock:
+            if self._query_store is not None:
+                self._query_store.reconfigure(config)
 
     def _current_meta(self) -> StoreMeta:
         return self._local._current_meta()  # the robot's embedder and origin

@@ -202,7 +202,7 @@ def connect(url: str, *, read_only: bool, timeout_s: float) -> TimedConnection:
     """Open a connection in autocommit mode (transactions only through ``conn.transaction()``).
 
     A dead or silent link is noticed in seconds: what the URL does not set itself gets
-    ``connect_timeout`` (3x ``timeout_s``, at least 2 s: libpq's least), TCP keepalives
+    ``connect_timeout`` (2x ``timeout_s``, at least 2 s: libpq's least), TCP keepalives
     and ``tcp_user_timeout``, and the session's ``statement_timeout`` (10x; it also bounds
     a wait for a lock), ``idle_in_transaction_session_timeout`` (10x, at least 10 s) and
     server-side TCP keepalives, so the server also drops a robot whose link died and
@@ -225,7 +225,7 @@ def connect(url: str, *, read_only: bool, timeout_s: float) -> TimedConnection:
     """
     given = conninfo_to_dict(url)
     defaults = {
-        "connect_timeout": str(max(2, math.ceil(3 * timeout_s))),
+        "connect_timeout": str(max(2, math.ceil(2 * timeout_s))),
         "keepalives": "1",
         "keepalives_idle": str(max(1, math.ceil(timeout_s))),
         "keepalives_interval": "1",

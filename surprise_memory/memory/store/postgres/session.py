@@ -85,8 +85,12 @@ class Session:
         return self._watchdog.extended(SCHEMA_WORK_TIMEOUT_S)
 
     def waiting_s(self) -> float:
-        """How long the statement in progress has waited for the server (0 when none)."""
+        """How long the exchange in progress has waited for the server (0 when none)."""
         return self._watchdog.waiting_s()
+
+    def slowest_s(self) -> float:
+        """The longest exchange with the server of the call in progress, or of the last."""
+        return self._watchdog.slowest_s()
 
     def _connect(self) -> psycopg.Connection[Any]:
         conn = None

@@ -157,8 +157,12 @@ class PostgresEpisodeStore(StoreFront):
             conn.execute("SELECT 1")
 
     def waiting_seconds(self) -> float:
-        """How long the statement in progress has waited for the server (0 when none)."""
+        """How long the exchange in progress has waited for the server (0 when none)."""
         return self._session.waiting_s()
+
+    def slowest_exchange_seconds(self) -> float:
+        """The longest round trip to the server of the call in progress, or of the last."""
+        return self._session.slowest_s()
 
     def robot_counts(self) -> dict[str, tuple[int, int, int]]:
         """Episodes, frames and bytes of each robot that ever added one."""

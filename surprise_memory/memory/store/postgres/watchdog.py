@@ -46,6 +46,8 @@ class StatementWatchdog:
         self._limit = timeout_s
         self._deadline: float | None = None
         self._started = 0.0  # when the exchange waited on now began
+        self._waiting = False  # an exchange is in progress
+        self._slowest = 0.0  # the longest exchange of the call in progress (or the last)
         self._fired = False
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -65,7 +67,12 @@ class StatementWatchdog:
     def waiting_s(self) -> float:
         """How long the exchange in progress has waited so far (0 when none)."""
         with self._cond:
-            return 0.0 if self._deadline is None else time.monotonic() - self._started
+            return time.monotonic() - self._started if self._waiting else 0.0
+
+    def slowest_s(self) -> float:
+        """The longest exchange of the call in progress, or of the last call."""
+        with self._cond:
+            return self._slowest
 
     @contextlib.contextmanager
     def bounded(
@@ -82,6 +89,7 @@ class StatementWatchdog:
             self._conn = conn
             self._limit = self.timeout_s if timeout_s is None else timeout_s
             self._fired = False
+            self._slowest = 0.0
             self._arm()
             self._cond.notify()
         try:
@@ -90,6 +98,7 @@ class StatementWatchdog:
             with self._cond:
                 self._conn = None
                 self._deadline = None
+                self._waiting = False
 
     @contextlib.contextmanager
     def extended(self, timeout_s: float) -> Iterator[None]:
@@ -109,8 +118,15 @@ class StatementWatchdog:
     def rearm(self) -> None:
         """A new exchange starts: its answer gets the whole bound."""
         with self._cond:
+            self._waiting = True
             if self._conn is not None and not self._fired:
                 self._arm()
+
+    def answered(self, seconds: float) -> None:
+        """The exchange in progress ended after ``seconds``."""
+        with self._cond:
+            self._waiting = False
+            self._slowest = max(self._slowest, seconds)
 
     def close(self) -> None:
         """Stop the thread (idempotent)."""
@@ -161,6 +177,12 @@ class TimedConnection(psycopg.Connection[Any]):
 
     def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
         """Wait for one exchange, the watchdog armed for it (see psycopg)."""
-        if self.watchdog is not None:
-            self.watchdog.rearm()
-        return super().wait(gen, *args, **kwargs)
+        watchdog = self.watchdog
+        if watchdog is None:
+            return super().wait(gen, *args, **kwargs)
+        watchdog.rearm()
+        start = time.monotonic()
+        try:
+            return super().wait(gen, *args, **kwargs)
+        finally:
+            watchdog.answered(time.monotonic() - start)
