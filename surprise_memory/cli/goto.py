@@ -12,8 +12,10 @@ Two ways, one output:
 has an id (printed); ``--wait`` follows it to its outcome with a progress line (Nav2's
 distance remaining), ``--status [ID]`` and ``--cancel [ID]`` ask the memory node about its
 goal by id, or the current one. The exit status is 0 when the goal was accepted (with
-``--wait``: succeeded), 1 otherwise (refused, rejected, pending, aborted, ...). rclpy is
-imported only when the command talks to ROS, so the core stays ROS-free.
+``--wait``: succeeded), 1 otherwise (refused, rejected, pending, aborted, ...); for
+``--cancel``, 0 only when the navigator confirmed the cancel (with ``--wait``: the goal
+ended cancelled). rclpy is imported only when the command talks to ROS, so the core stays
+ROS-free.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from surprise_memory.memory.navigation import (
     choose_episode,
     goal_from_episode,
 )
-from surprise_memory.memory.navigation_goals import GoalStatus
+from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.query_embedder import store_query_embedder
 from surprise_memory.memory.retrieval import parse_point
@@ -106,7 +108,9 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         nargs="?",
         const="",
         metavar="GOAL_ID",
-        help="cancel the memory node's goal by id (default: the current one)",
+        help="cancel the memory node's goal by id (default: the current one); exit 0 only "
+        "when the navigator confirms it; with --wait, follow the goal to its end (exit 0 if "
+        "it ended cancelled)",
     )
     g.add_argument("--json", action="store_true", help="print JSON")
     g.add_argument(
@@ -146,16 +150,17 @@ def _exit_status(result: NavigationResult, final: GoalStatus | None) -> int:
     return 0 if not result.sent_via or result.state in ("running", "sent") else 1
 
 
-def _follow(status_of: Any, first: GoalStatus, as_json: bool) -> GoalStatus:
+def _follow(status_of: Any, first: GoalStatus, as_json: bool, shown: str = "") -> GoalStatus:
     """Ask for the goal's status until it ends; a progress line whenever it changes.
 
     Args:
         status_of: goal id -> :class:`GoalStatus` (the node's service, or this process's).
         first: The goal as sent.
         as_json: No progress lines (the final status goes into the JSON).
+        shown: The progress line printed already (not printed again).
 
     """
-    status, shown = first, ""
+    status = first
     while True:
         line = status.progress_line()
         if line != shown and not as_json:
@@ -183,14 +188,7 @@ def _status_or_cancel(args: argparse.Namespace) -> int:
         client = GoToEpisodeClient(node, args.service, timeout=args.timeout)
         try:
             if args.cancel is not None:
-                stopped, status = client.stop_navigation(args.cancel)
-                out = {"cancelled": stopped, **status_json(status)}
-                if args.json:
-                    print(json.dumps(out, indent=2))
-                else:
-                    head = "cancelled: " if stopped else "not cancelled: "
-                    print(head + status.progress_line())
-                return 0 if stopped else 1
+                return _cancel(client, args)
             status = client.navigation_status(args.status)
             if args.wait:
                 status = _follow(client.navigation_status, status, args.json)
@@ -201,6 +199,26 @@ def _status_or_cancel(args: argparse.Namespace) -> int:
             return 0 if status.state != "unknown" else 1
         finally:
             client.destroy()
+
+
+def _cancel(client: Any, args: argparse.Namespace) -> int:
+    """``--cancel [ID]``: 0 only where the navigator confirmed it (or the goal had ended).
+
+    With ``--wait``, a goal that still runs is followed to its end: 0 if it ended
+    cancelled, 1 otherwise (a refused cancel, then the goal's success, say).
+    """
+    stopped, status = client.stop_navigation(args.cancel)
+    head = cancel_line(stopped, status)
+    if not args.json:
+        print(head, flush=True)
+    code = 0 if stopped else 1
+    if args.wait and not status.done:
+        shown = status.progress_line()  # in the head
+        status = _follow(client.navigation_status, status, args.json, shown)
+        code = 0 if status.state in CANCELLED_STATES else 1
+    if args.json:
+        print(json.dumps({"cancelled": stopped, "cancel": head, **status_json(status)}, indent=2))
+    return code
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from surprise_memory.memory.navigation import (
     choose_episode,
     goal_from_episode,
 )
-from surprise_memory.memory.navigation_goals import GoalStatus
+from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
 from surprise_memory.memory.store import EpisodeStoreBackend
 from surprise_memory.memory.store.records import host_session_id, resolve_robot_id
 from surprise_memory.nodes.diagnostics import NodeStats
@@ -233,12 +233,13 @@ class NavigationPart:
             return response
         response.success = ok
         response.status = goal_status_to_msg(status)
-        response.message = ("cancel acknowledged: " if ok else "not cancelled: ") + (
-            status.progress_line()
-        )
+        response.message = cancel_line(ok, status)
+        if ok and (status.state in CANCELLED_STATES or not status.done):
+            self._stats.count("goals_cancelled")  # (not one that had ended before)
         if ok:
-            self._stats.count("goals_cancelled")
-        self._node.get_logger().info(f"cancel_navigation: {response.message}")
+            self._node.get_logger().info(f"cancel_navigation: {response.message}")
+        else:  # the navigator refused or did not confirm: the robot may drive on
+            self._node.get_logger().warning(f"cancel_navigation: {response.message}")
         return response
 
     def _goal(
