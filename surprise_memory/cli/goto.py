@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +37,7 @@ from surprise_memory.cli.options import add_config_options, add_time_place_optio
 from surprise_memory.cli.store import _store_origin
 from surprise_memory.config import NavigationConfig
 from surprise_memory.errors import InputError
-from surprise_memory.memory.navigation import (
-    GoalQuery,
-    GoalRefusedError,
-    check_session,
-    choose_episode,
-    goal_from_episode,
-)
+from surprise_memory.memory.navigation import GoalQuery, GoalRefusedError, choose_episode, plan_goal
 from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.query_embedder import store_query_embedder
@@ -261,37 +255,37 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
         query = _query(args, origin, embedding, model)
         own, now = host_robot_id(), time.time_ns()
         episode = choose_episode(store, query, own, now)
-    frame = episode.pose.frame_id
-    session, fixed = host_session_id(), config.fixed_frame_names
-    if episode.pose_valid and frame:  # before tf: no wait for a refusal
-        check_session(episode, session, fixed, config.navigation_frame)
-    needs_tf = episode.pose_valid and bool(frame) and frame != config.navigation_frame
-    with _ros_node() if needs_tf or not args.dry_run else nullcontext() as node:
-        transform, note = None, ""
-        if needs_tf:
+    with ExitStack() as stack:
+        nodes: list[Any] = []  # a ROS node of this process, opened when first needed
+
+        def node() -> Any:
+            if not nodes:
+                nodes.append(stack.enter_context(_ros_node()))
+            return nodes[0]
+
+        def transform_of(frame: str, stamp_ns: int) -> tuple[Any, str]:
             from surprise_memory.nodes.tf_lookup import TransformLookup
 
-            with TransformLookup(node) as tf:
-                transform, note = tf.lookup(
-                    config.navigation_frame, frame, episode.stamp_ns, config.goal_timeout_seconds
+            with TransformLookup(node()) as tf:
+                return tf.lookup(
+                    config.navigation_frame, frame, stamp_ns, config.goal_timeout_seconds
                 )
-        goal = goal_from_episode(
+
+        goal = plan_goal(
             episode,
             config.navigation_frame,
-            transform=transform,
-            standoff_m=config.goal_standoff_meters,
             own_robot=own,
-            allow_other_robots=args.allow_other_robots,
             now_ns=now,
-            note=note,
-            session_id=session,
-            fixed_frames=fixed,
+            session_id=host_session_id(),
+            fixed_frames=config.fixed_frame_names,
+            standoff_m=config.goal_standoff_meters,
+            allow_other_robots=args.allow_other_robots,
+            transform_of=transform_of,
         )
         if args.dry_run:
-            result = _result(goal, None)
-            _print(result, args.json)
+            _print(_result(goal, None), args.json)
             return 0
-        return _send(node, goal, config, args)
+        return _send(node(), goal, config, args)
 
 
 def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespace) -> int:
