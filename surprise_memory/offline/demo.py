@@ -394,10 +394,10 @@ def _goto_dry_run(store_dir: Path, text: str, embedder: Any, origin: int) -> Non
         print(f"   goto: no goal: {exc}")
         return
     x, y, z = goal.pose.position
+    short = f", {standoff:g} m short" if standoff else ""
     print(
         f"   episode {episode.id} (t = {ns_to_seconds(episode.stamp_ns - origin):.1f} s): goal "
-        f"({x:.2f}, {y:.2f}, {z:.2f}) in {goal.pose.frame_id}, {standoff:g} m short; "
-        "dry run, not sent"
+        f"({x:.2f}, {y:.2f}, {z:.2f}) in {goal.pose.frame_id}{short}; dry run, not sent"
     )
 
 
