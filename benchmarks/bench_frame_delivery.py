@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         f"ROS_DISTRO={os.environ.get('ROS_DISTRO', 'none (PyPI Kilted wheels)')}; out {out}",
         flush=True,
     )
-    header = ("size", "transport", "shape", "profile", "node", "took in", "its estimate")
-    header += ("in transport", "bare subscriber", "load 1/5 min")
+    header: tuple[str, ...] = ("size", "transport", "shape", "profile", "node", "took in")
+    header += ("its estimate", "in transport", "bare subscriber", "load 1/5 min")
     print(" | ".join(header), flush=True)
     results = []
     for size, transport, shape, profile in itertools.product(

@@ -16,6 +16,7 @@ Figures (median over ``--reps`` rounds, each round a mean over many calls):
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import statistics
 import time
@@ -156,6 +157,10 @@ def _make_messages(rgb: npt.NDArray[np.uint8]) -> tuple[str, dict[str, Any]]:
     return source, msgs
 
 
+def _convert(msg: Any, _call: int) -> Frame:
+    return frame_from_image_msg(msg)
+
+
 def bench_conversion(reps: int = 5, calls: int = 50) -> dict[str, Any]:
     """``frame_from_image_msg`` per message, 640x480 (microseconds, median/min/max)."""
     rgb = _camera_images(1, np.random.default_rng(1))[0]
@@ -165,7 +170,7 @@ def bench_conversion(reps: int = 5, calls: int = 50) -> dict[str, Any]:
         frame = frame_from_image_msg(msg)
         if name != "jpeg":  # raw conversions must be exact
             assert np.array_equal(frame.rgb, rgb), name
-        out[f"{name}_us"] = _per_call_us(lambda i, msg=msg: frame_from_image_msg(msg), calls, reps)
+        out[f"{name}_us"] = _per_call_us(functools.partial(_convert, msg), calls, reps)
     out["jpeg_bytes"] = len(bytes(msgs["jpeg"].data))
     return out
 

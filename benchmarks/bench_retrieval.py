@@ -12,6 +12,7 @@ fetch of the k episodes from SQLite, on a small real store.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import sqlite3
@@ -74,7 +75,7 @@ def index_figures(n: int, repeats: int, rng: np.random.Generator) -> dict[str, A
     index = build_index(n, rng)
     build_s = time.perf_counter() - t0
     span = n * 60 * S
-    q = rng.standard_normal(DIM)
+    q = rng.standard_normal(DIM).astype(np.float32)
     queries = {
         "text": RetrievalQuery(embedding=q, embedder_model="m"),
         "text+time(10%)": RetrievalQuery(
@@ -84,7 +85,7 @@ def index_figures(n: int, repeats: int, rng: np.random.Generator) -> dict[str, A
         "time(10%)": RetrievalQuery(start_ns=span // 2, end_ns=span // 2 + span // 10),
     }
     latency = {
-        name: percentiles(lambda query=query: index.search(query, 10), repeats)
+        name: percentiles(functools.partial(index.search, query, 10), repeats)
         for name, query in queries.items()
     }
     return {
@@ -130,7 +131,9 @@ def store_figures(episodes: int, rng: np.random.Generator) -> dict[str, float]:
             )
             adds.append(time.perf_counter() - t0)
         a50, a99 = np.percentile(adds, [50, 99]) * 1e3
-        q = RetrievalQuery(embedding=rng.standard_normal(DIM), embedder_model="m")
+        q = RetrievalQuery(
+            embedding=rng.standard_normal(DIM).astype(np.float32), embedder_model="m"
+        )
         r50, r99 = percentiles(lambda: store.retrieve(q), 50)
         i50, i99 = percentiles(lambda: store.retrieve(q, include_images=True), 20)
         store.close()

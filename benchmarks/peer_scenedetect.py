@@ -103,7 +103,8 @@ def _scene_renderer(
             cx, cy = (x0 + vx * k) % width, (y0 + vy * k) % height
             mask = (xx - cx) ** 2 + (yy - cy) ** 2 <= r * r
             img[mask] = col
-        return img.astype(np.float32)
+        out: npt.NDArray[np.float32] = img.astype(np.float32)
+        return out
 
     return render
 
@@ -141,7 +142,7 @@ def synthetic_clip(
     for i in range(n):
         t = i / fps
         s = min(int(np.searchsorted(starts, t, side="right")) - 1, len(renders) - 1)
-        img = renders[s](i)
+        img: npt.NDArray[np.floating[Any]] = renders[s](i)
         # a fade centred on the boundary between scene s and s+1 (or s-1 and s)
         for j, fade in enumerate(fades_s):
             edge = starts[j + 1]
@@ -197,7 +198,10 @@ def thumbnail_embedding(frames: npt.NDArray[np.uint8], grid: int = 8) -> npt.NDA
     n, h, w, c = frames.shape
     hh, ww = h - h % grid, w - w % grid
     blocks = frames[:, :hh, :ww].reshape(n, grid, hh // grid, grid, ww // grid, c)
-    return (blocks.mean(axis=(2, 4), dtype=np.float32) / 255.0).reshape(n, -1)
+    pooled: npt.NDArray[np.float32] = (blocks.mean(axis=(2, 4), dtype=np.float32) / 255.0).reshape(
+        n, -1
+    )
+    return pooled
 
 
 def video_encoder_embedding(weights: str, clip_frames: int, device: str) -> Embed:
@@ -268,7 +272,7 @@ def run_scenedetect(clip: Clip, which: str) -> Run:
     cuts: list[Any] = []
     t0 = time.perf_counter()
     for i in range(n):
-        bgr = np.ascontiguousarray(clip.frames[i, :, :, ::-1])
+        bgr: np.ndarray = np.ascontiguousarray(clip.frames[i, :, :, ::-1])
         if factor > 1.0:
             bgr = cv2.resize(bgr, size, interpolation=cv2.INTER_LINEAR)
         cuts += detector.process_frame(FrameTimecode(i, rate), bgr)

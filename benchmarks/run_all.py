@@ -46,11 +46,9 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import argparse
 import contextlib
-import importlib.metadata
+import functools
 import json
-import platform
 import signal
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -62,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from harness import header, machine, versions
 
 SECTIONS = (
     "scorer",
@@ -108,71 +107,6 @@ def _verdict(ok: bool) -> str:
 
 def _spread(values: list[float]) -> str:
     return f"{min(values):.3g}-{max(values):.3g}" if len(values) > 1 else ""
-
-
-# ------------------------------------------------------------------------------ machine
-
-
-def machine() -> dict[str, Any]:
-    """CPU model, cores, RAM, GPU, load."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    ram_gib = None
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                ram_gib = round(int(line.split()[1]) / 2**20, 1)
-    info: dict[str, Any] = {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "ram_gib": ram_gib,
-        "os": platform.platform(),
-        "load_avg_start": os.getloadavg(),
-    }
-    with contextlib.suppress(Exception):
-        import torch
-
-        info["torch_threads"] = torch.get_num_threads()
-        info["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
-    return info
-
-
-def versions() -> dict[str, str]:
-    """Versions of everything the figures depend on."""
-
-    def dist(name: str) -> str:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            return "missing"
-
-    out = {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "torch": dist("torch"),
-        "transformers": dist("transformers"),
-        "open_clip": dist("open_clip_torch"),
-        "pillow": dist("pillow"),
-        "rclpy": dist("rclpy"),
-        "ros_distro": os.environ.get("ROS_DISTRO", "")
-        or f"unset (rclpy from the ros-rclpy {dist('ros-rclpy')} wheel)",
-        "rmw": os.environ.get("RMW_IMPLEMENTATION", "default (rmw_fastrtps_cpp)"),
-        "sqlite": sqlite3.sqlite_version,
-        "rosbags": dist("rosbags"),
-        "scenedetect": dist("scenedetect"),
-        "opencv": dist("opencv-python"),
-        "starlette": dist("starlette"),
-        "uvicorn": dist("uvicorn"),
-    }
-    with contextlib.suppress(Exception):
-        import surprise_memory
-
-        out["surprise_memory"] = f"{Path(surprise_memory.__file__).parent}"
-    return out
 
 
 # ------------------------------------------------------------------------------ sections
@@ -229,10 +163,8 @@ def section_scorer(s: Suite) -> None:
     enc_ms: dict[str, float] = {}
     for m in (16, 64):
         win = rng.integers(0, 256, (m, c, c, 3), dtype=np.uint8)
-        times = [
-            median_s(lambda win=win: tiny.encode_window(win, prepared=True), 1, device)
-            for _ in range(20)
-        ]
+        one = functools.partial(tiny.encode_window, win, prepared=True)
+        times = [median_s(one, 1, device) for _ in range(20)]
         t = min(times)  # conservative: a busy CPU only adds time to the encoder
         enc_ms[f"tiny M={m}"] = t * 1e3
         enc_ms[f"tiny M={m} median"] = statistics.median(times) * 1e3
@@ -436,7 +368,7 @@ def section_ros(s: Suite) -> None:
     import bench_ros_latency as brl
 
     seconds = 10.0 if s.quick else 30.0
-    runs = [((10.0, 30.0), (320, 240))]
+    runs: list[tuple[tuple[float, ...], tuple[int, int]]] = [((10.0, 30.0), (320, 240))]
     if not s.quick:
         runs.append(((10.0,), (640, 480)))
     s.raw["ros"] = []
@@ -487,7 +419,7 @@ def section_offline(s: Suite) -> None:
     reps = 1 if s.quick else 3
     base = PipelineSettings.from_mapping(values)
     models = (VideoEncoder.from_config(base.encoder), ImageTextEmbedder.from_config(base.embedder))
-    out = []
+    out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench_offline_") as tmp:
         bag = Path(tmp) / "rec"
         write_synthetic_bag(bag, scene)
@@ -653,21 +585,6 @@ def table(rows: list[Row]) -> str:
         cells = [r.section, r.figure.strip(), r.value, r.goal, r.verdict, r.note]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)
-
-
-def header(mach: dict[str, Any], vers: dict[str, str], quick: bool) -> str:
-    """The machine and versions, a few lines."""
-    load = mach.get("load_avg_start")
-    return "\n".join(
-        [
-            f"mode: {'quick' if quick else 'full'}; {time.strftime('%Y-%m-%d %H:%M %Z')}",
-            f"machine: {mach['cpu']}, {mach['cores']} cores, {mach['ram_gib']} GiB RAM, "
-            f"torch threads {mach.get('torch_threads')}, GPU {mach.get('gpu')}; "
-            f"load average at start {', '.join(f'{x:.2f}' for x in load or ())}",
-            "versions: " + ", ".join(f"{k} {v}" for k, v in vers.items() if k != "surprise_memory"),
-            f"package: {vers.get('surprise_memory')}",
-        ]
-    )
 
 
 @contextlib.contextmanager

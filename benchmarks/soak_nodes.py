@@ -417,6 +417,7 @@ def run(
     pub = node.create_publisher(msg_type, brl.CAMERA, qos_profile_sensor_data)
     node.create_subscription(DiagnosticArray, "/diagnostics", inbox.on_diag, 50)
     stored_s: list[float] = []  # when each stored episode arrived, seconds from t0
+    t0 = time.monotonic()  # (set again when the first frame goes out)
     node.create_subscription(
         Episode, f"{brl.NS}/episodes", lambda _: stored_s.append(time.monotonic() - t0), LATCHED
     )

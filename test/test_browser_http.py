@@ -29,6 +29,7 @@ from browser_helpers import (
     wait_for,
 )
 
+from surprise_memory.memory.episodes import trigger_frame_index
 from surprise_memory.memory.store import EpisodeStore, describe_location, open_store
 from surprise_memory.memory.store.migrate import migrate_store
 from surprise_memory.offline.run_record import load_run_record, read_scores
@@ -154,11 +155,18 @@ def test_requests_for_another_host_uploads_and_writes_are_refused(
 
 def test_frames_are_the_stored_jpeg_bytes(server: Server, store: Path, first_id: str) -> None:
     with EpisodeStore(store, read_only=True) as s:
-        files = s.get(first_id).frame_files()
+        rec = s.get(first_id)
+    files = rec.frame_files()
     for i, path in enumerate(files):
         status, body, headers = server.get(f"api/episodes/{first_id}/frames/{i}")
         assert status == 200 and headers["content-type"] == "image/jpeg"
         assert body == path.read_bytes()  # never re-encoded
+    # the latest episodes' cards: the trigger's frame, as search and the episode view
+    status, body, headers = server.get(f"api/episodes/{first_id}/thumbnail")
+    assert status == 200 and headers["content-type"] == "image/jpeg"
+    assert body == files[trigger_frame_index(rec.frame_stamps_ns, rec.stamp_ns)].read_bytes()
+    status, body, _ = server.get("api/episodes/no-such-episode/thumbnail")
+    assert status == 404 and "no episode" in json.loads(body)["error"]
 
 
 def test_timeline_episode_and_curve_match_the_store(

@@ -112,6 +112,11 @@ def test_first_load_shows_the_timeline_curve_map_and_episodes(
     assert f"{len(ids)} episodes posed in" in page.find_element(By.ID, "map-note").text
     assert sorted(_ids(page, "#recent")) == sorted(ids)
     wait_for(lambda: _all_loaded(page, "#recent img"), 30, "the latest episodes' thumbnails")
+    # each card shows the trigger's frame (the route test_browser_http checks), as search does
+    srcs = page.execute_script(
+        "return [...document.querySelectorAll('#recent img')].map(i => i.src)"
+    )
+    assert srcs and all(src.endswith("/thumbnail") for src in srcs), srcs
     # everything the page loaded came from the server: no CDN, no internet
     fetched = page.execute_script(
         "return performance.getEntriesByType('resource').map(e => e.name)"

@@ -15,8 +15,9 @@ import pytest
 
 from surprise_memory.browser.live import ChangeFeed
 from surprise_memory.browser.run_notes import surprise_curve, why_kept
-from surprise_memory.browser.views import frame_url, search_query, timeline_columns, trigger_frame
+from surprise_memory.browser.views import frame_url, search_query, thumbnail_url, timeline_columns
 from surprise_memory.errors import InputError
+from surprise_memory.memory.episodes import trigger_frame_index
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store.records import EpisodeRecord
 from surprise_memory.memory.store.summary import EpisodeSummary
@@ -127,9 +128,12 @@ def test_timeline_columns_are_json_without_nan() -> None:
 
 
 def test_the_thumbnail_is_the_frame_nearest_the_trigger_and_urls_quote_the_id() -> None:
-    assert trigger_frame(_record()) == 4
-    assert trigger_frame(_record(stamp_ns=ORIGIN + 8 * S + S // 5)) == 0
-    assert trigger_frame(_record(frame_stamps_ns=())) == 0
+    assert thumbnail_url(_record()) == "/api/episodes/ep-10/frames/4"
+    assert thumbnail_url(_record(stamp_ns=ORIGIN + 8 * S + S // 5)) == frame_url("ep-10", 0)
+    assert thumbnail_url(_record(stamp_ns=ORIGIN + 8 * S + S // 4)) == frame_url(
+        "ep-10", 0
+    )  # a tie
+    assert trigger_frame_index((), ORIGIN) == 0
     assert frame_url("ep.1_a-b", 3) == "/api/episodes/ep.1_a-b/frames/3"
     assert frame_url("a/../b", 0) == "/api/episodes/a%2F..%2Fb/frames/0"
 

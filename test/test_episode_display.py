@@ -41,6 +41,7 @@ from test_memory_node import CAMERA, FPS, RELIABLE, T_CAM, _image, _params
 from visualization_msgs.msg import Marker, MarkerArray
 
 from surprise_memory.memory.episode_markers import short_id
+from surprise_memory.memory.episodes import trigger_frame_index
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.msg import SurpriseEvent
@@ -212,8 +213,13 @@ def test_markers_follow_the_store_add_evict_and_late_joiners(
                 assert "ep-low" not in db and len(db) == 3
                 (record,) = [db.get(i) for i in db.episode_ids() if i.endswith(new_id)]
             fresh = list(record.frame_stamps_ns)
-            assert spin_until(node, lambda: len(display.preview_of(fresh)) >= len(fresh), 20.0)
+            assert spin_until(node, lambda: len(display.preview_of(fresh)) > len(fresh), 20.0)
             _check_jpegs(display.preview_of(fresh), fresh)
+            # sent in order, then the trigger's frame again: a display rests on it
+            trigger = trigger_frame_index(fresh, record.stamp_ns)
+            assert fresh[trigger] == record.stamp_ns and trigger < len(fresh) - 1
+            sent = [time_to_ns(f.header.stamp) for f in display.preview_of(fresh)]
+            assert sent[: len(fresh) + 1] == [*fresh, record.stamp_ns]
             assert proc.poll() is None
     finally:
         node.destroy_node()

@@ -13,6 +13,7 @@ from surprise_memory.memory.episodes import (
     EpisodeAssembler,
     FrameHistory,
     select_episode_frames,
+    trigger_frame_index,
 )
 from surprise_memory.perception.frames import CompressedFrame, Frame
 from surprise_memory.surprise.gate import SurpriseTrigger
@@ -55,6 +56,10 @@ def test_selection_spreads_frames_and_keeps_the_trigger(
     stamps = [f.stamp_ns for f in chosen]
     assert stamps == sorted(set(stamps))  # distinct, in time order
     assert frames[trigger_index].stamp_ns in stamps
+    # the episode's picture, in every view, is that frame
+    assert stamps[trigger_frame_index(stamps, frames[trigger_index].stamp_ns)] == (
+        frames[trigger_index].stamp_ns
+    )
     if count > 1 and n_candidates > count:
         assert stamps[0] <= frames[trigger_index].stamp_ns <= stamps[-1]
         gaps = np.diff(stamps)

@@ -20,6 +20,7 @@ from browser_helpers import processed_store
 from rosbags.highlevel import AnyReader
 from test_cli import TINY  # the tiny offline models (random weights, CPU)
 
+from surprise_memory.memory.episodes import trigger_frame_index
 from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.memory.store.migrate import migrate_store
@@ -110,6 +111,10 @@ def test_rosbags_reads_every_topic_back(store: Path, exported: Path) -> None:
     assert values[0]["embedder_model"] == records[0].embedder_model
     assert json.loads(values[0]["snapshots"])[0]["success"] is True
     assert json.loads(values[1]["snapshots"]) == []
+    for v, r in zip(values, records, strict=True):  # its picture: the trigger's frame
+        index = trigger_frame_index(r.frame_stamps_ns, r.stamp_ns)
+        assert v["trigger_frame"] == str(index)
+        assert v["trigger_frame_stamp_ns"] == str(r.frame_stamps_ns[index])
 
 
 def test_the_mcap_reader_reads_it_back(exported: Path) -> None:

@@ -27,7 +27,7 @@ from surprise_memory.memory.navigation import (
     goal_from_episode,
     standoff_pose,
 )
-from surprise_memory.memory.navigation_goals import GoalBook, GoalStatus
+from surprise_memory.memory.navigation_goals import GoalBook, GoalStatus, cancel_line
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store import EpisodeRecord, EpisodeStore
 from surprise_memory.memory.store.records import check_session_id, host_session_id
@@ -355,6 +355,38 @@ def test_navigation_settings_are_checked() -> None:
 # --- the goals a node sent ------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("confirmed", "state", "message", "line"),
+    [
+        (
+            True,
+            "canceled",
+            "the navigator's result",
+            "cancelled: goal g: canceled (the navigator's result)",
+        ),
+        (
+            False,
+            "running",
+            "the navigator refused the cancel",
+            "not cancelled (the navigator refused the cancel): goal g: running, 2.00 m to go",
+        ),
+        (
+            True,
+            "running",
+            "the navigator accepted the cancel",
+            "cancel accepted by the navigator, not ended yet: goal g: running, 2.00 m to go",
+        ),
+        (True, "succeeded", "", "nothing to cancel: goal g: succeeded"),
+        (False, "succeeded", "r", "not cancelled: goal g: succeeded (r)"),
+    ],
+)
+def test_a_cancel_is_called_cancelled_only_where_the_navigator_confirmed_it(
+    confirmed: bool, state: str, message: str, line: str
+) -> None:
+    status = GoalStatus("g", state=state, message=message, distance_remaining_m=2.0)
+    assert cancel_line(confirmed, status) == line
+
+
 def test_goal_book_one_goal_at_a_time_and_final_states_kept() -> None:
     book = GoalBook(keep=3)
     assert book.get() is None and book.active() is None
@@ -366,7 +398,7 @@ def test_goal_book_one_goal_at_a_time_and_final_states_kept() -> None:
     assert earlier.goal_id == "a" and earlier.state == "running"
     a = book.get("a")
     assert a is not None and a.state == "preempted" and a.preempted_by == "b" and a.done
-    assert a.progress_line() == "goal a: preempted by b (preempted by b)"
+    assert a.progress_line() == "goal a: preempted by b"  # each thing once
     # the navigator's "aborted" for a preempted goal does not change what its caller is told
     assert book.update("a", state="aborted").state == "preempted"  # type: ignore[union-attr]
     assert book.update("a", force=True, message="m").message == "m"  # type: ignore[union-attr]

@@ -97,9 +97,12 @@ class ScriptedNavigator:
     Attributes:
         reject: Reject every goal.
         answer_delay_s: Wait this long before answering a goal (a late navigator).
-        refuse_cancel: Refuse every cancel request.
+        refuse_cancel: Refuse every cancel request (as rclpy's server does: the goal
+            left out of ``goals_canceling``, return code 0).
+        cancel_delay_s: Wait this long before accepting a cancel (a late confirmation).
         steps, step_s: A goal runs ``steps`` steps of ``step_s`` seconds, one feedback
-            (distance remaining: 0.5 m per step left) per step, then succeeds.
+            (distance remaining: 0.5 m per step left) per step, then succeeds (or earlier,
+            when the test calls :meth:`finish`).
 
     """
 
@@ -109,8 +112,11 @@ class ScriptedNavigator:
         self.reject = False
         self.answer_delay_s = 0.0
         self.refuse_cancel = False
+        self.cancel_delay_s = 0.0
         self.steps, self.step_s = 10, 0.2
         self._lock = threading.Lock()
+        self._finish: set[str] = set()
+        self._closing = False
         self._log: list[tuple[str, str]] = []
         self._running: str | None = None
         self._preempted: set[str] = set()
@@ -128,6 +134,7 @@ class ScriptedNavigator:
     def script(self, **settings: Any) -> None:
         """Back to the defaults, then the given settings; the log emptied."""
         self.reject, self.answer_delay_s, self.refuse_cancel = False, 0.0, False
+        self.cancel_delay_s = 0.0
         self.steps, self.step_s = 10, 0.2
         for name, value in settings.items():
             setattr(self, name, value)
@@ -142,6 +149,16 @@ class ScriptedNavigator:
         """What happened to a goal (or ``(id, what)`` pairs of all: see :meth:`events`)."""
         with self._lock:
             return [what for gid, what in self._log if goal_id is None or gid == goal_id]
+
+    def finish(self, goal_id: str) -> None:
+        """Let the goal succeed at its next step."""
+        with self._lock:
+            self._finish.add(goal_id)
+
+    def close(self) -> None:
+        """Let every goal end at its next step (a failed test leaves none running long)."""
+        with self._lock:
+            self._closing = True
 
     def wait_for(self, goal_id: str, what: str, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
@@ -176,6 +193,7 @@ class ScriptedNavigator:
         if self.refuse_cancel:
             self._record(gid, "cancel refused")
             return CancelResponse.REJECT
+        time.sleep(self.cancel_delay_s)
         self._record(gid, "cancel accepted")
         return CancelResponse.ACCEPT
 
@@ -189,6 +207,9 @@ class ScriptedNavigator:
                 return self.action.Result()
             with self._lock:
                 preempted = gid in self._preempted
+                finished = gid in self._finish or self._closing
+            if finished:
+                break
             if preempted:
                 handle.abort()
                 self._record(gid, "aborted")
@@ -253,6 +274,7 @@ def ros(action_type_name: str) -> Iterator[tuple[Node, ScriptedNavigator]]:
     try:
         yield node, navigator
     finally:
+        navigator.close()
         executor.shutdown()
         node.destroy_node()
         rclpy.shutdown()
@@ -402,9 +424,7 @@ def test_a_second_goal_preempts_the_first_and_says_so(
     assert f"preempted goal {first.goal_id}" in second.message
     earlier = client.navigation_status(first.goal_id)
     assert earlier.state == "preempted" and earlier.preempted_by == second.goal_id
-    assert earlier.progress_line() == f"goal {first.goal_id}: preempted by {second.goal_id} " + (
-        f"(preempted by {second.goal_id})"
-    )
+    assert earlier.progress_line() == f"goal {first.goal_id}: preempted by {second.goal_id}"
     # the first stopped: aborted by the navigator (bt_navigator preempts) or cancelled by
     # the node (what a navigator that queues goals would need), whichever came first
     deadline = time.monotonic() + 20
@@ -472,6 +492,80 @@ def test_cancel_by_id_through_the_service_the_cli_and_the_agent(
     nav.wait_for(sent["goal_id"], "canceled")
     assert "no goal zzz" in status_tool.execute(goal_id="zzz")["error"]
     assert "unknown arguments" in stop.execute(goal_id="", x=1)["error"]
+
+
+# --- a cancel the navigator refuses, or confirms late ------------------------------------------
+
+
+def _cancel_wait(cwd: Path, goal_id: str) -> subprocess.Popen[str]:
+    """``goto --cancel ID --wait``, started (it follows the goal to its end)."""
+    return subprocess.Popen(
+        [*GOTO, "--cancel", goal_id, "--wait"],
+        cwd=cwd,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_refused_cancel_is_said_the_goal_runs_on_and_its_success_is_reported(
+    ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path], tmp_path: Path
+) -> None:
+    nav = ros[1]
+    nav.script(refuse_cancel=True, steps=3000, step_s=0.1)  # runs until the test finishes it
+    client, _ = memory
+    goal = client.go_to(episode_id="door")
+    gid = goal.goal_id
+    # the CLI: the navigator refused, the goal runs; exit 1
+    proc = goto(tmp_path, "--cancel", gid)
+    assert proc.returncode == 1, proc.stderr
+    refused = f"not cancelled (the navigator refused the cancel): goal {gid}: running"
+    assert proc.stdout.startswith(refused), proc.stdout
+    # the agent is told the same
+    out = StopNavigationTool(client).execute(goal_id=gid)
+    assert out["stopped"] is False and out["state"] == "running" and out["done"] is False
+    assert out["message"] == "the navigator refused the cancel"
+    assert out["cancel"].startswith(refused)
+    # --wait follows it to its real end: its success, exit 1 (not cancelled)
+    waiting = _cancel_wait(tmp_path, gid)
+    deadline = time.monotonic() + 60
+    while nav.log(gid).count("cancel refused") < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    nav.finish(gid)
+    stdout, stderr = waiting.communicate(timeout=60)
+    assert waiting.returncode == 1, stderr
+    lines = stdout.strip().splitlines()
+    assert lines[0].startswith(refused) and lines[-1].startswith(f"goal {gid}: succeeded")
+    assert nav.log(gid) == ["accepted", *["cancel refused"] * 3, "succeeded"]
+    # what --status reports is the goal's success
+    proc = goto(tmp_path, "--status", gid)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"goal {gid}: succeeded"), proc
+
+
+def test_a_cancel_confirmed_late_is_not_confirmed_until_the_navigator_says_so(
+    ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path], tmp_path: Path
+) -> None:
+    nav = ros[1]
+    nav.script(cancel_delay_s=TIMEOUT_S + 1.0, steps=3000, step_s=0.1)
+    client, _ = memory
+    goal = client.go_to(episode_id="door")
+    stopped, status = client.stop_navigation(goal.goal_id)
+    assert not stopped and status.state == "running"
+    unconfirmed = f"the navigator did not answer the cancel within {TIMEOUT_S:g} s: not confirmed"
+    assert status.message == unconfirmed
+    # the navigator's late yes, then its result: CANCELED
+    wait_state(client, goal.goal_id, "canceled")
+    assert nav.log(goal.goal_id) == ["accepted", "cancel accepted", "canceled"]
+    # goto --cancel --wait: not confirmed in the node's time, then followed to the cancel
+    goal = client.go_to(episode_id="door")
+    waiting = _cancel_wait(tmp_path, goal.goal_id)
+    stdout, stderr = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, stderr
+    lines = stdout.strip().splitlines()
+    assert lines[0].startswith(f"not cancelled ({unconfirmed}): goal {goal.goal_id}: running")
+    assert lines[-1].startswith(f"goal {goal.goal_id}: canceled")
+    assert nav.log(goal.goal_id) == ["accepted", "cancel accepted", "canceled"]
 
 
 # --- late, rejected -----------------------------------------------------------------------

@@ -19,6 +19,7 @@ from PIL import Image
 from synthetic_frames import OFFLINE
 
 from surprise_memory.errors import StoreError
+from surprise_memory.memory.episodes import trigger_frame_index
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.report import THUMB_WIDTH, TextAnswer, write_report
@@ -137,6 +138,11 @@ def test_report_times_count_from_the_store_origin(store: Path) -> None:
         first = min((s.get(i) for i in s.episode_ids()), key=lambda r: r.stamp_ns)
     page = render_html(store, b"")
     assert f"t = {(first.stamp_ns - origin) / 1e9:.2f} s (stamp {first.stamp_ns} ns)" in page
+    # each episode's picture is marked: its trigger's frame (the rule of every view)
+    trigger = first.frame_stamps_ns[trigger_frame_index(first.frame_stamps_ns, first.stamp_ns)]
+    episodes = page.count('<div class="episode"')
+    assert episodes > 0 and page.count('<figure class="trigger">') == episodes
+    assert f"<b>{(trigger - origin) / 1e9:.2f} s, trigger</b>" in page
 
 
 def test_the_sentences_asked_link_to_the_episode_each_ranked_first(

@@ -26,7 +26,7 @@ if [[ -z "${ROS_DISTRO:-}" ]] || { command -v ruff && command -v mypy; } >/dev/n
   ruff check surprise_memory test tools benchmarks launch scripts doc
   ruff format --check surprise_memory test tools benchmarks launch scripts doc
   echo "== mypy"
-  mypy surprise_memory
+  mypy surprise_memory benchmarks  # one run: the benchmarks import the package
 else  # lint is the venv's job (requirements/dev.txt); an apt ROS shell may not have it
   echo "== ruff, mypy: not on PATH, lint skipped (pip install -r requirements/test.txt)"
 fi

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from surprise_memory.agents.function_tool import FunctionTool
 from surprise_memory.errors import InputError, SurpriseMemoryError
-from surprise_memory.memory.navigation_goals import GoalStatus
+from surprise_memory.memory.navigation_goals import GoalStatus, cancel_line
 from surprise_memory.memory.pose import Pose, yaw_of
 
 __all__ = [
@@ -88,7 +88,7 @@ class Navigator(Protocol):
         ...
 
     def stop_navigation(self, goal_id: str = "") -> tuple[bool, GoalStatus]:
-        """Cancel a goal ("" = the current one): acknowledged?, and the goal after it."""
+        """Cancel a goal ("" = the current one): confirmed by the navigator?, and the goal."""
         ...
 
 
@@ -324,9 +324,11 @@ class StopNavigationTool(GoalIdTool):
             "Stop the robot's navigation to an episode: cancel the goal sent by "
             "navigate_to_episode (by its goal_id, or the current goal with an empty "
             "string). Only goals sent through navigate_to_episode are cancelled. Returns "
-            "whether the navigation stack acknowledged the cancel and the goal's state after."
+            "stopped: true only when the navigation stack confirmed the cancel (or the goal "
+            "had ended); false when it refused or did not confirm it: then the goal may "
+            "still run (its state and message say so; follow it with navigation_status)."
         )
 
     def _call(self, goal_id: str) -> dict[str, Any]:
         stopped, status = self._navigator.stop_navigation(goal_id)
-        return {"stopped": stopped, **status_json(status)}
+        return {"stopped": stopped, "cancel": cancel_line(stopped, status), **status_json(status)}

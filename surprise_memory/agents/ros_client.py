@@ -37,9 +37,9 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
-from surprise_memory.agents.tool import canonical_model_name
 from surprise_memory.errors import InputError, ServiceTimeoutError
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.query_embedder import canonical_model_name
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeRecord, RetrievalHit, RetrievalHits, decode_jpeg
 from surprise_memory.msg import Episode

@@ -178,8 +178,10 @@ class GoToEpisodeClient:
         """Cancel a goal of the node by id, or the current one ("").
 
         Returns:
-            Whether the navigator acknowledged the cancel (or the goal had finished), and
-            the goal's status after it.
+            Whether the navigator confirmed the cancel (the goal was in its
+            ``goals_canceling``, or ended CANCELED) or the goal had finished, and the
+            goal's status after it: where the navigator refused or did not answer in
+            time, False, and the status's message says which (the goal may still run).
 
         Raises:
             GoalRefusedError: No such goal, no current goal, or a goal on the topic.

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import math
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,6 +37,7 @@ import numpy.typing as npt
 
 from surprise_memory.agents.function_tool import FunctionTool
 from surprise_memory.errors import InputError, SurpriseMemoryError
+from surprise_memory.memory.query_embedder import canonical_model_name
 from surprise_memory.memory.retrieval import RetrievalQuery, check_robot_id
 from surprise_memory.memory.store import (
     EpisodeRetriever,
@@ -72,10 +72,6 @@ ABSOLUTE_NS_FROM = 10**12
 10**12 ns is 16 minutes after 1970, so no real stamp in ns falls below it.
 """
 
-# open_clip spells PE-Core "PE-Core-L-14-336"; DAAAM's configs (and Meta's PE repository)
-# "PE-Core-L14-336": the same model, so one is accepted for the other
-_PE_ALIAS = re.compile(r"^PE-Core-([A-Za-z]+)(\d+)-(\d+)$")
-
 # strict function calling: every parameter is required (optional ones are nullable)
 _PARAMETERS = (
     "query",
@@ -86,16 +82,6 @@ _PARAMETERS = (
     "max_results",
     "include_images",
 )
-
-
-def canonical_model_name(name: str) -> str:
-    """The open_clip spelling of a model name: ``PE-Core-L14-336`` -> ``PE-Core-L-14-336``.
-
-    Any suffix after ``:`` (the weights, as the store records them) is kept as it is.
-    """
-    model, sep, rest = name.partition(":")
-    model = _PE_ALIAS.sub(r"PE-Core-\1-\2-\3", model)
-    return model + sep + rest
 
 
 def origin_to_ns(origin: int | float) -> int:

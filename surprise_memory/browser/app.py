@@ -11,6 +11,8 @@ read-only):
 * ``/api/curve``: the per-frame surprise curve with tau, where ``process`` left ``scores.csv``;
 * ``/api/episodes/{id}``: one episode, with why it was kept;
 * ``/api/episodes/{id}/frames/{n}``: its frame n, the JPEG bytes as stored;
+* ``/api/episodes/{id}/thumbnail``: its picture, the trigger's frame
+  (:func:`~surprise_memory.memory.episodes.trigger_frame_index`, as in every view);
 * ``/api/search``: ``GET`` with ``text`` and/or filters (``start``, ``end``, ``near``,
   ``near_frame``, ``radius``, ``robot_id``, ``k``), or ``POST`` with an image as the body
   and the filters in the query string: the same retrieval as the CLI and the service;
@@ -61,6 +63,7 @@ from surprise_memory.browser.views import (
 )
 from surprise_memory.config.browser import BrowserConfig
 from surprise_memory.errors import InputError, ModelLoadError, StoreError, StoreUnreachableError
+from surprise_memory.memory.episodes import trigger_frame_index
 from surprise_memory.memory.query_embedder import check_text_queries, store_query_embedder
 from surprise_memory.memory.retrieval import EmbedderMismatchError
 from surprise_memory.memory.store import describe_location, is_postgres_url, partial_of
@@ -267,14 +270,31 @@ class Browser:
 
     def frame(self, request: Request) -> Response:
         """One frame's JPEG, the bytes as stored."""
+        episode_id, index = request.path_params["episode_id"], request.path_params["index"]
+
+        def number() -> int:
+            found = parse_count(index)
+            if found is None:
+                raise InputError(f"frame {index!r} of episode {episode_id}: not a frame number")
+            return found
+
+        return self._jpeg(episode_id, number)
+
+    def thumbnail(self, request: Request) -> Response:
+        """An episode's picture: its trigger frame's JPEG (the rule of every view)."""
         episode_id = request.path_params["episode_id"]
-        index = request.path_params["index"]
+
+        def trigger() -> int:
+            rec = self.store.get(episode_id)
+            return trigger_frame_index(rec.frame_stamps_ns, rec.stamp_ns)
+
+        return self._jpeg(episode_id, trigger)
+
+    def _jpeg(self, episode_id: str, index: Callable[[], int]) -> Response:
+        """The JPEG of one frame of a held episode; 404 for no such frame (or episode)."""
         self._held(episode_id)
         try:
-            number = parse_count(index)
-            if number is None:
-                raise InputError(f"frame {index!r} of episode {episode_id}: not a frame number")
-            data = self.store.frame_jpeg(episode_id, number)
+            data = self.store.frame_jpeg(episode_id, index())
         except InputError as exc:  # not one of its frames
             raise HTTPException(404, str(exc)) from None
         except StoreError:
@@ -450,6 +470,7 @@ def create_app(store: EpisodeStoreBackend, location: str, config: BrowserConfig)
             Route("/api/curve", b.curve),
             Route("/api/episodes/{episode_id}", b.episode_info),
             Route("/api/episodes/{episode_id}/frames/{index}", b.frame),
+            Route("/api/episodes/{episode_id}/thumbnail", b.thumbnail),
             Route("/api/search", b.search, methods=["GET", "POST"]),
             Route("/api/live", b.live),
             Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),

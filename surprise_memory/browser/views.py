@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import InputError
+from surprise_memory.memory.episodes import trigger_frame_index
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.retrieval import RetrievalQuery, parse_point
 from surprise_memory.memory.snapshot import SnapshotNote
@@ -39,8 +40,8 @@ __all__ = [
     "parse_count",
     "search_query",
     "seconds",
+    "thumbnail_url",
     "timeline_columns",
-    "trigger_frame",
 ]
 
 DEFAULT_RESULTS = 12
@@ -72,12 +73,9 @@ def frame_url(episode_id: str, index: int) -> str:
     return f"/api/episodes/{quote(episode_id, safe='')}/frames/{index}"
 
 
-def trigger_frame(rec: EpisodeRecord) -> int:
-    """The index of the episode's frame nearest its trigger: its thumbnail."""
-    if not rec.frame_stamps_ns:
-        return 0
-    stamps = np.asarray(rec.frame_stamps_ns, dtype=np.int64)
-    return int(np.argmin(np.abs(stamps - rec.stamp_ns)))
+def thumbnail_url(rec: EpisodeRecord) -> str:
+    """Where the page loads an episode's picture: its trigger frame (one rule everywhere)."""
+    return frame_url(rec.id, trigger_frame_index(rec.frame_stamps_ns, rec.stamp_ns))
 
 
 def _field(params: Mapping[str, str], name: str) -> str | None:
@@ -213,7 +211,7 @@ def episode_view(
         "end_t": seconds(rec.end_ns, origin_ns),
         "frames": [frame_url(rec.id, i) for i in range(len(rec.frame_stamps_ns))],
         "frame_t": [seconds(s, origin_ns) for s in rec.frame_stamps_ns],
-        "trigger_frame": trigger_frame(rec),
+        "trigger_frame": trigger_frame_index(rec.frame_stamps_ns, rec.stamp_ns),
         "pose": {
             "valid": rec.pose_valid,
             "frame": pose.frame_id,
@@ -249,7 +247,7 @@ def hit_views(hits: Sequence[RetrievalHit], origin_ns: int | None) -> list[dict[
                 "surprise": rec.surprise,
                 "position": list(rec.pose.position) if rec.pose_valid else None,
                 "frame": rec.pose.frame_id if rec.pose_valid else None,
-                "thumbnail": frame_url(rec.id, trigger_frame(rec)),
+                "thumbnail": thumbnail_url(rec),
             }
         )
     return out

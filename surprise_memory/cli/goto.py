@@ -12,8 +12,10 @@ Two ways, one output:
 has an id (printed); ``--wait`` follows it to its outcome with a progress line (Nav2's
 distance remaining), ``--status [ID]`` and ``--cancel [ID]`` ask the memory node about its
 goal by id, or the current one. The exit status is 0 when the goal was accepted (with
-``--wait``: succeeded), 1 otherwise (refused, rejected, pending, aborted, ...). rclpy is
-imported only when the command talks to ROS, so the core stays ROS-free.
+``--wait``: succeeded), 1 otherwise (refused, rejected, pending, aborted, ...); for
+``--cancel``, 0 only when the navigator confirmed the cancel (with ``--wait``: the goal
+ended cancelled). rclpy is imported only when the command talks to ROS, so the core stays
+ROS-free.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +37,8 @@ from surprise_memory.cli.options import add_config_options, add_time_place_optio
 from surprise_memory.cli.store import _store_origin
 from surprise_memory.config import NavigationConfig
 from surprise_memory.errors import InputError
-from surprise_memory.memory.navigation import (
-    GoalQuery,
-    GoalRefusedError,
-    check_session,
-    choose_episode,
-    goal_from_episode,
-)
-from surprise_memory.memory.navigation_goals import GoalStatus
+from surprise_memory.memory.navigation import GoalQuery, GoalRefusedError, choose_episode, plan_goal
+from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.query_embedder import store_query_embedder
 from surprise_memory.memory.retrieval import parse_point
@@ -106,7 +102,9 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         nargs="?",
         const="",
         metavar="GOAL_ID",
-        help="cancel the memory node's goal by id (default: the current one)",
+        help="cancel the memory node's goal by id (default: the current one); exit 0 only "
+        "when the navigator confirms it; with --wait, follow the goal to its end (exit 0 if "
+        "it ended cancelled)",
     )
     g.add_argument("--json", action="store_true", help="print JSON")
     g.add_argument(
@@ -146,16 +144,17 @@ def _exit_status(result: NavigationResult, final: GoalStatus | None) -> int:
     return 0 if not result.sent_via or result.state in ("running", "sent") else 1
 
 
-def _follow(status_of: Any, first: GoalStatus, as_json: bool) -> GoalStatus:
+def _follow(status_of: Any, first: GoalStatus, as_json: bool, shown: str = "") -> GoalStatus:
     """Ask for the goal's status until it ends; a progress line whenever it changes.
 
     Args:
         status_of: goal id -> :class:`GoalStatus` (the node's service, or this process's).
         first: The goal as sent.
         as_json: No progress lines (the final status goes into the JSON).
+        shown: The progress line printed already (not printed again).
 
     """
-    status, shown = first, ""
+    status = first
     while True:
         line = status.progress_line()
         if line != shown and not as_json:
@@ -183,14 +182,7 @@ def _status_or_cancel(args: argparse.Namespace) -> int:
         client = GoToEpisodeClient(node, args.service, timeout=args.timeout)
         try:
             if args.cancel is not None:
-                stopped, status = client.stop_navigation(args.cancel)
-                out = {"cancelled": stopped, **status_json(status)}
-                if args.json:
-                    print(json.dumps(out, indent=2))
-                else:
-                    head = "cancelled: " if stopped else "not cancelled: "
-                    print(head + status.progress_line())
-                return 0 if stopped else 1
+                return _cancel(client, args)
             status = client.navigation_status(args.status)
             if args.wait:
                 status = _follow(client.navigation_status, status, args.json)
@@ -201,6 +193,26 @@ def _status_or_cancel(args: argparse.Namespace) -> int:
             return 0 if status.state != "unknown" else 1
         finally:
             client.destroy()
+
+
+def _cancel(client: Any, args: argparse.Namespace) -> int:
+    """``--cancel [ID]``: 0 only where the navigator confirmed it (or the goal had ended).
+
+    With ``--wait``, a goal that still runs is followed to its end: 0 if it ended
+    cancelled, 1 otherwise (a refused cancel, then the goal's success, say).
+    """
+    stopped, status = client.stop_navigation(args.cancel)
+    head = cancel_line(stopped, status)
+    if not args.json:
+        print(head, flush=True)
+    code = 0 if stopped else 1
+    if args.wait and not status.done:
+        shown = status.progress_line()  # in the head
+        status = _follow(client.navigation_status, status, args.json, shown)
+        code = 0 if status.state in CANCELLED_STATES else 1
+    if args.json:
+        print(json.dumps({"cancelled": stopped, "cancel": head, **status_json(status)}, indent=2))
+    return code
 
 
 @contextmanager
@@ -243,37 +255,37 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
         query = _query(args, origin, embedding, model)
         own, now = host_robot_id(), time.time_ns()
         episode, _ = choose_episode(store, query, own, now)  # a store opened here is whole
-    frame = episode.pose.frame_id
-    session, fixed = host_session_id(), config.fixed_frame_names
-    if episode.pose_valid and frame:  # before tf: no wait for a refusal
-        check_session(episode, session, fixed, config.navigation_frame)
-    needs_tf = episode.pose_valid and bool(frame) and frame != config.navigation_frame
-    with _ros_node() if needs_tf or not args.dry_run else nullcontext() as node:
-        transform, note = None, ""
-        if needs_tf:
+    with ExitStack() as stack:
+        nodes: list[Any] = []  # a ROS node of this process, opened when first needed
+
+        def node() -> Any:
+            if not nodes:
+                nodes.append(stack.enter_context(_ros_node()))
+            return nodes[0]
+
+        def transform_of(frame: str, stamp_ns: int) -> tuple[Any, str]:
             from surprise_memory.nodes.tf_lookup import TransformLookup
 
-            with TransformLookup(node) as tf:
-                transform, note = tf.lookup(
-                    config.navigation_frame, frame, episode.stamp_ns, config.goal_timeout_seconds
+            with TransformLookup(node()) as tf:
+                return tf.lookup(
+                    config.navigation_frame, frame, stamp_ns, config.goal_timeout_seconds
                 )
-        goal = goal_from_episode(
+
+        goal = plan_goal(
             episode,
             config.navigation_frame,
-            transform=transform,
-            standoff_m=config.goal_standoff_meters,
             own_robot=own,
-            allow_other_robots=args.allow_other_robots,
             now_ns=now,
-            note=note,
-            session_id=session,
-            fixed_frames=fixed,
+            session_id=host_session_id(),
+            fixed_frames=config.fixed_frame_names,
+            standoff_m=config.goal_standoff_meters,
+            allow_other_robots=args.allow_other_robots,
+            transform_of=transform_of,
         )
         if args.dry_run:
-            result = _result(goal, None)
-            _print(result, args.json)
+            _print(_result(goal, None), args.json)
             return 0
-        return _send(node, goal, config, args)
+        return _send(node(), goal, config, args)
 
 
 def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespace) -> int:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from surprise_memory.config import EpisodeConfig
 from surprise_memory.errors import ConfigError, InputError
@@ -30,6 +32,7 @@ __all__ = [
     "HeldFrame",
     "downscale",
     "select_episode_frames",
+    "trigger_frame_index",
 ]
 
 HeldFrame = Frame | CompressedFrame
@@ -176,6 +179,29 @@ class FrameHistory:
         return [self._frames[i] for i in range(lo, hi)]
 
 
+def trigger_frame_index(
+    frame_stamps_ns: Sequence[int] | npt.NDArray[np.int64], trigger_ns: int
+) -> int:
+    """The index of an episode's trigger frame: its stamp is nearest the trigger stamp.
+
+    The one rule for an episode's picture, wherever one frame stands for it (the browser's
+    cards, the display's preview, the report, the export): the assembler always keeps this
+    frame (:func:`select_episode_frames`), and it is the frame that surprised.
+
+    Args:
+        frame_stamps_ns: The episode's frame stamps, int ns, in order.
+        trigger_ns: Its trigger stamp, int ns.
+
+    Returns:
+        The index (the earlier of two equally near; 0 for an episode without frames).
+
+    """
+    if len(frame_stamps_ns) == 0:
+        return 0
+    stamps = np.asarray(frame_stamps_ns, dtype=np.int64)
+    return int(np.argmin(np.abs(stamps - trigger_ns)))
+
+
 def select_episode_frames(
     candidates: list[HeldFrame], trigger_ns: int, count: int
 ) -> list[HeldFrame]:
@@ -198,7 +224,7 @@ def select_episode_frames(
         i = int(np.argmin(dist))
         chosen.append(i)
         free[i] = False
-    trigger_index = int(np.argmin(np.abs(stamps - trigger_ns)))
+    trigger_index = trigger_frame_index(stamps, trigger_ns)
     if trigger_index not in chosen:
         nearest = min(chosen, key=lambda i: abs(int(stamps[i]) - trigger_ns))
         chosen[chosen.index(nearest)] = trigger_index

@@ -6,6 +6,9 @@
 * :func:`goal_from_episode`: the goal pose: the episode's stored pose, in the navigation
   frame (given the transform where the frames differ), optionally a stand-off short of
   it along the heading the robot had then, facing the same way.
+* :func:`plan_goal`: a chosen episode's goal, the session checked before any transform is
+  looked up: what the memory node's ``go_to_episode``, ``surprise-memory goto`` and the
+  demo call.
 
 A goal is refused (:class:`GoalRefusedError`, an :class:`~surprise_memory.errors.InputError`)
 rather than made wrong: no valid pose, another robot's episode unless asked, a time that
@@ -17,7 +20,7 @@ navigation frame. ROS-free: the nodes look the transform up with tf and send the
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +42,7 @@ __all__ = [
     "check_session",
     "choose_episode",
     "goal_from_episode",
+    "plan_goal",
     "standoff_pose",
 ]
 
@@ -312,6 +316,72 @@ def check_session(
         f"and was stored {when}, not this one ({session_id}): its place is unknown today; "
         f"it needs a pose in {navigation_frame!r} (store episodes in the map frame, "
         f"fixed_frames: {', '.join(fixed_frames) or 'none'})"
+    )
+
+
+TransformOf = Callable[[str, int], tuple[Pose | None, str]]
+"""``(frame, stamp_ns) -> (navigation_frame <- frame, note)``: a transform lookup (tf)."""
+
+
+def plan_goal(
+    episode: EpisodeRecord,
+    navigation_frame: str,
+    *,
+    own_robot: str,
+    now_ns: int,
+    session_id: str,
+    fixed_frames: Sequence[str],
+    standoff_m: float,
+    allow_other_robots: bool = False,
+    transform_of: TransformOf | None = None,
+    chosen: str = "",
+) -> NavigationGoal:
+    """The goal for a chosen episode (:func:`choose_episode`), or a refusal.
+
+    A pose in a frame of another session is refused before any transform is looked up
+    (a refusal needs no wait for tf); then :func:`goal_from_episode`.
+
+    Args:
+        episode: The episode.
+        navigation_frame: The goal's frame.
+        own_robot: The asking robot's id.
+        now_ns: The robot's current time, int ns.
+        session_id: This session (:func:`~surprise_memory.memory.store.records.host_session_id`).
+        fixed_frames: Frames whose origin is the same in every session.
+        standoff_m: Stop this many metres short.
+        allow_other_robots: Whether another robot's episode may be the goal.
+        transform_of: Looks the transform of the episode's frame up, called only where
+            that frame is not ``navigation_frame``; None = no lookup (such an episode is
+            refused, as :func:`goal_from_episode` says).
+        chosen: Why the episode was chosen from a partial answer (``choose_episode``'s
+            second value); said in the goal's note.
+
+    Returns:
+        The goal.
+
+    Raises:
+        GoalRefusedError: As :func:`check_session` and :func:`goal_from_episode` refuse.
+
+    """
+    frame = episode.pose.frame_id
+    transform, note = None, ""
+    if episode.pose_valid and frame:
+        check_session(episode, session_id, fixed_frames, navigation_frame)
+        if frame != navigation_frame and transform_of is not None:
+            transform, note = transform_of(frame, episode.stamp_ns)
+    if chosen:
+        note = "; ".join(filter(None, [note, f"the best of a partial answer: {chosen}"]))
+    return goal_from_episode(
+        episode,
+        navigation_frame,
+        transform=transform,
+        standoff_m=standoff_m,
+        own_robot=own_robot,
+        allow_other_robots=allow_other_robots,
+        now_ns=now_ns,
+        note=note,
+        session_id=session_id,
+        fixed_frames=fixed_frames,
     )
 
 

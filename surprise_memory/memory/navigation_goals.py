@@ -5,6 +5,8 @@
 * :class:`GoalBook`: the last goals of a node (bounded), thread-safe; the newest is the
   current one. When a new goal is taken, the earlier ones that may still run are marked
   ``preempted`` by its id: the earlier caller's answer to "what became of my goal".
+* :func:`cancel_line`: what a cancel came to, in one line: "cancelled" only where the
+  navigator confirmed it.
 
 The states (:data:`GOAL_STATES`): a goal is ``pending`` from the moment it is sent until the
 navigator answers; ``running`` once accepted (the action) or ``sent`` once acknowledged on
@@ -29,7 +31,15 @@ from dataclasses import dataclass
 
 from surprise_memory.memory.pose import Pose
 
-__all__ = ["ACTIVE_STATES", "FINAL_STATES", "GOAL_STATES", "GoalBook", "GoalStatus"]
+__all__ = [
+    "ACTIVE_STATES",
+    "CANCELLED_STATES",
+    "FINAL_STATES",
+    "GOAL_STATES",
+    "GoalBook",
+    "GoalStatus",
+    "cancel_line",
+]
 
 ACTIVE_STATES = ("pending", "running", "sent")
 """States in which a goal of ours may still run (or, on the topic, be followed)."""
@@ -47,6 +57,9 @@ FINAL_STATES = (
 
 GOAL_STATES = ACTIVE_STATES + FINAL_STATES
 
+CANCELLED_STATES = ("canceled", "cancelled_after_late_acceptance")
+"""Final states that a cancel of ours, confirmed by the navigator, ended in."""
+
 
 @dataclass(frozen=True)
 class GoalStatus:
@@ -58,7 +71,8 @@ class GoalStatus:
         sent_via: ``action /navigate_to_pose`` or ``topic /goal_pose``.
         state: One of :data:`GOAL_STATES`.
         preempted_by: The goal that took its place (state ``preempted``), else "".
-        message: One line: the state and what the caller may do.
+        message: One line: what the state does not say (the navigator's answer, what the
+            caller may do); "" = nothing more.
         distance_remaining_m: Metres to go, from the navigator's feedback (NaN = none yet).
         eta_s: The navigator's estimate of the time left, seconds (NaN = none yet).
         navigation_time_s: Time navigating so far, seconds (NaN = none yet).
@@ -145,7 +159,7 @@ class GoalBook:
                     status,
                     state="preempted",
                     preempted_by=goal_id,
-                    message=f"preempted by {goal_id}",
+                    message="",  # the state and preempted_by say it all
                 )
             if earlier:
                 self._changed.notify_all()
@@ -207,3 +221,29 @@ class GoalBook:
             for status in self._goals.values():
                 out[status.state] = out.get(status.state, 0) + 1
             return out
+
+
+def cancel_line(confirmed: bool, status: GoalStatus) -> str:
+    """What a cancel came to, in one line (the node's answer and ``goto --cancel``).
+
+    Args:
+        confirmed: Whether the navigator confirmed the cancel (or the goal had ended).
+        status: The goal after the cancel; while it runs, its message says what the
+            navigator said (refused, not answered in time, ...).
+
+    Returns:
+        ``cancelled: <progress line>`` only for a goal the navigator cancelled; ``cancel
+        accepted by the navigator, not ended yet: ...``; ``nothing to cancel: ...`` (it had
+        ended); or ``not cancelled (<why>): <progress line>``, whose state says whether
+        the goal still runs.
+
+    """
+    line = status.progress_line()
+    if status.state in CANCELLED_STATES:
+        return f"cancelled: {line}"
+    if status.done:  # its message is in the line already
+        return f"{'nothing to cancel' if confirmed else 'not cancelled'}: {line}"
+    if confirmed:
+        return f"cancel accepted by the navigator, not ended yet: {line}"
+    why = f" ({status.message})" if status.message else ""
+    return f"not cancelled{why}: {line}"

@@ -7,6 +7,9 @@ query on a store made with random weights (the demo's), the same random initiali
 (the seed is part of the name), so image queries still rank by the store's own features.
 A text query on random weights is refused: its ranking would be noise. The command line
 (``surprise-memory query``) and the memory browser (``surprise-memory serve``) use it.
+:func:`canonical_model_name` is the rule by which a caller's model name is read (DAAAM's
+``PE-Core-L14-336`` is open_clip's ``PE-Core-L-14-336``): the agent tool, its ROS client
+and the memory node's ``retrieve_episodes`` all apply it.
 """
 
 from __future__ import annotations
@@ -20,9 +23,22 @@ if TYPE_CHECKING:
     from surprise_memory.memory.store.interface import EpisodeStoreBackend
     from surprise_memory.perception.encoders import ImageTextEmbedder
 
-__all__ = ["check_text_queries", "store_query_embedder"]
+__all__ = ["canonical_model_name", "check_text_queries", "store_query_embedder"]
 
 _SEED_RE = re.compile(r"seed (\d+)")
+# open_clip spells PE-Core "PE-Core-L-14-336"; DAAAM's configs (and Meta's PE repository)
+# "PE-Core-L14-336": the same model, so one is accepted for the other
+_PE_ALIAS = re.compile(r"^PE-Core-([A-Za-z]+)(\d+)-(\d+)$")
+
+
+def canonical_model_name(name: str) -> str:
+    """The open_clip spelling of a model name: ``PE-Core-L14-336`` -> ``PE-Core-L-14-336``.
+
+    Any suffix after ``:`` (the weights, as the store records them) is kept as it is.
+    """
+    model, sep, rest = name.partition(":")
+    model = _PE_ALIAS.sub(r"PE-Core-\1-\2-\3", model)
+    return model + sep + rest
 
 
 def check_text_queries(store: EpisodeStoreBackend) -> None:

@@ -11,8 +11,10 @@
   each stored episode, read again from the store, so an episode the disk budget evicted is
   gone from the next message whichever backend evicted it.
 * ``episode_preview/compressed`` (``sensor_msgs/CompressedImage``, the stored JPEGs as they
-  are; reliable, transient local, keep last 8): the frames of the newest episode, sent once
-  when it is stored, then replayed at ``episode_preview_fps`` while something subscribes
+  are; reliable, transient local, keep last 9): the frames of the newest episode, sent once
+  when it is stored and then its trigger's frame again (a display rests on the newest
+  image: the episode's picture, as in every view), then replayed from there at
+  ``episode_preview_fps`` while something subscribes
   (the topic name follows image_transport, so RViz's Image display and ``rqt_image_view``
   find it as the ``compressed`` transport of ``episode_preview``).
 
@@ -34,6 +36,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from surprise_memory.config import DisplayConfig
 from surprise_memory.errors import SurpriseMemoryError
 from surprise_memory.memory.episode_markers import EpisodeMarker, episode_marker, newest_episodes
+from surprise_memory.memory.episodes import trigger_frame_index
 from surprise_memory.memory.store import EpisodeRecord, EpisodeStoreBackend
 from surprise_memory.memory.store.records import resolve_robot_id
 from surprise_memory.nodes.clock import steady_clock
@@ -176,7 +179,10 @@ class EpisodeDisplay:
         frames = jpeg_msgs(jpegs, record.frame_stamps_ns, record.pose.frame_id)
         for frame in frames:
             self._preview_pub.publish(frame)
-        self._preview, self._next_frame = frames, 0
+        trigger = trigger_frame_index(record.frame_stamps_ns, record.stamp_ns)
+        if trigger < len(frames) - 1:  # a display shows the newest image: let it be this one
+            self._preview_pub.publish(frames[trigger])
+        self._preview, self._next_frame = frames, trigger + 1
 
     def _on_tick(self) -> None:
         """Replay the newest episode, one frame per tick, while something watches."""

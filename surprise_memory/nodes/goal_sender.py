@@ -28,7 +28,7 @@ from rclpy.duration import Duration
 from surprise_memory.config import NavigationConfig
 from surprise_memory.errors import ConfigError
 from surprise_memory.memory.navigation import GoalRefusedError
-from surprise_memory.memory.navigation_goals import GoalBook, GoalStatus
+from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalBook, GoalStatus
 from surprise_memory.memory.pose import Pose
 from surprise_memory.nodes.messages import pose_from_msg, pose_to_msg, time_to_ns
 from surprise_memory.nodes.qos import GOAL
@@ -45,9 +45,10 @@ _POLL_S = 0.02
 NAV2_ACTION_TYPE = "nav2_msgs/action/NavigateToPose"
 """Nav2's action type, the default of ``goal_action_type``."""
 
-# action_msgs/GoalStatus codes of a result, and CancelGoal's return codes
+# action_msgs/GoalStatus codes of a result, and CancelGoal's return codes (1, ERROR_REJECTED,
+# is a refusal, as is 0 with our goal left out of goals_canceling: see _cancel_verdict)
 _RESULT_STATES = {4: "succeeded", 5: "canceled", 6: "aborted"}
-_CANCEL_OK, _CANCEL_REJECTED, _CANCEL_UNKNOWN_GOAL, _CANCEL_TERMINATED = 0, 1, 2, 3
+_CANCEL_UNKNOWN_GOAL, _CANCEL_TERMINATED = 2, 3
 
 
 def action_type(name: str) -> Any:
@@ -66,6 +67,32 @@ def navigate_to_pose_action() -> Any:
 
 def _seconds(duration: Any) -> float:
     return float(duration.sec) + float(duration.nanosec) * 1e-9
+
+
+def _cancel_verdict(gid: str, future: Any) -> str:
+    """What the navigator said to our cancel of goal ``gid``: a key of :data:`_CANCEL_SAID`."""
+    response = future.result() if future.exception() is None else None
+    if response is None:
+        return "failed"
+    ours = uuid.UUID(gid).bytes
+    if any(bytes(g.goal_id.uuid) == ours for g in response.goals_canceling):
+        return "accepted"
+    code = int(response.return_code)
+    if code == _CANCEL_TERMINATED:
+        return "ended"
+    if code == _CANCEL_UNKNOWN_GOAL:
+        return "unknown goal"
+    return "refused"  # ERROR_REJECTED (rclcpp), or return code 0 without our goal (rclpy)
+
+
+_CANCEL_SAID = {
+    "accepted": "the navigator accepted the cancel",
+    "ended": "the navigator says the goal has ended (its result tells how)",
+    "unknown goal": "the navigator does not know the goal: not confirmed",
+    "refused": "the navigator refused the cancel",
+    "failed": "the cancel request failed: not confirmed",
+}
+"""The goal's message after the navigator answered a cancel, by :func:`_cancel_verdict`."""
 
 
 def goal_msg(node: Any, pose: Pose) -> PoseStamped:
@@ -290,23 +317,20 @@ class GoalSender:
         acknowledged = threading.Event()
 
         def on_cancel(future: Any) -> None:
-            response = future.result() if future.exception() is None else None
-            ours = response is not None and any(
-                bytes(g.goal_id.uuid) == uuid.UUID(gid).bytes for g in response.goals_canceling
+            if _cancel_verdict(gid, future) != "accepted":
+                return  # the timer below says what that means
+            acknowledged.set()
+            late = "accepted after the answer's timeout; cancelled at once, acknowledged"
+            now = self.book.get(gid)
+            if now is not None and now.state == "preempted":  # its caller knows that
+                self.book.update(gid, force=True, message=late)
+                return
+            self.book.update(
+                gid,
+                force=True,
+                state="cancelled_after_late_acceptance",
+                message=f"the navigator {late}",
             )
-            if response is not None and response.return_code == _CANCEL_OK and ours:
-                acknowledged.set()
-                late = "accepted after the answer's timeout; cancelled at once, acknowledged"
-                now = self.book.get(gid)
-                if now is not None and now.state == "preempted":  # its caller knows that
-                    self.book.update(gid, force=True, message=f"{now.message}; {late}")
-                    return
-                self.book.update(
-                    gid,
-                    force=True,
-                    state="cancelled_after_late_acceptance",
-                    message=f"the navigator {late}",
-                )
 
         handle.cancel_goal_async().add_done_callback(on_cancel)
 
@@ -360,9 +384,18 @@ class GoalSender:
     def cancel(self, goal_id: str, timeout_s: float) -> tuple[bool, GoalStatus]:
         """Cancel one of our goals: by id, or the current one ("").
 
+        A cancel counts only when the navigator says so for this goal: it is in the
+        answer's ``goals_canceling``, or its result comes back CANCELED. rclcpp's server
+        (Nav2) refuses with ``ERROR_REJECTED``; rclpy's leaves the goal out of
+        ``goals_canceling`` with return code 0: both are a refusal. Otherwise the goal's
+        message says what the navigator said (refused, no answer within ``timeout_s``, an
+        unknown goal) and its state stays what the navigator reports; an answer that comes
+        after ``timeout_s`` still updates the message.
+
         Returns:
-            Whether the navigator acknowledged the cancel (or the goal had finished), and
-            the goal's status after it (waited for up to ``timeout_s``).
+            Whether the navigator confirmed the cancel (or the goal had ended: nothing
+            runs), and the goal's status after it (its result waited for up to
+            ``timeout_s`` once the cancel is confirmed).
 
         Raises:
             GoalRefusedError: No goal of ours has that id (or none is current); a goal on
@@ -387,27 +420,37 @@ class GoalSender:
                 self._waiting[gid] = "late"  # not answered yet: cancelled once accepted
         if handle is None:
             now = self.book.update(
-                gid, message="cancel asked before the navigator answered: cancelled when it does"
+                gid,
+                message="cancel asked before the navigator answered the goal: not confirmed; "
+                "cancelled when it accepts",
             )
             assert now is not None
             return False, now
-        done = threading.Event()
-        future = handle.cancel_goal_async()
-        future.add_done_callback(lambda _: done.set())
-        if not done.wait(timeout_s) or future.exception() is not None:
-            now = self.book.update(
-                gid, message=f"the navigator did not acknowledge the cancel within {timeout_s:g} s"
-            )
-            assert now is not None
-            return False, now
-        code = int(future.result().return_code)
-        if code == _CANCEL_REJECTED:
-            now = self.book.update(gid, message="the navigator refused to cancel it")
-            assert now is not None
-            return False, now
-        final = self.book.wait(gid, timeout_s)  # the result follows the acknowledgement
-        now = final if final is not None else status
-        return True, now
+        answered = threading.Event()
+        verdicts: list[str] = []
+
+        def on_answer(future: Any) -> None:
+            verdict = _cancel_verdict(gid, future)
+            with self._lock:  # one message: the answer's, or the caller's "no answer"
+                verdicts.append(verdict)
+                self.book.update(gid, message=_CANCEL_SAID[verdict])
+            answered.set()
+
+        handle.cancel_goal_async().add_done_callback(on_answer)
+        answered.wait(timeout_s)
+        with self._lock:
+            verdict = verdicts[0] if verdicts else ""
+            if not verdict:
+                self.book.update(
+                    gid,
+                    message=f"the navigator did not answer the cancel within {timeout_s:g} s: "
+                    "not confirmed",
+                )
+        if verdict in ("accepted", "ended"):  # the result follows
+            self.book.wait(gid, timeout_s)
+        now = self.book.get(gid) or status  # (forgotten only after 64 newer goals)
+        confirmed = verdict == "accepted" or now.state in CANCELLED_STATES
+        return confirmed or (verdict == "ended" and now.done), now
 
     def destroy(self) -> None:
         """Remove the action client (its entities are not in the node's lists)."""

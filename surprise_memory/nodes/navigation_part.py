@@ -24,11 +24,11 @@ from surprise_memory.memory.navigation import (
     GoalQuery,
     GoalRefusedError,
     NavigationGoal,
-    check_session,
     choose_episode,
-    goal_from_episode,
+    plan_goal,
 )
-from surprise_memory.memory.navigation_goals import GoalStatus
+from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
+from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store import EpisodeStoreBackend
 from surprise_memory.memory.store.records import host_session_id, resolve_robot_id
 from surprise_memory.nodes.diagnostics import NodeStats
@@ -233,12 +233,13 @@ class NavigationPart:
             return response
         response.success = ok
         response.status = goal_status_to_msg(status)
-        response.message = ("cancel acknowledged: " if ok else "not cancelled: ") + (
-            status.progress_line()
-        )
+        response.message = cancel_line(ok, status)
+        if ok and (status.state in CANCELLED_STATES or not status.done):
+            self._stats.count("goals_cancelled")  # (not one that had ended before)
         if ok:
-            self._stats.count("goals_cancelled")
-        self._node.get_logger().info(f"cancel_navigation: {response.message}")
+            self._node.get_logger().info(f"cancel_navigation: {response.message}")
+        else:  # the navigator refused or did not confirm: the robot may drive on
+            self._node.get_logger().warning(f"cancel_navigation: {response.message}")
         return response
 
     def _goal(
@@ -258,30 +259,24 @@ class NavigationPart:
         now = self._node.get_clock().now().nanoseconds
         episode, partial = choose_episode(self._store, query, self._own_robot, now)
         response.episode = episode_to_msg(episode)
-        transform, note = None, ""
-        frame = episode.pose.frame_id
-        fixed = config.fixed_frame_names
-        if episode.pose_valid and frame:  # before tf: no wait for a refusal
-            check_session(episode, self._session, fixed, config.navigation_frame)
-        if episode.pose_valid and frame and frame != config.navigation_frame:
+
+        def transform_of(frame: str, stamp_ns: int) -> tuple[Pose | None, str]:
             with TransformLookup(self._node) as tf:  # tf heard only while needed
-                transform, note = tf.lookup(
-                    config.navigation_frame, frame, episode.stamp_ns, config.goal_timeout_seconds
+                return tf.lookup(
+                    config.navigation_frame, frame, stamp_ns, config.goal_timeout_seconds
                 )
-        if partial:
-            note = "; ".join(filter(None, [note, f"the best of a partial answer: {partial}"]))
-        standoff = config.goal_standoff_meters if request.standoff < 0 else request.standoff
-        return goal_from_episode(
+
+        return plan_goal(
             episode,
             config.navigation_frame,
-            transform=transform,
-            standoff_m=standoff,
             own_robot=self._own_robot,
-            allow_other_robots=request.allow_other_robots,
             now_ns=now,
-            note=note,
             session_id=self._session,
-            fixed_frames=fixed,
+            fixed_frames=config.fixed_frame_names,
+            standoff_m=config.goal_standoff_meters if request.standoff < 0 else request.standoff,
+            allow_other_robots=request.allow_other_robots,
+            transform_of=transform_of,
+            chosen=partial,
         )
 
 

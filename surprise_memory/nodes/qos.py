@@ -77,9 +77,9 @@ MARKERS = QoSProfile(
 """Episode markers: every message replaces the display's whole set (it starts with a
 DELETEALL), so keeping the last one is enough for a display that joins late."""
 
-PREVIEW_DEPTH = 8
-"""Preview frames a late subscriber receives: one episode at the default 8 frames (a few
-hundred KB of JPEGs held by the publisher)."""
+PREVIEW_DEPTH = 9
+"""Preview frames a late subscriber receives: one episode at the default 8 frames and its
+trigger's frame again, the last (a few hundred KB of JPEGs held by the publisher)."""
 
 PREVIEW = QoSProfile(
     depth=PREVIEW_DEPTH,

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
-from surprise_memory.agents.tool import canonical_model_name
 from surprise_memory.errors import InputError, SurpriseMemoryError
+from surprise_memory.memory.query_embedder import canonical_model_name
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeStoreBackend, RetrievalHit, partial_of
 from surprise_memory.nodes.diagnostics import NodeStats

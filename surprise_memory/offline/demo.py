@@ -345,11 +345,7 @@ def _run(args: argparse.Namespace) -> int:
         goto = ["--dry-run", "--navigation-frame", "odom", "--fixed-frames", "odom"]
         shown = " ".join(goto)
         print(f'   goto by text: surprise-memory goto "{text}" --store {store_dir} {shown}')
-        from surprise_memory.cli import main as cli_main
-
-        code = cli_main(["goto", text, "--store", str(store_dir), *goto])
-        if code:
-            print(f"   goto exited with {code}")
+        _goto_dry_run(store_dir, text, pipeline.embedder, origin)
 
     html_path, png_path = write_report(store_dir, answers=answers)
     print(f"5. report: {html_path}  (curve {png_path})")
@@ -366,6 +362,43 @@ def _run(args: argparse.Namespace) -> int:
     if untrained:
         print("REMINDER: random weights were used; see the banner above.")
     return 0
+
+
+def _goto_dry_run(store_dir: Path, text: str, embedder: Any, origin: int) -> None:
+    """What ``goto TEXT --store DIR --dry-run`` in the recording's ``odom`` does, printed.
+
+    The same core calls as the command (the episode chosen by the text, the session
+    checked, the goal made); ``odom`` is the recording's own frame, fixed for this dry run.
+    """
+    from surprise_memory.config import NavigationConfig
+    from surprise_memory.memory.navigation import GoalQuery, choose_episode, plan_goal
+    from surprise_memory.memory.store import EpisodeStore
+    from surprise_memory.memory.store.records import host_robot_id, host_session_id
+
+    standoff = NavigationConfig().goal_standoff_meters
+    query = GoalQuery(embedding=embedder.embed_text([text])[0], embedder_model=embedder.model_name)
+    own, now = host_robot_id(), time.time_ns()
+    try:
+        with EpisodeStore(store_dir, read_only=True) as store:
+            episode, _ = choose_episode(store, query, own, now)  # its own folder: whole
+        goal = plan_goal(
+            episode,
+            "odom",
+            own_robot=own,
+            now_ns=now,
+            session_id=host_session_id(),
+            fixed_frames=("odom",),
+            standoff_m=standoff,
+        )
+    except SurpriseMemoryError as exc:
+        print(f"   goto: no goal: {exc}")
+        return
+    x, y, z = goal.pose.position
+    short = f", {standoff:g} m short" if standoff else ""
+    print(
+        f"   episode {episode.id} (t = {ns_to_seconds(episode.stamp_ns - origin):.1f} s): goal "
+        f"({x:.2f}, {y:.2f}, {z:.2f}) in {goal.pose.frame_id}{short}; dry run, not sent"
+    )
 
 
 def _print_hits(hits: list[Any], origin: int) -> None:

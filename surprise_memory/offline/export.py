@@ -16,7 +16,8 @@ without this package. Each message is logged at its own stamp:
   s(t) and tau over the episode's window (from ``scores.csv`` beside a processed store),
   else at the trigger only;
 * ``/surprise_memory/episode_info`` (``diagnostic_msgs/msg/DiagnosticArray``): at the
-  trigger, the episode's id, robot, models, scores and snapshot notes.
+  trigger, the episode's id, robot, models, scores, snapshot notes and its picture
+  (``trigger_frame``: the index and stamp of the trigger's frame, the rule of every view).
 
 The frame and marker topics are the live memory node's, so one Foxglove layout
 (``config/foxglove_layout.json``) shows the robot live and an exported file alike.
@@ -38,6 +39,7 @@ import numpy.typing as npt
 
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.episode_markers import EpisodeMarker, episode_marker
+from surprise_memory.memory.episodes import trigger_frame_index
 from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.records import EpisodeRecord
 from surprise_memory.stamps import NS_PER_SECOND
@@ -297,6 +299,7 @@ class _Messages:
     def info(self, rec: EpisodeRecord, notes: Sequence[SnapshotNote], origin_ns: int | None) -> Any:
         t = self._t
         kv = t["diagnostic_msgs/msg/KeyValue"]
+        trigger = trigger_frame_index(rec.frame_stamps_ns, rec.stamp_ns)  # its picture
         values = {
             "id": rec.id,
             "robot_id": rec.robot_id,
@@ -309,6 +312,10 @@ class _Messages:
             "embedder_model": rec.embedder_model,
             "embedder_pretrained": str(rec.embedder_pretrained).lower(),
             "frames": str(len(rec.frame_stamps_ns)),
+            "trigger_frame": str(trigger),
+            "trigger_frame_stamp_ns": str(rec.frame_stamps_ns[trigger])
+            if rec.frame_stamps_ns
+            else "",
             "pose_frame": rec.pose.frame_id if rec.pose_valid else "",
             "snapshots": json.dumps([n.as_dict() for n in notes]),
         }

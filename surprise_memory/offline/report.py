@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import StoreError
+from surprise_memory.memory.episodes import trigger_frame_index
 from surprise_memory.offline.run_record import RUN_RECORD, SCORES_CSV, load_run_record, read_scores
 from surprise_memory.stamps import NS_PER_SECOND, ns_to_seconds
 
@@ -56,6 +57,7 @@ table.kv td, table.kv th { border: 1px solid #ddd; padding: 3px 8px; text-align:
 .frames { display: flex; flex-wrap: wrap; gap: 4px; }
 .frames figure { margin: 0; font-size: 11px; color: #555; text-align: center; }
 img.thumb { width: 144px; height: auto; display: block; border: 1px solid #999; }
+figure.trigger img.thumb { outline: 3px solid #c62828; outline-offset: -3px; }
 .muted { color: #777; }
 code { font-size: 12px; }
 """
@@ -363,7 +365,8 @@ def render_html(
             f'<span class="muted">{html.escape(rec.id)}</span>'
         )
         figures = []
-        for path, stamp in zip(rec.frame_files(), rec.frame_stamps_ns, strict=True):
+        trigger = trigger_frame_index(rec.frame_stamps_ns, rec.stamp_ns)
+        for i, (path, stamp) in enumerate(zip(rec.frame_files(), rec.frame_stamps_ns, strict=True)):
             data = _thumbnail(path)
             img = (
                 f'<img class="thumb" alt="frame" src="data:image/jpeg;base64,{data}">'
@@ -371,7 +374,13 @@ def render_html(
                 else '<span class="muted">(missing)</span>'
             )
             caption = f"{ns_to_seconds(stamp - origin):.2f} s"
-            figures.append(f"<figure>{img}<figcaption>{caption}</figcaption></figure>")
+            if i == trigger:  # the episode's picture, as in every view
+                caption = f"<b>{caption}, trigger</b>"
+                figures.append(
+                    f'<figure class="trigger">{img}<figcaption>{caption}</figcaption></figure>'
+                )
+            else:
+                figures.append(f"<figure>{img}<figcaption>{caption}</figcaption></figure>")
         parts.append(
             f'<div class="episode" id="episode-{n}"><div class="meta">{meta}</div>'
             f'<div class="frames">{"".join(figures)}</div></div>'

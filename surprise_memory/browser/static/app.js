@@ -474,7 +474,7 @@
     latest.forEach((e) => {
       const div = card({
         id: e.id, t: e.t, surprise: e.surprise, robot_id: e.robot, score: null, distance_m: null,
-        thumbnail: `/api/episodes/${encodeURIComponent(e.id)}/frames/0`,
+        thumbnail: `/api/episodes/${encodeURIComponent(e.id)}/thumbnail`,  // the trigger's frame
       }, false);
       if (state.fresh.has(e.id)) div.classList.add("new");
       box.append(div);

@@ -371,7 +371,9 @@ class FleetStore(StoreFront):
 
     def close(self) -> None:
         """Stop the sender (the backlog stays for the next start), close everything."""
-        self._sender.close(timeout=4 * self._config.store_timeout_seconds)
+        # a call in progress is bounded by the timeout; past it the thread is left (a daemon):
+        # whatever it was sending is still waiting in the ledger, and a resend is a no-op
+        self._sender.close(timeout=self._config.store_timeout_seconds)
         with self._query_lock:
             if self._query_store is not None:
                 self._query_store.close()
