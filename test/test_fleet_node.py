@@ -67,13 +67,16 @@ class _Seen:
     name: str
     episodes: list[Episode] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)  # receive times (monotonic)
+    # (received, monotonic; level; message; key-values)
     statuses: list[tuple[float, int, str, dict[str, str]]] = field(default_factory=list)
+    published: list[float] = field(default_factory=list)  # each status's own stamp, s
 
     def on_diag(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
             if self.name in status.name:
                 values = {kv.key: kv.value for kv in status.values}
                 self.statuses.append((time.monotonic(), status.level[0], status.message, values))
+                self.published.append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
 
     def counter(self, key: str) -> int:
         return int(self.statuses[-1][3].get(key, "0")) if self.statuses else 0
@@ -215,13 +218,20 @@ def _outage(robot: _Robot, link: LinkProxy) -> None:
     assert warned and warned[0] - fault_at <= 5.0, seen.statuses[-3:]
     during = [msg for t, _, msg, _ in seen.statuses if fault_at <= t <= ended]
     assert not any(blame in msg for msg in during for blame in _BLAMES), during
-    # /diagnostics kept its period (1 s); the camera path took in what it took before
-    times = [t for t, *_ in seen.statuses if fault_at <= t <= ended]
-    assert len(times) >= FAULT_S - 2 and max(np.diff(times)) < 2.5, np.diff(times)
+    # /diagnostics kept its period (1 s), as the node stamped them (this process, busy with
+    # the retrieval meanwhile, may take several in a burst); the camera path took in what it
+    # took before
+    during_stamps = [
+        stamp
+        for (t, *_), stamp in zip(seen.statuses, seen.published, strict=True)
+        if fault_at <= t <= ended
+    ]
+    gaps = np.diff(during_stamps)
+    assert len(during_stamps) >= FAULT_S - 2 and max(gaps) < 2.5, gaps
     assert robot.delivered_share(fault_at, ended) >= 0.95 * before
     # a retrieval answered within its timeout, from the robot's own episodes, marked partial
     assert took < 8.0 and "fleet unreachable" in answer.partial, (took, answer.partial)
-    assert "fleet unreachable" in tool["partial"] and tool["count"] == 3, tool
+    assert "fleet unreachable" in tool["partial"] and tool["count"] == min(3, len(answer)), tool
     assert {e.id for e in answer} >= {e.id for e in seen.episodes[:1]}
 
 

@@ -81,6 +81,7 @@ def test_contract_fields() -> None:
         "scores": "sequence<float>",
         "interface_version": "uint32",
         "origin": "builtin_interfaces/Time",
+        "partial": "string",
     }
     assert RetrieveEpisodes.Request.INTERFACE_VERSION == 4
     assert FrameEmbedding.get_fields_and_field_types()["embedding"] == "sequence<float>"

@@ -84,7 +84,9 @@ class Backlog:
 class DeliveryLedger:
     """The sender's record of what the fleet store has, durable across kills.
 
-    Thread-safe: the episode writer appends, the sender marks, the diagnostics read.
+    Thread-safe: the episode writer appends, the sender marks, the diagnostics read. The
+    file and the state in memory have a lock each, so the diagnostics (on a node's
+    executor) never wait for a write's fsync.
 
     Args:
         folder: The local store's folder (the file goes beside its database).
@@ -96,7 +98,8 @@ class DeliveryLedger:
 
     def __init__(self, folder: Path) -> None:
         self._path = folder / LEDGER_NAME
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the in-memory state: held for microseconds
+        self._db_lock = threading.Lock()  # the file: held through a write and its fsync
         self._pending: OrderedDict[str, Pending] = OrderedDict()
         self._sent_ids: OrderedDict[str, int] = OrderedDict()  # delivered, still held: nbytes
         self._sent = self._not_sent = 0
@@ -211,7 +214,7 @@ class DeliveryLedger:
             StoreError: The read failed.
 
         """
-        with self._lock:
+        with self._db_lock:
             try:
                 rows = self._conn.execute(
                     "SELECT episode_id, note FROM outbox WHERE state = 'not_sent' "
@@ -236,13 +239,13 @@ class DeliveryLedger:
 
     def close(self) -> None:
         """Close the file (idempotent)."""
-        with self._lock:
+        with self._db_lock:
             self._conn.close()
 
     def _write(self, statement: str, rows: Sequence[tuple[object, ...]]) -> None:
         if not rows:
             return
-        with self._lock:
+        with self._db_lock:
             try:
                 with self._conn:
                     self._conn.execute("BEGIN")
