@@ -334,7 +334,7 @@ def measure(
         retrieve = store.retrieve
     else:  # today's exact path: every frame vector in RAM, loaded at open
         from surprise_memory.memory.store.catalog import Catalog
-        from surprise_memory.memory.store.folder import _take
+        from surprise_memory.memory.store.folder import _take, search_hits
         from surprise_memory.memory.store.schema import index_rows
 
         store = open_store(store_dir, read_only=True)
@@ -345,7 +345,7 @@ def measure(
 
         def exact(q: Any) -> list[Any]:
             found = catalog.index.search(q, q.max_results)
-            hits: list[Any] = folder.hits(found, include_images=False)
+            hits: list[Any] = search_hits(folder, found, include_images=False)
             return hits
 
         retrieve = exact

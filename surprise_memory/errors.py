@@ -13,6 +13,7 @@ __all__ = [
     "ModelLoadError",
     "ServiceTimeoutError",
     "StoreError",
+    "StoreUnreachableError",
     "SurpriseMemoryError",
 ]
 
@@ -35,6 +36,13 @@ class InputError(SurpriseMemoryError, ValueError):
 
 class StoreError(SurpriseMemoryError):
     """The episode store cannot be opened, read or written."""
+
+
+class StoreUnreachableError(StoreError):
+    """A remote store did not answer: refused, cut, or silent past its timeout.
+
+    The link or the server is down, not the request: the same call may succeed later.
+    """
 
 
 class ModelLoadError(SurpriseMemoryError):

@@ -237,7 +237,9 @@ def store(tmp_path: Path) -> Iterator[EpisodeStore]:
 
 
 def _pick(store: EpisodeStore, **fields: object) -> str:
-    return choose_episode(store, GoalQuery(**fields), "me", NOW).id  # type: ignore[arg-type]
+    episode, partial = choose_episode(store, GoalQuery(**fields), "me", NOW)  # type: ignore[arg-type]
+    assert partial == ""  # a folder store answers whole
+    return episode.id
 
 
 def test_choose_by_id_time_place_and_embedding(store: EpisodeStore) -> None:

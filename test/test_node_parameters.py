@@ -60,6 +60,9 @@ NEW_VALUES: dict[str, dict[str, Any]] = {
         "ann_min_frames": 4000,  # PostgreSQL only; the folder store keeps and reports them
         "ann_candidates": 100,
         "ann_ef_search": 100,
+        "store_timeout_seconds": 8.0,  # PostgreSQL only, as the three below
+        "fleet_local_max_bytes": 10**8,
+        "fleet_heartbeat_seconds": 2.0,
         "navigation_frame": "odom",
         "goal_standoff_meters": 1.0,
         "goal_timeout_seconds": 2.0,

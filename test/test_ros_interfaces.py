@@ -81,8 +81,9 @@ def test_contract_fields() -> None:
         "scores": "sequence<float>",
         "interface_version": "uint32",
         "origin": "builtin_interfaces/Time",
+        "partial": "string",
     }
-    assert RetrieveEpisodes.Request.INTERFACE_VERSION == 3
+    assert RetrieveEpisodes.Request.INTERFACE_VERSION == 4
     assert FrameEmbedding.get_fields_and_field_types()["embedding"] == "sequence<float>"
     assert {"score", "kl", "threshold", "header"} <= set(SurpriseScore.get_fields_and_field_types())
     assert {"pose", "pose_valid", "decided"} <= set(SurpriseEvent.get_fields_and_field_types())

@@ -97,6 +97,13 @@ def _extensions_and_versions(url: str) -> tuple[list[Any], list[Any]]:
         return ext.fetchall(), versions.fetchall()
 
 
+def _has_schema(url: str) -> bool:
+    try:
+        return _extensions_and_versions(url)[1] != []
+    except psycopg.errors.UndefinedTable:  # not created yet
+        return False
+
+
 def test_several_processes_open_a_new_store_at_the_same_instant(
     tmp_path: Path, pg_server: Any
 ) -> None:
@@ -139,13 +146,19 @@ def test_a_role_that_may_not_create_pgvector_is_told_so(pg_server: Any) -> None:
 def test_memory_nodes_configured_together_share_one_new_store(tmp_path: Path, pg_url: str) -> None:
     """Three memory nodes (three robots), unconfigured, then configured at the same instant
     through ``<node>/change_state``, as a robot's lifecycle manager does: the configure
-    opens the store first, so they meet at the database within milliseconds. (Three
+    starts each fleet sender, so they meet at the database within milliseconds. (Three
     openers hit the race less often than eight: before the fix this test passed in two
-    runs of two; the eight processes of the test above are the regression test.)"""
+    runs of two; the eight processes of the test above are the regression test.) The
+    configure itself does not wait for the server (a robot starts with its link down):
+    the test waits for the senders to have created the store."""
     params = sf.node_params(pg_url, None, autostart=False)
     names = [f"/boot_{i}" for i in range(3)]
     for i, ns in enumerate(names):
-        section = dict(params["/**/memory_node"]["ros__parameters"], robot_id=f"robot{i}")
+        section = dict(
+            params["/**/memory_node"]["ros__parameters"],
+            robot_id=f"robot{i}",
+            fleet_local_store=str(tmp_path / f"robot{i}"),  # each robot's own copy
+        )
         params[f"{ns}/memory_node"] = {"ros__parameters": section}
     del params["/**/memory_node"]
     path = tmp_path / "params.yaml"
@@ -171,6 +184,7 @@ def test_memory_nodes_configured_together_share_one_new_store(tmp_path: Path, pg
             futures = [client.call_async(request) for client in clients]
             assert spin_until(node, lambda: all(f.done() for f in futures), 150.0)
             assert [f.result().success for f in futures] == [True] * 3  # type: ignore[union-attr]
+            assert spin_until(node, lambda: _has_schema(pg_url), 60.0)
     finally:
         node.destroy_node()
         rclpy.shutdown()

@@ -41,12 +41,18 @@ from surprise_memory.errors import InputError, ServiceTimeoutError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.query_embedder import canonical_model_name
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store import EpisodeRecord, RetrievalHit, decode_jpeg
+from surprise_memory.memory.store import EpisodeRecord, RetrievalHit, RetrievalHits, decode_jpeg
 from surprise_memory.msg import Episode
 from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time, pose_from_msg, time_to_ns
 from surprise_memory.srv import RetrieveEpisodes
 
-__all__ = ["EpisodicMemoryClient", "RetrievedEpisode", "RosEpisodeRetriever", "ServiceCaller"]
+__all__ = [
+    "EpisodicMemoryClient",
+    "RetrievedEpisode",
+    "RetrievedEpisodes",
+    "RosEpisodeRetriever",
+    "ServiceCaller",
+]
 
 _Request = RetrieveEpisodes.Request
 _PRETRAINED_CODE = {
@@ -82,7 +88,7 @@ class RetrievedEpisode:
 
     @classmethod
     def from_msg(cls, msg: Episode, score: float) -> RetrievedEpisode:
-        """Convert a surprise_memory/Episode message (interface version 3)."""
+        """Convert a surprise_memory/Episode message (interface version 3 or later)."""
         return cls(
             id=msg.id,
             robot_id=msg.robot_id,
@@ -107,6 +113,21 @@ class RetrievedEpisode:
 
         """
         return [decode_jpeg(data, self.id) for data in self.jpegs]
+
+
+class RetrievedEpisodes(list[RetrievedEpisode]):
+    """The episodes of one answer, best first; :attr:`partial` says when it is partial.
+
+    Args:
+        episodes: The episodes.
+        partial: Empty when the answer covers the whole memory; else why it does not (a
+            node whose fleet store is unreachable answers from the robot's own episodes).
+
+    """
+
+    def __init__(self, episodes: Sequence[RetrievedEpisode] = (), partial: str = "") -> None:
+        super().__init__(episodes)
+        self.partial = partial
 
 
 def _check_type(name: str, value: Any, types: type | tuple[type, ...], what: str) -> None:
@@ -159,8 +180,8 @@ class EpisodicMemoryClient:
         timeout: float | None = None,
         near_frame: str | None = None,
         robot_id: str | None = None,
-    ) -> list[RetrievedEpisode]:
-        """Ask the memory node for episodes; best first.
+    ) -> RetrievedEpisodes:
+        """Ask the memory node for episodes; best first (``.partial`` says if partial).
 
         Args:
             text: Free-text query, embedded by the node.
@@ -220,10 +241,13 @@ class EpisodicMemoryClient:
         if not response.success:
             raise InputError(f"retrieve_episodes refused the request: {response.message}")
         self._origin_ns = time_to_ns(response.origin) or None
-        return [
-            RetrievedEpisode.from_msg(ep, score)
-            for ep, score in zip(response.episodes, response.scores, strict=True)
-        ]
+        return RetrievedEpisodes(
+            [
+                RetrievedEpisode.from_msg(ep, score)
+                for ep, score in zip(response.episodes, response.scores, strict=True)
+            ],
+            partial=response.partial,
+        )
 
     @staticmethod
     def _request(
@@ -418,7 +442,7 @@ class RosEpisodeRetriever:
             robot_id=query.robot_id,
         )
         ranked = query.embedding is not None or bool(text)
-        return [self._hit(ep, query, ranked) for ep in found]
+        return RetrievalHits([self._hit(ep, query, ranked) for ep in found], found.partial)
 
     @staticmethod
     def _hit(ep: RetrievedEpisode, query: RetrievalQuery, ranked: bool) -> RetrievalHit:

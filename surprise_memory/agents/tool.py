@@ -44,6 +44,7 @@ from surprise_memory.memory.store import (
     HasTimeOrigin,
     RetrievalHit,
     RetrievesByText,
+    partial_of,
 )
 from surprise_memory.stamps import NS_PER_SECOND, parse_time
 
@@ -293,7 +294,8 @@ class EpisodicMemoryTool(FunctionTool):
             **kwargs: The arguments of the schema (missing ones count as null).
 
         Returns:
-            ``{"episodes": [...], "count": n}`` (plus ``"_images"`` when asked and found),
+            ``{"episodes": [...], "count": n}`` (plus ``"_images"`` when asked and found,
+            and ``"partial"``, the reason, when the memory answered from part of itself),
             or ``{"error": message, "episodes": []}``.
 
         """
@@ -343,6 +345,7 @@ class EpisodicMemoryTool(FunctionTool):
             hits = self._retriever.retrieve_text(text, query, include_images=include_images)
         else:
             hits = self._retriever.retrieve(query, include_images=include_images)
+        partial = partial_of(hits)
         if now is not None:
             hits = [h for h in hits if h.episode.end_ns <= now]
         hits = hits[:k]
@@ -352,6 +355,8 @@ class EpisodicMemoryTool(FunctionTool):
             "episodes": [self._episode_json(h, origin) for h in hits],
             "count": len(hits),
         }
+        if partial:  # e.g. the fleet store unreachable: the robot's own episodes only
+            result["partial"] = partial
         if include_images:
             images = self._images(hits, origin)
             if images:

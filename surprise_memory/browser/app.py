@@ -20,8 +20,9 @@ read-only):
   (:mod:`~surprise_memory.browser.live`).
 
 A request the store cannot answer gets a JSON ``{"error": "..."}`` with a 4xx status
-(400 malformed, 404 unknown episode or frame, 413 upload too large), never a stack
-trace; a frame is read only by the store from the path it recorded, so no request can
+(400 malformed, 404 unknown episode or frame, 413 upload too large; 503 when a fleet store
+cannot be reached), never a stack trace; an answer from part of the memory says so in
+``partial``; a frame is read only by the store from the path it recorded, so no request can
 name a file. Responses forbid loading anything from another origin (Content Security
 Policy), and a server bound to the loopback answers only requests addressed to it (a
 web page elsewhere cannot reach it through a rebound DNS name).
@@ -61,11 +62,11 @@ from surprise_memory.browser.views import (
     timeline_columns,
 )
 from surprise_memory.config.browser import BrowserConfig
-from surprise_memory.errors import InputError, ModelLoadError, StoreError
+from surprise_memory.errors import InputError, ModelLoadError, StoreError, StoreUnreachableError
 from surprise_memory.memory.episodes import trigger_frame_index
 from surprise_memory.memory.query_embedder import check_text_queries, store_query_embedder
 from surprise_memory.memory.retrieval import EmbedderMismatchError
-from surprise_memory.memory.store import describe_location, is_postgres_url
+from surprise_memory.memory.store import describe_location, is_postgres_url, partial_of
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
 from surprise_memory.memory.store.records import is_episode_id
 from surprise_memory.memory.store.summary import EpisodeSummary
@@ -327,7 +328,10 @@ class Browser:
                 ranked = "image" if image is not None else "text"
             else:
                 ranked = "distance" if query.near is not None else "time"
-            return {"ranked_by": ranked, "hits": hit_views(hits, origin)}
+            answer: dict[str, Any] = {"ranked_by": ranked, "hits": hit_views(hits, origin)}
+            if partial_of(hits):  # the answer of part of the memory (a fleet unreachable)
+                answer["partial"] = partial_of(hits)
+            return answer
 
         return JSONResponse(await run_in_threadpool(run))
 
@@ -480,6 +484,7 @@ def create_app(store: EpisodeStoreBackend, location: str, config: BrowserConfig)
             EmbedderMismatchError: handler(400),
             InputError: handler(400),
             ModelLoadError: handler(503),
+            StoreUnreachableError: handler(503),
             StoreError: handler(500),
             Exception: internal,
         },

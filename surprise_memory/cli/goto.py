@@ -254,7 +254,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
             embedding, model = embedder.embed_text([args.text])[0], embedder.model_name
         query = _query(args, origin, embedding, model)
         own, now = host_robot_id(), time.time_ns()
-        episode = choose_episode(store, query, own, now)
+        episode, _ = choose_episode(store, query, own, now)  # a store opened here is whole
     with ExitStack() as stack:
         nodes: list[Any] = []  # a ROS node of this process, opened when first needed
 

@@ -78,7 +78,12 @@ def _store_origin(store: Any) -> int | None:
 
 def _cmd_query(args: argparse.Namespace) -> int:
     from surprise_memory.memory.retrieval import RetrievalQuery
-    from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
+    from surprise_memory.memory.store import (
+        describe_location,
+        is_postgres_url,
+        open_store,
+        partial_of,
+    )
 
     if not is_postgres_url(args.store) and not Path(args.store).is_dir():
         raise InputError(f"store {args.store!r} does not exist")
@@ -118,10 +123,14 @@ def _cmd_query(args: argparse.Namespace) -> int:
         hits = store.retrieve(query)
         snapshots = store.snapshot_notes([h.episode.id for h in hits])
     rows = [_hit_dict(h, origin, snapshots.get(h.episode.id, [])) for h in hits]
+    partial = partial_of(hits)
     if args.json:
         where = describe_location(args.store)
-        print(json.dumps({"store": where, "origin_ns": origin, "hits": rows}, indent=2))
+        answer = {"store": where, "origin_ns": origin, "hits": rows}
+        print(json.dumps({**answer, "partial": partial} if partial else answer, indent=2))
         return 0
+    if partial:
+        note(f"partial answer: {partial}")
     if not rows:
         print("no episode matches")
         return 0

@@ -14,15 +14,16 @@ allowed range once; from that single declaration
 Field names are unique across all component configs, so one flat namespace serves the
 node parameters, the YAML and the command line. The settings live beside the stage they
 belong to: :mod:`~surprise_memory.config.perception`, :mod:`~surprise_memory.config.surprise`,
-:mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.navigation`,
-:mod:`~surprise_memory.config.snapshot`, :mod:`~surprise_memory.config.display`,
-:mod:`~surprise_memory.config.nodes`; this module
+:mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.fleet`,
+:mod:`~surprise_memory.config.navigation`, :mod:`~surprise_memory.config.snapshot`,
+:mod:`~surprise_memory.config.display`, :mod:`~surprise_memory.config.nodes`; this module
 gathers them under one import.
 """
 
 from __future__ import annotations
 
 from surprise_memory.config.display import DisplayConfig
+from surprise_memory.config.fleet import FleetConfig
 from surprise_memory.config.memory import (
     ROBOT_ID_PATTERN,
     EpisodeConfig,
@@ -64,6 +65,7 @@ __all__ = [
     "EmbedderConfig",
     "EncoderConfig",
     "EpisodeConfig",
+    "FleetConfig",
     "GateConfig",
     "HabituationConfig",
     "NavigationConfig",

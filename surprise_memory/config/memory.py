@@ -168,6 +168,15 @@ class StoreConfig(ComponentConfig):
         low=1,
         high=100_000,
     )
+    store_timeout_seconds: float = setting(
+        5.0,
+        "PostgreSQL only: longest wait for the server's answer to one exchange (a "
+        "statement, a commit); past it the connection is dropped and the call fails as "
+        "unreachable, so a dead or hung link is noticed in seconds. Connecting may take 2x "
+        "as long; the server cancels statements past 10x (statement_timeout).",
+        low=0.1,
+        high=3600.0,
+    )
     ann_min_frames: int = setting(
         8_000,
         "PostgreSQL only: above this many stored frames a similarity query uses the HNSW "

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from surprise_memory.config.display import DisplayConfig
+from surprise_memory.config.fleet import FleetConfig
 from surprise_memory.config.memory import EpisodeConfig, PoseConfig, StoreConfig
 from surprise_memory.config.navigation import NavigationConfig
 from surprise_memory.config.perception import CameraConfig, EmbedderConfig, EncoderConfig
@@ -58,6 +59,7 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     EncoderConfig,
     EmbedderConfig,
     StoreConfig,
+    FleetConfig,
     PoseConfig,
     CameraConfig,
     EpisodeConfig,
@@ -87,6 +89,7 @@ SPLIT_NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
         EpisodeConfig,
         EmbedderConfig,
         StoreConfig,
+        FleetConfig,
         NavigationConfig,
         DisplayConfig,
         SnapshotConfig,

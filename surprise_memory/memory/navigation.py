@@ -29,6 +29,7 @@ import numpy.typing as npt
 from surprise_memory.errors import InputError
 from surprise_memory.memory.pose import Pose, compose
 from surprise_memory.memory.retrieval import RetrievalQuery, check_robot_id
+from surprise_memory.memory.store.hits import partial_of
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
 from surprise_memory.memory.store.records import EpisodeRecord, is_episode_id
 from surprise_memory.stamps import NS_PER_SECOND
@@ -134,7 +135,7 @@ def _clock_hint(now_ns: int) -> str:
 
 def choose_episode(
     store: EpisodeStoreBackend, query: GoalQuery, own_robot: str, now_ns: int
-) -> EpisodeRecord:
+) -> tuple[EpisodeRecord, str]:
     """The episode a goal is for: by id, or the best hit of the query.
 
     Args:
@@ -144,7 +145,9 @@ def choose_episode(
         now_ns: The robot's current time, int ns; later query times are refused.
 
     Returns:
-        The episode (its pose not yet checked: :func:`goal_from_episode` does that).
+        The episode (its pose not yet checked: :func:`goal_from_episode` does that), and
+        why the query's answer was partial (empty when it was whole: see
+        :class:`~surprise_memory.memory.store.hits.RetrievalHits`).
 
     Raises:
         GoalRefusedError: No selector, both an id and query fields, a time after ``now_ns``,
@@ -168,7 +171,7 @@ def choose_episode(
             )
         if not is_episode_id(query.episode_id):
             raise GoalRefusedError(f"episode_id={query.episode_id!r}: not an episode id")
-        return store.get(query.episode_id)
+        return store.get(query.episode_id), ""
     if not query.has_query:
         raise GoalRefusedError("say which episode: an episode id, or a text, time window or place")
     check_query_times(query.start_ns, query.end_ns, now_ns)
@@ -187,10 +190,12 @@ def choose_episode(
             robot_id=robot,
         )
     )
+    partial = partial_of(hits)
     if not hits:
         whose = "any robot's" if robot is None else f"robot {robot!r}'s"
-        raise GoalRefusedError(f"no episode of {whose} memory matches the query")
-    return hits[0].episode
+        why = f" ({partial})" if partial else ""
+        raise GoalRefusedError(f"no episode of {whose} memory matches the query{why}")
+    return hits[0].episode, partial
 
 
 def goal_from_episode(
@@ -329,6 +334,7 @@ def plan_goal(
     standoff_m: float,
     allow_other_robots: bool = False,
     transform_of: TransformOf | None = None,
+    chosen: str = "",
 ) -> NavigationGoal:
     """The goal for a chosen episode (:func:`choose_episode`), or a refusal.
 
@@ -347,6 +353,8 @@ def plan_goal(
         transform_of: Looks the transform of the episode's frame up, called only where
             that frame is not ``navigation_frame``; None = no lookup (such an episode is
             refused, as :func:`goal_from_episode` says).
+        chosen: Why the episode was chosen from a partial answer (``choose_episode``'s
+            second value); said in the goal's note.
 
     Returns:
         The goal.
@@ -361,6 +369,8 @@ def plan_goal(
         check_session(episode, session_id, fixed_frames, navigation_frame)
         if frame != navigation_frame and transform_of is not None:
             transform, note = transform_of(frame, episode.stamp_ns)
+    if chosen:
+        note = "; ".join(filter(None, [note, f"the best of a partial answer: {chosen}"]))
     return goal_from_episode(
         episode,
         navigation_frame,

@@ -49,6 +49,7 @@ class EpisodeWriter(Generic[T, R]):
         self._on_error = on_error
         self._queue: queue.Queue[tuple[T] | None] = queue.Queue(maxsize=capacity)
         self._failed = 0
+        self._started: float | None = None  # when the item being written was taken
         self._give_up = threading.Event()  # close() ran out of time: stop after this item
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
@@ -62,6 +63,12 @@ class EpisodeWriter(Generic[T, R]):
     def waiting(self) -> int:
         """Items queued and not yet taken."""
         return self._queue.qsize()
+
+    @property
+    def busy_seconds(self) -> float:
+        """How long the item being written has taken so far (0 when idle)."""
+        started = self._started
+        return 0.0 if started is None else time.monotonic() - started
 
     @property
     def failed(self) -> int:
@@ -101,9 +108,12 @@ class EpisodeWriter(Generic[T, R]):
     def _loop(self) -> None:
         while not self._give_up.is_set() and (entry := self._queue.get()) is not None:
             (item,) = entry
+            self._started = time.monotonic()
             try:
                 self._on_done(item, self._write(item))
             except Exception as exc:  # any error of one item: report it, keep writing
                 self._failed += 1
                 with contextlib.suppress(Exception):  # a failing report must not stop us
                     self._on_error(item, exc)
+            finally:
+                self._started = None

@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 from sensor_msgs.msg import CompressedImage, Image
@@ -26,6 +28,7 @@ from surprise_memory.config import (
     DisplayConfig,
     EmbedderConfig,
     EpisodeConfig,
+    FleetConfig,
     StoreConfig,
 )
 from surprise_memory.errors import SurpriseMemoryError
@@ -41,14 +44,18 @@ from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import (
     EpisodeRecord,
+    EpisodeStoreBackend,
     describe_location,
-    open_store,
+    open_robot_store,
 )
+from surprise_memory.memory.store.fleet import FleetStore
+from surprise_memory.memory.store.records import resolve_robot_id
 from surprise_memory.memory.writer import EpisodeWriter
 from surprise_memory.msg import Episode, SurpriseEvent
 from surprise_memory.nodes.clock import steady_clock
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.episode_display import EpisodeDisplay
+from surprise_memory.nodes.fleet_part import FleetDiagnostics
 from surprise_memory.nodes.messages import episode_to_msg, pose_from_msg, time_to_ns
 from surprise_memory.nodes.navigation_part import NavigationPart
 from surprise_memory.nodes.parameters import Applier
@@ -68,6 +75,36 @@ __all__ = ["MemoryPart"]
 
 _PENDING_EPISODES = 32  # episodes waiting for the embedder; more means it cannot keep up
 _CLOSE_TIMEOUT_S = 45.0  # shutdown's wait for pending episodes (launch: sigterm_timeout 60 s)
+
+
+@dataclass(frozen=True)
+class _TimeOrigin:
+    """A first frame's stamp for the store's time origin, written by the episode writer."""
+
+    stamp_ns: int
+
+
+_WriterItem = EpisodeFrames | _TimeOrigin
+
+
+def _recent_triggers(store: EpisodeStoreBackend, config: StoreConfig) -> deque[int]:
+    """The trigger stamps of this robot's newest episodes (as many as events replay).
+
+    Read once at configure; the writer adds each stored episode's, so the event callback
+    checks a restarted node's replayed events without calling the store.
+    """
+    robot = resolve_robot_id(None, config.robot_id)
+    depth = min(LATCHED_DEPTH, config.max_results_cap)
+    newest = store.retrieve(RetrievalQuery(robot_id=robot, max_results=depth))
+    return deque((hit.episode.stamp_ns for hit in reversed(newest)), maxlen=depth)
+
+
+def _scored_by(event: SurpriseEvent | None) -> tuple[Pose | None, str, bool]:
+    """What an event says of its episode: the robot's pose, the encoder and its weights."""
+    if event is None:
+        return None, "", True
+    pose = pose_from_msg(event.pose, event.header.frame_id) if event.pose_valid else None
+    return pose, event.encoder_model, event.encoder_pretrained
 
 
 class MemoryPart:
@@ -96,8 +133,14 @@ class MemoryPart:
         self._camera = CameraConfig.from_mapping(values)
         store_cfg = StoreConfig.from_mapping(values)
         path = describe_location(store_cfg.store_path)  # a folder, or a URL without password
-        self._store = open_store(store_cfg.store_path, store_cfg)  # first: it fails fast
+        self._fleet_diagnostics = FleetDiagnostics(self._node, self._stats)
+        # first: it fails fast (a fleet store opens its local copy; the server may be down)
+        self._fleet_config = FleetConfig.from_mapping(values)
+        self._store = open_robot_store(
+            store_cfg, self._fleet_config, on_not_sent=self._fleet_diagnostics.on_not_sent
+        )
         self._closed = False
+        self._recent = _recent_triggers(self._store, store_cfg)
         self._embedder = ImageTextEmbedder.from_config(EmbedderConfig.from_mapping(values))
         self._embed_lock = threading.Lock()  # one model, two threads (episodes, queries)
         self._assembler = EpisodeAssembler(EpisodeConfig.from_mapping(values))
@@ -113,18 +156,22 @@ class MemoryPart:
             Episode, "episodes", LATCHED, qos_overriding_options=overridable()
         )
         display = DisplayConfig.from_mapping(values)  # episode_markers, episode_preview
-        self._display = EpisodeDisplay(self._node, self._stats, self._store, display)
+        # the robot's own newest episodes: on the robot, also while a fleet link is down
+        own = self._store.local if isinstance(self._store, FleetStore) else self._store
+        self._display = EpisodeDisplay(self._node, self._stats, own, display)
         self._display.show_store()
         # fires on wall time; compares with the node's clock (sim time during a bag replay)
         self._node.create_timer(1.0, self._on_timer, clock=steady_clock())
-        self._writer: EpisodeWriter[EpisodeFrames, EpisodeRecord] = EpisodeWriter(
-            self._store_episode,
+        self._writer: EpisodeWriter[_WriterItem, EpisodeRecord | None] = EpisodeWriter(
+            self._write,
             on_done=self._on_stored,
             on_error=self._on_store_failed,
             capacity=_PENDING_EPISODES,
         )
         self._stats.add_check(self._health)
         self._stats.add_values(self._applied)
+        if isinstance(self._store, FleetStore):
+            self._fleet_diagnostics.watch(self._store)
         self._retrieval = RetrievalPart(
             self._node, self._stats, self._store, self._embedder, self._embed_lock
         )
@@ -146,10 +193,16 @@ class MemoryPart:
             EpisodeConfig: self._assembler.reconfigure,
             EmbedderConfig: lambda c: setattr(self._embedder, "batch_size", c.embedder_batch),
             StoreConfig: self._store.reconfigure,
+            FleetConfig: self._reconfigure_fleet,
             **self._navigation.appliers(),
             **self._snapshot.appliers(),
             DisplayConfig: self._display.reconfigure,
         }
+
+    def _reconfigure_fleet(self, config: FleetConfig) -> None:
+        if isinstance(self._store, FleetStore):  # a folder store: the settings are unused
+            self._store.reconfigure_fleet(config)
+        self._fleet_config = config
 
     def subscribe(self) -> None:
         """Activate: retrievals and goals served."""
@@ -169,6 +222,7 @@ class MemoryPart:
             "embedder_batch": self._embedder.batch_size,
             **self._assembler.config.as_dict(),
             **self._store.config.as_dict(),
+            **self._fleet_config.as_dict(),
         }
         return {f"applied.{k}": v for k, v in values.items()}
 
@@ -177,7 +231,7 @@ class MemoryPart:
             worker_finding("episode writer", self._writer.alive or self._closing),
             counted_finding(delta, "rejected_store", Level.ERROR, "store write(s) failed"),
             counted_finding(
-                delta, "rejected_episode", Level.WARN, "episode(s) dropped (embedder behind)"
+                delta, "rejected_episode", Level.WARN, "episode(s) dropped (writer behind)"
             ),
             counted_finding(
                 delta, "rejected_episode_frames_gone", Level.WARN, "event(s) without frames"
@@ -209,11 +263,12 @@ class MemoryPart:
         self._enqueue(self._assembler.add_frame(frame))
 
     def _note_origin(self, stamp_ns: int) -> None:
-        """The store's time origin is the first frame it ever saw (persisted, moves earlier)."""
-        try:
-            self._store.note_origin(stamp_ns)
-        except SurpriseMemoryError as exc:
-            self._stats.reject("store", f"cannot record the time origin: {exc}")
+        """The store's time origin is the first frame it ever saw (persisted, moves earlier).
+
+        Written by the episode writer, like every store call: the camera path never waits.
+        """
+        if not self._writer.put(_TimeOrigin(stamp_ns)):
+            self._stats.reject("store", "the time origin was not recorded: the writer is full")
 
     def reset(self) -> None:
         """Start a new sequence (time went backwards): the frame history is dropped."""
@@ -246,10 +301,7 @@ class MemoryPart:
         self._enqueue(self._assembler.add_trigger(trigger))
 
     def _already_stored(self, stamp_ns: int) -> bool:
-        if stamp_ns in self._events:
-            return True
-        query = RetrievalQuery(start_ns=stamp_ns, end_ns=stamp_ns, max_results=1)
-        return bool(self._store.retrieve(query))
+        return stamp_ns in self._events or stamp_ns in self._recent
 
     def _on_timer(self) -> None:
         # a camera that stopped: build episodes whose window ended long enough ago, judged
@@ -257,6 +309,7 @@ class MemoryPart:
         now = self._camera_clock.now(time.monotonic_ns())
         self._enqueue(self._assembler.take_ready(now_ns=now))
         self._stats.set(frame_history_mb=f"{self._assembler.history.nbytes / 2**20:.1f}")
+        self._fleet_diagnostics.poll()  # a change of the fleet link: reported now
 
     def _enqueue(self, episodes: list[EpisodeFrames]) -> None:
         for trigger in self._assembler.take_lost():
@@ -269,10 +322,18 @@ class MemoryPart:
         for episode in episodes:
             if not self._writer.put(episode):
                 self._events.pop(episode.trigger.stamp_ns, None)
-                self._stats.reject("episode", "the embedder cannot keep up; episode dropped")
+                self._stats.reject(
+                    "episode",
+                    f"the episode writer cannot keep up ({_PENDING_EPISODES} waiting, the "
+                    f"current one for {self._writer.busy_seconds:.1f} s: the embedder or the "
+                    "store is slow); episode dropped",
+                )
 
     # --- storing (writer thread) ---
-    def _on_stored(self, episode: EpisodeFrames, record: EpisodeRecord) -> None:
+    def _on_stored(self, item: _WriterItem, record: EpisodeRecord | None) -> None:
+        if record is None:  # a time origin
+            return
+        self._recent.append(record.stamp_ns)
         self._episode_pub.publish(episode_to_msg(record))
         self._stats.count("episodes_stored")
         self._stats.set(episodes_in_store=str(len(self._store)))
@@ -283,19 +344,21 @@ class MemoryPart:
         self._display.on_stored(record)
         self._snapshot.on_stored(record.id)
 
-    def _on_store_failed(self, episode: EpisodeFrames, exc: BaseException) -> None:
-        self._stats.reject("store", f"{type(exc).__name__}: {exc}")
+    def _on_store_failed(self, item: _WriterItem, exc: BaseException) -> None:
+        what = "cannot record the time origin: " if isinstance(item, _TimeOrigin) else ""
+        self._stats.reject("store", f"{what}{type(exc).__name__}: {exc}")
+
+    def _write(self, item: _WriterItem) -> EpisodeRecord | None:
+        if isinstance(item, _TimeOrigin):
+            self._store.note_origin(item.stamp_ns)
+            return None
+        return self._store_episode(item)
 
     def _store_episode(self, episode: EpisodeFrames) -> EpisodeRecord:
         event = self._events.pop(episode.trigger.stamp_ns, None)
         with self._embed_lock:
             embeddings = self._embedder.embed_images([f.rgb for f in episode.frames])
-        pose: Pose | None = None
-        encoder_model, encoder_pretrained = "", True
-        if event is not None:
-            encoder_model, encoder_pretrained = event.encoder_model, event.encoder_pretrained
-            if event.pose_valid:
-                pose = pose_from_msg(event.pose, event.header.frame_id)
+        pose, encoder_model, encoder_pretrained = _scored_by(event)
         trig = episode.trigger
         return self._store.add(
             list(episode.frames),
@@ -325,7 +388,7 @@ class MemoryPart:
         if "_writer" not in self.__dict__:  # configure failed after opening the store
             self._store.close()
             return
-        self._closing = True
+        self._closing = self._fleet_diagnostics.closing = True
         self._enqueue(self._assembler.flush())
         left = self._writer.waiting
         if left:

@@ -257,7 +257,7 @@ class NavigationPart:
                 embedding = self._embedder.embed_text([request.text])[0]
         query = goal_query_from_request(request, embedding, self._embedder.model_name)
         now = self._node.get_clock().now().nanoseconds
-        episode = choose_episode(self._store, query, self._own_robot, now)
+        episode, partial = choose_episode(self._store, query, self._own_robot, now)
         response.episode = episode_to_msg(episode)
 
         def transform_of(frame: str, stamp_ns: int) -> tuple[Pose | None, str]:
@@ -276,6 +276,7 @@ class NavigationPart:
             standoff_m=config.goal_standoff_meters if request.standoff < 0 else request.standoff,
             allow_other_robots=request.allow_other_robots,
             transform_of=transform_of,
+            chosen=partial,
         )
 
 

@@ -17,7 +17,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from surprise_memory.errors import InputError, SurpriseMemoryError
 from surprise_memory.memory.query_embedder import canonical_model_name
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store import EpisodeStoreBackend, RetrievalHit
+from surprise_memory.memory.store import EpisodeStoreBackend, RetrievalHit, partial_of
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import episode_to_msg, ns_to_time, time_to_ns
 from surprise_memory.perception.encoders import ImageTextEmbedder
@@ -32,7 +32,8 @@ class RetrievalPart:
 
     Invalid requests get ``success=false`` and a reason (counted as ``retrievals_refused``),
     other failures (a torch error) too (counted as ``rejected_retrieval``); the node keeps
-    serving.
+    serving. An answer from part of the memory (a fleet store the robot cannot reach)
+    says so in ``partial``.
 
     Args:
         node: The host node.
@@ -95,7 +96,10 @@ class RetrievalPart:
         if origin is not None:
             response.origin = ns_to_time(origin)
         response.success = True
+        response.partial = partial_of(hits)
         response.message = f"{len(hits)} episode(s)"
+        if response.partial:
+            response.message += f" (partial: {response.partial})"
         if (request.text or request.image.width) and not self._embedder.pretrained:
             response.message += " (untrained embedder: similarity scores are not meaningful)"
         self._stats.count("retrievals")

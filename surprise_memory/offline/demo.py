@@ -380,7 +380,7 @@ def _goto_dry_run(store_dir: Path, text: str, embedder: Any, origin: int) -> Non
     own, now = host_robot_id(), time.time_ns()
     try:
         with EpisodeStore(store_dir, read_only=True) as store:
-            episode = choose_episode(store, query, own, now)
+            episode, _ = choose_episode(store, query, own, now)  # its own folder: whole
         goal = plan_goal(
             episode,
             "odom",

@@ -434,7 +434,7 @@
       const answer = await getJSON(`/api/search?${params}`, options);
       const took = performance.now() - t0;
       msg.textContent = `${answer.hits.length} episodes, ranked by ${answer.ranked_by} `
-        + `(${took.toFixed(0)} ms)`;
+        + `(${took.toFixed(0)} ms)` + (answer.partial ? ` — partial: ${answer.partial}` : "");
       showHits($("#results"), answer.hits, true);
     } catch (err) {
       msg.className = "small error";

@@ -23,11 +23,21 @@ calls it and sees only the interface. The files, one job each:
 * :mod:`.ann`: the folder store's on-disk episode index (usearch, memory-mapped segments).
 * :mod:`.postgres`: the PostgreSQL backend (its own schema, row SQL and SQL search).
 * :mod:`.migrate`: :func:`~.migrate.migrate_store`, copying a store between backends.
+* :mod:`.fleet`: :class:`~.fleet.FleetStore`, a live robot's store when ``store_path`` names
+  a server: committed on the robot first, delivered to the server by a sender.
+* :mod:`.hits`: :class:`~.hits.RetrievalHits` (an answer that may be partial) and
+  :func:`~.hits.merge_hits` (several stores' answers as one).
 
 What a query is lives in :mod:`surprise_memory.memory.retrieval`.
 """
 
-from surprise_memory.memory.store.factory import describe_location, is_postgres_url, open_store
+from surprise_memory.memory.store.factory import (
+    describe_location,
+    is_postgres_url,
+    open_robot_store,
+    open_store,
+)
+from surprise_memory.memory.store.hits import RetrievalHits, partial_of
 from surprise_memory.memory.store.interface import (
     EpisodeRetriever,
     EpisodeStoreBackend,
@@ -47,9 +57,12 @@ __all__ = [
     "EpisodeStoreBackend",
     "HasTimeOrigin",
     "RetrievalHit",
+    "RetrievalHits",
     "RetrievesByText",
     "decode_jpeg",
     "describe_location",
     "is_postgres_url",
+    "open_robot_store",
     "open_store",
+    "partial_of",
 ]

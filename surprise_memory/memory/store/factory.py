@@ -10,12 +10,13 @@ given, so a robot that keeps its store in a folder does not need them.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
-from surprise_memory.config import StoreConfig
+from surprise_memory.config import FleetConfig, StoreConfig
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
 
-__all__ = ["URL_SCHEMES", "describe_location", "is_postgres_url", "open_store"]
+__all__ = ["URL_SCHEMES", "describe_location", "is_postgres_url", "open_robot_store", "open_store"]
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 """A ``store_path`` starting with one of these names a PostgreSQL store; else a folder."""
@@ -73,3 +74,56 @@ def open_store(
         ) from exc
     check_url(where)
     return PostgresEpisodeStore(where, cfg, read_only=read_only)
+
+
+def open_robot_store(
+    config: StoreConfig,
+    fleet: FleetConfig,
+    *,
+    on_not_sent: Callable[[str, str], None],
+    on_sent: Callable[[str], None] = lambda _id: None,
+) -> EpisodeStoreBackend:
+    """Open the store a live node writes to: ``config.store_path``, local first for a fleet.
+
+    A folder is opened as :func:`open_store` opens it. A PostgreSQL URI gives a
+    :class:`~surprise_memory.memory.store.fleet.FleetStore`: episodes are committed to the
+    folder ``fleet.fleet_local_store`` on the robot, then delivered to the server in the
+    background, so the camera path never waits for the network and a robot starts with
+    its link down.
+
+    Args:
+        config: The store's settings (``store_path`` picks the backend).
+        fleet: The local copy and the link's settings (unused for a folder).
+        on_not_sent: Called with each episode id that will never reach the server, and why.
+        on_sent: Called with each episode id delivered to the server.
+
+    Raises:
+        StoreError: The folder (or the robot's local copy) cannot be opened, the URI holds
+            a password, or the PostgreSQL client libraries are not installed.
+
+    """
+    where = config.store_path
+    if not is_postgres_url(where):
+        return open_store(where, config)
+    try:
+        from surprise_memory.memory.store.postgres import PostgresEpisodeStore, check_url
+    except ImportError as exc:
+        raise StoreError(
+            f"store_path is a PostgreSQL URI but its client is missing ({exc}); "
+            "pip install -r requirements/store.txt"
+        ) from exc
+    from surprise_memory.memory.store.fleet import FleetStore
+
+    check_url(where)
+
+    def open_remote(cfg: StoreConfig, read_only: bool) -> EpisodeStoreBackend:
+        return PostgresEpisodeStore(where, cfg, read_only=read_only)
+
+    return FleetStore(
+        describe_location(where),
+        open_remote,
+        config,
+        fleet,
+        on_not_sent=on_not_sent,
+        on_sent=on_sent,
+    )

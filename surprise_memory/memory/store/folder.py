@@ -50,7 +50,7 @@ from surprise_memory.memory.store.schema import (
 )
 from surprise_memory.memory.store.search import EmbeddingIndex, SearchResult
 
-__all__ = ["StoreFolder", "catch_up", "import_episode"]
+__all__ = ["StoreFolder", "catch_up", "import_episode", "search_hits"]
 
 _LOCK_NAME = "LOCK"
 _DTYPES = {"float16": "<f2", "float32": "<f4"}
@@ -434,39 +434,6 @@ class StoreFolder:
         """
         return select_records(self.db(), seqs, self._root)
 
-    def hits(self, found: SearchResult, *, include_images: bool) -> list[RetrievalHit]:
-        """The episodes of a search result as hits, in its order (those still stored).
-
-        Args:
-            found: The index's answer.
-            include_images: Also read each episode's JPEG bytes.
-
-        Raises:
-            StoreError: The store is closed, or a JPEG cannot be read.
-            sqlite3.Error: Reading the rows failed (the caller says what it was reading).
-
-        """
-        records = self.records(found.keys.tolist())
-        hits = []
-        for seq, score, dist in zip(
-            found.keys.tolist(),
-            found.scores.tolist(),
-            found.distances.tolist(),
-            strict=True,
-        ):
-            rec = records.get(seq)
-            if rec is None:  # a read-only store: evicted by the writer since the last refresh
-                continue
-            hits.append(
-                RetrievalHit(
-                    episode=rec,
-                    score=None if math.isnan(score) else score,
-                    distance_m=None if math.isnan(dist) else dist,
-                    jpegs=tuple(rec.load_jpegs()) if include_images else (),
-                )
-            )
-        return hits
-
     def embeddings(self, seq: int) -> npt.NDArray[np.float32]:
         """The stored frame embeddings of an episode, (frames, D) float32.
 
@@ -475,6 +442,42 @@ class StoreFolder:
 
         """
         return select_embeddings(self.db(), seq)
+
+
+def search_hits(
+    folder: StoreFolder, found: SearchResult, *, include_images: bool
+) -> list[RetrievalHit]:
+    """The episodes of a search result as hits, in its order (those still stored).
+
+    A function beside :class:`StoreFolder` rather than a method, to keep the class small.
+
+    Args:
+        folder: The open store folder.
+        found: The index's answer.
+        include_images: Also read each episode's JPEG bytes.
+
+    Raises:
+        StoreError: The store is closed, or a JPEG cannot be read.
+        sqlite3.Error: Reading the rows failed (the caller says what it was reading).
+
+    """
+    records = folder.records(found.keys.tolist())
+    hits = []
+    for seq, score, dist in zip(
+        found.keys.tolist(), found.scores.tolist(), found.distances.tolist(), strict=True
+    ):
+        rec = records.get(seq)
+        if rec is None:  # a read-only store: evicted by the writer since the last refresh
+            continue
+        hits.append(
+            RetrievalHit(
+                episode=rec,
+                score=None if math.isnan(score) else score,
+                distance_m=None if math.isnan(dist) else dist,
+                jpegs=tuple(rec.load_jpegs()) if include_images else (),
+            )
+        )
+    return hits
 
 
 def catch_up(folder: StoreFolder) -> None:
@@ -522,7 +525,7 @@ def import_episode(
     jpegs: Sequence[bytes],
     embeddings: npt.NDArray[np.float32],
     origin_ns: int | None,
-) -> None:
+) -> int:
     """Store an episode as another store holds it: the JPEG bytes and embeddings as given.
 
     A function beside :class:`StoreFolder` rather than a method, to keep the class small.
@@ -535,6 +538,9 @@ def import_episode(
             store's dtype without normalising again, so float16 values copy exactly.
         origin_ns: The source store's recording start.
 
+    Returns:
+        The episode's key.
+
     Raises:
         EmbedderMismatchError: The embedder differs from the store's.
         StoreError: The id exists, or writing or committing failed (nothing committed).
@@ -544,7 +550,7 @@ def import_episode(
         record.id, record.embedder_model, record.embedder_pretrained, embeddings.shape[1]
     )
     folder.files.write(record.id, jpegs)
-    folder.commit(
+    return folder.commit(
         record,
         EmbeddingIndex.normalise(embeddings),
         blobs=folder.embedding_blobs(embeddings),

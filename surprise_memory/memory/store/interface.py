@@ -85,7 +85,7 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
     * errors are :class:`~surprise_memory.errors.InputError` (the request is wrong) or
       :class:`~surprise_memory.errors.StoreError` (the store cannot do it).
 
-    See :class:`~surprise_memory.memory.store.sqlite.EpisodeStore` for each method's
+    See :class:`~surprise_memory.memory.store.sqlite.EpisodeStore` for the other methods'
     arguments and errors.
     """
 
@@ -144,7 +144,40 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
         robot_id: str | None = None,
         session_id: str | None = None,
     ) -> EpisodeRecord:
-        """Store one episode durably, then apply its robot's disk budget."""
+        """Store one episode durably, then apply its robot's disk budget.
+
+        Args:
+            frames: The episode's frames, in time order (usually 8).
+            embeddings: (len(frames), D) array, one embedding per frame, from the image
+                tower of ``embedder_model``.
+            stamp_ns: Trigger stamp (the peak frame's), int ns.
+            surprise: Surprise s(t) at the trigger.
+            embedder_model: Model name of the embeddings; every episode of a store must
+                come from the same model, weights and dimension.
+            embedder_pretrained: Whether the embedder has its trained weights.
+            encoder_model: Model that scored surprise.
+            encoder_pretrained: Whether that encoder has its trained weights.
+            threshold: Gate threshold tau at the trigger (NaN when unknown).
+            pose: Robot pose at ``stamp_ns``; None = unknown (``pose_valid`` false).
+            episode_id: Unique id made of letters, digits, ``_ . -`` (at most 128); None =
+                generated from the stamp.
+            robot_id: The robot that recorded it; None = ``config.robot_id``, or the host
+                name when that is empty.
+            session_id: The session that recorded it (its poses in ``odom`` belong to it);
+                None = this machine's boot (``records.host_session_id()``), "" = unknown
+                (a recording from elsewhere).
+
+        Returns:
+            The stored episode.
+
+        Raises:
+            InputError: A frame, the embeddings, a stamp, the pose or the id is invalid
+                (nothing was written).
+            EmbedderMismatchError: The embedder differs from the store's.
+            StoreError: The store is read-only or closed, the id exists, or the disk
+                write or the transaction failed (nothing was committed).
+
+        """
         ...
 
     def import_episode(
@@ -154,17 +187,21 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
         embeddings: npt.ArrayLike,
         *,
         origin_ns: int | None = None,
+        budget: bool = False,
     ) -> EpisodeRecord:
-        """Store an episode copied from another store (``surprise-memory migrate``).
+        """Store an episode copied from another store (``migrate``, a fleet's sender).
 
         Its fields (id, robot, stamps, pose, models, creation time), JPEG bytes and stored
-        embeddings are kept as given; no budget is applied (a copy keeps every episode).
+        embeddings are kept as given.
 
         Args:
             record: The episode as the source store returned it.
             jpegs: Its frames' JPEG bytes, stored unchanged.
             embeddings: Its stored unit-norm embeddings (frames, D), not normalised again.
             origin_ns: The source's recording start, kept when earlier than this store's.
+            budget: Apply this store's disk budget to the episode's robot afterwards, as
+                :meth:`add` does (a robot's episodes delivered to a fleet store); False =
+                none (a copy keeps every episode).
 
         Returns:
             The stored episode (reading its frames from this store).

@@ -496,7 +496,7 @@ def new_episode(
     """Check what an add received and make its record (both backends' first step).
 
     Args:
-        frames: See :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.add`, like
+        frames: See :meth:`surprise_memory.memory.store.interface.EpisodeStoreBackend.add`, like
             every argument up to ``robot_id``.
         embeddings: One per frame.
         stamp_ns: Trigger stamp, int ns.

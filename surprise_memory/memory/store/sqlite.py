@@ -66,19 +66,19 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.config import StoreConfig
-from surprise_memory.errors import ConfigError, InputError, StoreError
+from surprise_memory.errors import ConfigError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
+from surprise_memory.memory.store.base import StoreFront
+from surprise_memory.memory.store.catalog import StoreMeta
 from surprise_memory.memory.store.episode_index import EpisodeIndex
-from surprise_memory.memory.store.folder import StoreFolder, catch_up, import_episode
+from surprise_memory.memory.store.folder import StoreFolder, catch_up, import_episode, search_hits
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
     RetrievalHit,
@@ -95,7 +95,7 @@ from surprise_memory.perception.frames import Frame
 __all__ = ["EpisodeStore"]
 
 
-class EpisodeStore:
+class EpisodeStore(StoreFront):
     """Episodes on disk with fast retrieval (see the module docstring for the guarantees).
 
     Implements :class:`~surprise_memory.memory.store.interface.EpisodeStoreBackend`.
@@ -137,11 +137,6 @@ class EpisodeStore:
         """The store folder."""
         return self._root
 
-    @property
-    def config(self) -> StoreConfig:
-        """The store's settings."""
-        return self._config
-
     def reconfigure(self, config: StoreConfig) -> None:
         """Apply new settings live: limits (at the next eviction), JPEG quality, result caps.
 
@@ -155,30 +150,8 @@ class EpisodeStore:
             self._config = config
             self._folder.reconfigure(config)
 
-    @property
-    def read_only(self) -> bool:
-        """Whether the store was opened read-only."""
-        return self._read_only
-
-    @property
-    def embedder_model(self) -> str | None:
-        """Model name of the frame embeddings (None before the first episode)."""
-        return self._folder.meta.embedder_model
-
-    @property
-    def embedder_pretrained(self) -> bool | None:
-        """Whether the frame embedder had trained weights (None before the first episode)."""
-        return self._folder.meta.embedder_pretrained
-
-    @property
-    def embedding_dim(self) -> int | None:
-        """Dimension of the frame embeddings (None before the first episode)."""
-        return self._folder.meta.embedding_dim
-
-    @property
-    def origin_ns(self) -> int | None:
-        """The store's time origin, int ns: the first frame seen; None when not known."""
-        return self._folder.meta.origin_ns
+    def _current_meta(self) -> StoreMeta:
+        return self._folder.meta
 
     def note_origin(self, stamp_ns: int) -> None:
         """Tell the store of a frame seen; the earliest is its time origin (persisted).
@@ -217,17 +190,6 @@ class EpisodeStore:
         with self._lock:
             self._folder.close()
 
-    def __enter__(self) -> EpisodeStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # ----------------------------------------------------------------- adding
     def add(
         self,
@@ -248,37 +210,8 @@ class EpisodeStore:
     ) -> EpisodeRecord:
         """Store one episode durably, then apply its robot's disk budget.
 
-        Args:
-            frames: The episode's frames, in time order (usually 8).
-            embeddings: (len(frames), D) array, one embedding per frame, from the image
-                tower of ``embedder_model``.
-            stamp_ns: Trigger stamp (the peak frame's), int ns.
-            surprise: Surprise s(t) at the trigger.
-            embedder_model: Model name of the embeddings; every episode of a store must
-                come from the same model, weights and dimension.
-            embedder_pretrained: Whether the embedder has its trained weights.
-            encoder_model: Model that scored surprise.
-            encoder_pretrained: Whether that encoder has its trained weights.
-            threshold: Gate threshold tau at the trigger (NaN when unknown).
-            pose: Robot pose at ``stamp_ns``; None = unknown (``pose_valid`` false).
-            episode_id: Unique id made of letters, digits, ``_ . -`` (at most 128); None =
-                generated from the stamp.
-            robot_id: The robot that recorded it; None = ``config.robot_id``, or the host
-                name when that is empty.
-            session_id: The session that recorded it (its poses in ``odom`` belong to it);
-                None = this machine's boot (``records.host_session_id()``), "" = unknown
-                (a recording from elsewhere).
-
-        Returns:
-            The stored episode.
-
-        Raises:
-            InputError: A frame, the embeddings, a stamp, the pose or the id is invalid
-                (nothing was written).
-            EmbedderMismatchError: The embedder differs from the store's.
-            StoreError: The store is read-only or closed, the id exists, or the disk
-                write or the transaction failed (nothing was committed).
-
+        Arguments, return value and errors: see
+        :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.add`.
         """
         if self._read_only:
             raise StoreError(f"{self._root}: the store was opened read-only")
@@ -319,8 +252,9 @@ class EpisodeStore:
         embeddings: npt.ArrayLike,
         *,
         origin_ns: int | None = None,
+        budget: bool = False,
     ) -> EpisodeRecord:
-        """Store an episode copied from another store, as it was stored there (no budget).
+        """Store an episode copied from another store, as it was stored there.
 
         See :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episode`.
         """
@@ -330,7 +264,9 @@ class EpisodeStore:
         record = with_source(record, root=self._root)
         with self._lock:
             self._folder.db()
-            import_episode(self._folder, record, jpegs, emb, origin_ns)
+            seq = import_episode(self._folder, record, jpegs, emb, origin_ns)
+            if budget:
+                self._folder.evict(keep=seq)
         return record
 
     # ----------------------------------------------------------------- deleting
@@ -492,33 +428,12 @@ class EpisodeStore:
             StoreError: The store is closed, or reading failed.
 
         """
-        if not isinstance(query, RetrievalQuery):
-            raise InputError(f"query is a {type(query).__name__}: expected RetrievalQuery")
-        k = query.max_results or self._config.default_max_results
-        if k > self._config.max_results_cap:
-            raise InputError(
-                f"max_results={k}: at most max_results_cap={self._config.max_results_cap}"
-            )
+        k = self.result_count(query)
         with self._lock:
             self._folder.db()
             self._folder.meta.check_query(query)
             found = self._folder.catalog.index.search(query, k)
             try:
-                return self._folder.hits(found, include_images=include_images)
+                return search_hits(self._folder, found, include_images=include_images)
             except sqlite3.Error as exc:
                 raise StoreError(f"{self._root}: cannot read episodes: {exc}") from exc
-
-    def search(self, *, include_images: bool = False, **query: Any) -> list[RetrievalHit]:
-        """Shorthand: ``retrieve(RetrievalQuery(**query), include_images=...)``.
-
-        Raises:
-            InputError: Invalid or unknown query fields.
-            EmbedderMismatchError: See :meth:`retrieve`.
-            StoreError: See :meth:`retrieve`.
-
-        """
-        try:
-            q = RetrievalQuery(**query)
-        except TypeError as exc:
-            raise InputError(f"invalid query fields: {exc}") from exc
-        return self.retrieve(q, include_images=include_images)

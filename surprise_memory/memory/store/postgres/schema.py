@@ -38,15 +38,19 @@ database's own (an advisory lock's key is per database).
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.store.postgres.snapshots import SNAPSHOTS_TABLE
+from surprise_memory.memory.store.postgres.watchdog import TimedConnection
 
 if TYPE_CHECKING:
     from typing_extensions import LiteralString  # typing's from Python 3.11 (we run on 3.10)
@@ -186,25 +190,62 @@ the previous version intact (PostgreSQL's DDL is transactional).
 """
 
 
-def connect(url: str, *, read_only: bool) -> psycopg.Connection[Any]:
+LongWork = Callable[[], AbstractContextManager[Any]]
+"""Entered around a statement that may take long (a migration step, an index build)."""
+
+
+def _ms(seconds: float) -> str:
+    return str(int(seconds * 1000))
+
+
+def connect(url: str, *, read_only: bool, timeout_s: float) -> TimedConnection:
     """Open a connection in autocommit mode (transactions only through ``conn.transaction()``).
+
+    A dead or silent link is noticed in seconds: what the URL does not set itself gets
+    ``connect_timeout`` (2x ``timeout_s``, at least 2 s: libpq's least), TCP keepalives
+    and ``tcp_user_timeout``, and the session's ``statement_timeout`` (10x; it also bounds
+    a wait for a lock), ``idle_in_transaction_session_timeout`` (10x, at least 10 s) and
+    server-side TCP keepalives, so the server also drops a robot whose link died and
+    releases the locks it held (the schema's advisory lock among them). A hung server or
+    a black-holed link is the client's
+    :class:`~surprise_memory.memory.store.postgres.watchdog.StatementWatchdog`'s to cut.
 
     Args:
         url: A libpq connection string (``postgresql://...``); the password, if any, comes
             from ``PGPASSWORD`` or ``PGPASSFILE`` (libpq reads them), not from the URL.
         read_only: Make every transaction of the connection read-only.
+        timeout_s: ``store_timeout_seconds``: the longest wait for one answer.
 
     Returns:
-        The connection.
+        The connection (its ``watchdog`` to be set by the caller).
 
     Raises:
         psycopg.Error: The server cannot be reached or refuses the login.
 
     """
-    kwargs: dict[str, Any] = {"autocommit": True}
+    given = conninfo_to_dict(url)
+    defaults = {
+        "connect_timeout": str(max(2, math.ceil(2 * timeout_s))),
+        "keepalives": "1",
+        "keepalives_idle": str(max(1, math.ceil(timeout_s))),
+        "keepalives_interval": "1",
+        "keepalives_count": "3",
+        "tcp_user_timeout": _ms(3 * timeout_s),
+    }
+    extra = {k: v for k, v in defaults.items() if k not in given}
+    options = [str(given.get("options", "")).strip()]
+    session = {  # the server drops a robot whose link died, and frees what it held
+        "statement_timeout": _ms(10 * timeout_s),
+        "idle_in_transaction_session_timeout": _ms(max(10.0, 10 * timeout_s)),
+        "tcp_keepalives_idle": str(max(1, math.ceil(timeout_s))),
+        "tcp_keepalives_interval": "1",
+        "tcp_keepalives_count": "3",
+    }
+    options += [f"-c {k}={v}" for k, v in session.items() if k not in options[0]]
     if read_only:
-        kwargs["options"] = "-c default_transaction_read_only=on"
-    return psycopg.connect(url, **kwargs)
+        options.append("-c default_transaction_read_only=on")
+    extra["options"] = " ".join(o for o in options if o)
+    return TimedConnection.connect(make_conninfo(url, **extra), autocommit=True)
 
 
 def _has_schema(conn: psycopg.Connection[Any]) -> bool:
@@ -284,13 +325,21 @@ def _ensure_extension(conn: psycopg.Connection[Any], where: str) -> None:
         ) from exc
 
 
-def ensure_schema(conn: psycopg.Connection[Any], where: str, *, read_only: bool) -> None:
+def ensure_schema(
+    conn: psycopg.Connection[Any],
+    where: str,
+    *,
+    read_only: bool,
+    long_work: LongWork = contextlib.nullcontext,
+) -> None:
     """Create the store in an empty database or migrate an older one; register ``halfvec``.
 
     Args:
         conn: An autocommit connection.
         where: The store's location, for the messages (no password in it).
         read_only: Refuse to create or migrate (a reader never writes).
+        long_work: Entered around each migration step, which may take long (the
+            session's watchdog allows it more time there).
 
     Raises:
         StoreError: No store here (read-only), a newer schema, a migration needed but the
@@ -334,7 +383,8 @@ def ensure_schema(conn: psycopg.Connection[Any], where: str, *, read_only: bool)
             step = MIGRATIONS.get(v)
             if step is None:
                 raise StoreError(f"{where}: no migration from schema version {v} to {v + 1}")
-            with conn.transaction():
+            with long_work(), conn.transaction():
+                conn.execute("SET LOCAL statement_timeout = 0")  # a migration may take long
                 step(conn)
                 conn.execute(
                     "UPDATE surprise_memory.meta SET value = %s WHERE key = 'schema_version'",
@@ -357,8 +407,12 @@ defaults (16, 64) at ef_search 400, 1.000 with (32, 128); the build takes ~4x lo
 """
 
 
-def ensure_ann_index(conn: psycopg.Connection[Any], dim: int) -> None:
+def ensure_ann_index(
+    conn: psycopg.Connection[Any], dim: int, long_work: LongWork = contextlib.nullcontext
+) -> None:
     """Create the HNSW index over the pooled episode vectors of dimension ``dim`` if missing.
+
+    ``long_work`` is entered around the build, which may take long over a migrated store.
 
     Built with :data:`HNSW_M` and :data:`HNSW_EF_CONSTRUCTION`. A store whose index was
     built with other settings keeps it (the index's name is what is checked); dropping
@@ -380,18 +434,21 @@ def ensure_ann_index(conn: psycopg.Connection[Any], dim: int) -> None:
         return
     conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
     try:
-        conn.execute(
-            sql.SQL(
-                "CREATE INDEX IF NOT EXISTS episode_vectors_hnsw "
-                "ON surprise_memory.episode_vectors "
-                "USING hnsw ((pooled::halfvec({dim})) halfvec_cosine_ops) "
-                "WITH (m = {m}, ef_construction = {efc})"
-            ).format(
-                dim=sql.Literal(int(dim)),
-                m=sql.Literal(HNSW_M),
-                efc=sql.Literal(HNSW_EF_CONSTRUCTION),
+        conn.execute("SET statement_timeout = 0")  # a build over a migrated store takes long
+        with long_work():
+            conn.execute(
+                sql.SQL(
+                    "CREATE INDEX IF NOT EXISTS episode_vectors_hnsw "
+                    "ON surprise_memory.episode_vectors "
+                    "USING hnsw ((pooled::halfvec({dim})) halfvec_cosine_ops) "
+                    "WITH (m = {m}, ef_construction = {efc})"
+                ).format(
+                    dim=sql.Literal(int(dim)),
+                    m=sql.Literal(HNSW_M),
+                    efc=sql.Literal(HNSW_EF_CONSTRUCTION),
+                )
             )
-        )
     finally:
         with contextlib.suppress(psycopg.Error):
+            conn.execute("RESET statement_timeout")
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))

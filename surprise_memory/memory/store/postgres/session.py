@@ -1,29 +1,40 @@
 """The PostgreSQL store's connection: one per store object, guarded, reopened when it broke.
 
 :class:`Session` holds the connection, the lock that serialises its use between threads,
-and the store's ``meta`` as last read. Its two context managers are the only ways the
-store touches the database: :meth:`Session.reading` (one repeatable-read transaction, so a
-query and the reading of its rows and JPEGs see one snapshot) and :meth:`Session.writing`
-(one read-committed transaction); both turn :class:`psycopg.Error` into
+and the store's ``meta`` as last read. Its context managers are the only ways the store
+touches the database: :meth:`Session.reading` (one repeatable-read transaction, so a
+query and the reading of its rows and JPEGs see one snapshot), :meth:`Session.writing`
+(one read-committed transaction) and :meth:`Session.autocommit` (statements outside a
+transaction); all turn :class:`psycopg.Error` into
 :class:`~surprise_memory.errors.StoreError` naming what was being done.
+
+Every call has bounded time (``store_timeout_seconds``): the lock is waited for at most
+twice the bound, connecting is bounded by libpq's ``connect_timeout``, and each answer of
+the server by the :class:`~.watchdog.StatementWatchdog`. A refused, cut or silent link
+comes out as :class:`~surprise_memory.errors.StoreUnreachableError`; the next call
+reconnects.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
 
-from surprise_memory.errors import StoreError
+from surprise_memory.errors import StoreError, StoreUnreachableError
 from surprise_memory.memory.store.catalog import StoreMeta
 from surprise_memory.memory.store.postgres import rows
 from surprise_memory.memory.store.postgres.schema import connect, ensure_ann_index, ensure_schema
 from surprise_memory.memory.store.postgres.url import redacted
+from surprise_memory.memory.store.postgres.watchdog import StatementWatchdog
 
-__all__ = ["Session"]
+__all__ = ["SCHEMA_WORK_TIMEOUT_S", "Session"]
+
+SCHEMA_WORK_TIMEOUT_S = 3600.0
+"""Bound of one statement creating or migrating the schema or building the HNSW index."""
 
 
 class Session:
@@ -32,17 +43,19 @@ class Session:
     Args:
         url: The libpq connection string.
         read_only: Make every transaction read-only; never create or migrate the schema.
+        timeout_s: The longest wait for one answer of the server (``store_timeout_seconds``).
 
     Attributes:
         meta: The ``meta`` entries as last read or committed.
 
     Raises:
-        StoreError: The server cannot be reached, the login fails, or the schema check
-            fails (see :func:`~surprise_memory.memory.store.postgres.schema.ensure_schema`).
+        StoreUnreachableError: The server cannot be reached.
+        StoreError: The login fails, or the schema check fails (see
+            :func:`~surprise_memory.memory.store.postgres.schema.ensure_schema`).
 
     """
 
-    def __init__(self, url: str, *, read_only: bool) -> None:
+    def __init__(self, url: str, *, read_only: bool, timeout_s: float) -> None:
         self._url = url
         self._read_only = read_only
         self.where = redacted(url)
@@ -50,25 +63,81 @@ class Session:
         self.meta = StoreMeta()
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
-        with self.lock:
-            self._connect()
+        self._watchdog = StatementWatchdog(timeout_s)
+        try:
+            with self._locked("open the episode store"):
+                self._connect()
+        except BaseException:
+            self._watchdog.close()
+            raise
+
+    @property
+    def timeout_s(self) -> float:
+        """The longest wait for one answer of the server."""
+        return self._watchdog.timeout_s
+
+    @timeout_s.setter
+    def timeout_s(self, seconds: float) -> None:
+        self._watchdog.timeout_s = seconds
+
+    def long_work(self) -> AbstractContextManager[None]:
+        """A block whose statements may take long (a migration, an index build): an hour each."""
+        return self._watchdog.extended(SCHEMA_WORK_TIMEOUT_S)
+
+    def waiting_s(self) -> float:
+        """How long the exchange in progress has waited for the server (0 when none)."""
+        return self._watchdog.waiting_s()
+
+    def slowest_s(self) -> float:
+        """The longest exchange with the server of the call in progress, or of the last."""
+        return self._watchdog.slowest_s()
 
     def _connect(self) -> psycopg.Connection[Any]:
         conn = None
+        what = "open the episode store"
         try:
-            conn = connect(self._url, read_only=self._read_only)
-            ensure_schema(conn, self.where, read_only=self._read_only)
-            self.meta = StoreMeta(rows.read_meta(conn))
-            if not self._read_only and self.meta.embedding_dim is not None:
-                ensure_ann_index(conn, self.meta.embedding_dim)
+            conn = connect(self._url, read_only=self._read_only, timeout_s=self.timeout_s)
+            conn.watchdog = self._watchdog
+            with self._watchdog.bounded(conn):
+                long_work = self.long_work
+                ensure_schema(conn, self.where, read_only=self._read_only, long_work=long_work)
+                self.meta = StoreMeta(rows.read_meta(conn))
+                if not self._read_only and self.meta.embedding_dim is not None:
+                    ensure_ann_index(conn, self.meta.embedding_dim, long_work)
         except (psycopg.Error, StoreError) as exc:
             if conn is not None:
                 conn.close()
             if isinstance(exc, StoreError):
                 raise
-            raise StoreError(f"{self.where}: cannot open the episode store: {exc}") from exc
+            raise self._error(what, exc, conn) from exc
         self._conn = conn
         return conn
+
+    def _error(
+        self, what: str, exc: psycopg.Error, conn: psycopg.Connection[Any] | None
+    ) -> StoreError:
+        """The store's error for a failed call: unreachable when the link, not the request."""
+        if self._watchdog.fired:
+            return StoreUnreachableError(
+                f"{self.where}: cannot {what}: no answer from the server within "
+                f"{self._watchdog.limit_s:g} s (the link or the server is down)"
+            )
+        if conn is None or conn.broken or conn.closed:
+            return StoreUnreachableError(f"{self.where}: cannot {what}: {exc}")
+        return StoreError(f"{self.where}: cannot {what}: {exc}")
+
+    @contextmanager
+    def _locked(self, what: str) -> Iterator[None]:
+        """Hold the lock, waiting at most twice the bound (another call may be stuck)."""
+        if not self.lock.acquire(timeout=2 * self.timeout_s):
+            raise StoreUnreachableError(
+                f"{self.where}: cannot {what}: another call has held the connection for "
+                f"over {2 * self.timeout_s:g} s (a slow link or server)"
+            )
+        try:
+            yield
+        finally:
+            self.lock.release()
 
     def db(self) -> psycopg.Connection[Any]:
         """The open connection, opened again when the last one broke (hold :attr:`lock`).
@@ -80,6 +149,9 @@ class Session:
         if self._closed:
             raise StoreError(f"{self.where}: the store is closed")
         if self._conn is None or self._conn.closed or self._conn.broken:
+            if self._conn is not None:
+                self._conn.close()  # a broken one still holds its socket
+                self._conn = None
             return self._connect()
         return self._conn
 
@@ -97,14 +169,15 @@ class Session:
             StoreError: The store is closed, or a statement failed.
 
         """
-        with self.lock:
+        with self._locked(what):
             conn = self.db()
             try:
-                with conn.transaction():
-                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                # BEGIN ISOLATION LEVEL REPEATABLE READ: one round trip, not two
+                conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                with self._watchdog.bounded(conn), conn.transaction():
                     yield conn
             except psycopg.Error as exc:
-                raise StoreError(f"{self.where}: cannot {what}: {exc}") from exc
+                raise self._error(what, exc, conn) from exc
 
     @contextmanager
     def writing(self, what: str) -> Iterator[psycopg.Connection[Any]]:
@@ -123,22 +196,49 @@ class Session:
         """
         if self._read_only:
             raise StoreError(f"{self.where}: the store was opened read-only")
-        with self.lock:
+        with self._locked(what):
             conn = self.db()
             try:
-                with conn.transaction():
+                conn.isolation_level = None  # the server's default, read committed
+                with self._watchdog.bounded(conn), conn.transaction():
                     yield conn
             except psycopg.errors.UniqueViolation as exc:
                 raise StoreError(
                     f"cannot {what}: already in the store ({exc.diag.message_detail})"
                 ) from exc
             except psycopg.Error as exc:
-                raise StoreError(f"{self.where}: cannot {what}: {exc}") from exc
+                raise self._error(what, exc, conn) from exc
+
+    @contextmanager
+    def autocommit(
+        self, what: str, timeout_s: float | None = None
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """Statements outside a transaction (each commits on its own), under the lock.
+
+        Args:
+            what: What the caller does, for the error message.
+            timeout_s: The bound of each answer; None = ``store_timeout_seconds``.
+
+        Yields:
+            The connection.
+
+        Raises:
+            StoreError: The store is closed, or a statement failed.
+
+        """
+        with self._locked(what):
+            conn = self.db()
+            try:
+                with self._watchdog.bounded(conn):
+                    yield conn
+            except psycopg.Error as exc:
+                raise self._error(what, exc, conn) from exc
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent); waits for a call in progress (it is bounded)."""
         with self.lock:
             self._closed = True
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            self._watchdog.close()

