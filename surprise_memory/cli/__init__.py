@@ -1,4 +1,4 @@
-"""The ``surprise-memory`` command: process, query, export, report, eval-*, migrate, goto, serve.
+"""The ``surprise-memory`` command: process, query, export, report, eval, migrate, goto, serve.
 
 One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, report;
 :mod:`~surprise_memory.cli.batch` for many recordings), :mod:`~surprise_memory.cli.store`
