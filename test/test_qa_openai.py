@@ -137,6 +137,17 @@ def ANSWER_FROM_TOOL(body: dict[str, Any]) -> Any:
     }
 
 
+def _image_urls(request: dict[str, Any]) -> list[str]:
+    """The image URLs of a chat request's messages."""
+    return [
+        part["image_url"]["url"]
+        for m in request["messages"]
+        if isinstance(m["content"], list)
+        for part in m["content"]
+        if part["type"] == "image_url"
+    ]
+
+
 def _say(content: str) -> Reply:
     return lambda body, n: {"content": content}
 
@@ -240,25 +251,13 @@ def test_tool_calls_images_failures_and_resume(
     second = server.requests[1]
     result = _last_tool_result(second)
     assert result["count"] >= 1 and "_images" not in result
-    images = [
-        part["image_url"]["url"]
-        for m in second["messages"]
-        if isinstance(m["content"], list)
-        for part in m["content"]
-        if part["type"] == "image_url"
-    ]
+    images = _image_urls(second)
     assert images and all(base64.b64decode(u.partition(",")[2])[:2] == b"\xff\xd8" for u in images)
     done = records[(time_q.id, 0)]
     assert done["error"] is None and done["score"]["status"] == "scored"
     assert done["answer"] == {"time_s": result["episodes"][0]["time"]}
     logged = [e for e in done["transcript"] if "request" in e][1]["request"]
-    saved = [
-        part["image_url"]["url"]
-        for m in logged["messages"]
-        if isinstance(m["content"], list)
-        for part in m["content"]
-        if part["type"] == "image_url"
-    ]
+    saved = _image_urls(logged)
     assert saved and all((out / name).read_bytes()[:2] == b"\xff\xd8" for name in saved)
     assert any("tool_call" in e for e in done["transcript"])
     # 2. a malformed reply and 3. a timeout: a clear error each, the run went on

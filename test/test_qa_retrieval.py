@@ -45,7 +45,7 @@ def test_the_world_is_a_pure_function_of_its_seed_and_length() -> None:
 
 
 def test_the_route_is_continuous_and_events_are_where_the_robot_was() -> None:
-    world = qa_world(11, 600)
+    world = qa_world(13, 300)
     truth = world.ground_truth()
     assert len(truth["legs"]) >= 4  # many places
     samples = list(world.odometry())
@@ -62,7 +62,7 @@ def test_the_route_is_continuous_and_events_are_where_the_robot_was() -> None:
     colours = [e["colour"] for e in truth["events"] if e["kind"] == "object_appears"]
     assert len(colours) == len(set(colours)) and "grey" not in colours
     frames = list(world.frames())
-    assert len(frames) == world.frame_count == 6000
+    assert len(frames) == world.frame_count == 3000
     assert all(b.stamp_ns > a.stamp_ns for a, b in itertools.pairwise(frames))
 
 
