@@ -314,3 +314,14 @@ def test_an_endpoint_that_is_down_fails_each_question_and_resume_completes(
     assert settings["resumes"][0]["changed"] == {"llm_base_url": server.base_url}
     assert cli_main(["eval-qa", "--resume", str(out)]) == 0
     assert all(r["error"] is None for r in QaRun.open(out).records().values())
+
+
+def test_an_endpoint_not_given_is_refused_before_a_run_folder_is_written(
+    qa_world_store: QaWorldStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = f"{qa_world_store.sequence}={qa_world_store.store}"
+    out = tmp_path / "run"
+    args = ["eval-qa", str(qa_world_store.questions_file), "--store", store, "--out", str(out)]
+    assert cli_main([*args, "--answerer", "openai", "--llm-model", "m"]) == 1
+    assert "llm_base_url=''" in capsys.readouterr().err
+    assert not out.exists()

@@ -178,9 +178,9 @@ def _cmd_eval_qa(args: argparse.Namespace) -> int:
                 "--resume RUN takes its questions and memories from RUN/settings.json; give "
                 "only the settings to change"
             )
-        run = QaRun.open(args.resume)
+        run: Any = QaRun.open(args.resume)
         config = QaConfig.from_mapping({**run.settings["config"], **changes})
-        run.note_resume(changes)
+        specs = run.settings["memories"]
     else:
         read = _read(args)
         if args.dry_run:
@@ -193,20 +193,28 @@ def _cmd_eval_qa(args: argparse.Namespace) -> int:
         missing = sorted({q.sequence for q in read.questions} - set(specs))
         if missing:
             raise InputError(f"no memory for sequence(s) {missing}: give --store SEQ=PATH")
-        settings = {
-            "question_file": {"path": str(read.path.resolve()), "sha256": file_sha256(read.path)},
-            "memories": specs,
-            "config": config.as_dict(),
-        }
-        run = QaRun.create(args.out, read.questions, settings)
     with contextlib.ExitStack() as stack:
-        memories = _open_memories(stack, run.settings["memories"], config)
-        answerer = _answerer(config, run.folder)
-        if "answerer" not in run.settings:
-            run.settings["answerer"] = {"name": answerer.name, **answerer.settings()}
-            run.settings["embedders"] = {
-                seq: m.embedder_model for seq, m in memories.items() if m.embedder_model
+        # memories and answerer first: a setting or a store that cannot be used is refused
+        # before a run folder is written
+        memories = _open_memories(stack, specs, config)
+        folder = Path(args.resume or args.out).expanduser()
+        answerer = _answerer(config, folder)
+        if args.resume:
+            run.note_resume(changes)
+        else:
+            settings = {
+                "question_file": {
+                    "path": str(read.path.resolve()),
+                    "sha256": file_sha256(read.path),
+                },
+                "memories": specs,
+                "config": config.as_dict(),
+                "answerer": {"name": answerer.name, **answerer.settings()},
+                "embedders": {
+                    seq: m.embedder_model for seq, m in memories.items() if m.embedder_model
+                },
             }
+            run = QaRun.create(args.out, read.questions, settings)
             _record_versions(run)
         total = len(run.questions) * config.qa_repeats
 
