@@ -6,14 +6,16 @@ street (a place: a panorama of its own, drawn from the leg's seed), driven strai
 street. On the way, dozens of scripted events happen at known places and times:
 
 * a person crosses (4 s), several times;
-* a ball appears and stays (each world's balls in colours of their own: at most one ball
-  of each colour name, never grey, so "the blue ball" names one object);
+* a ball appears and stays (at most six a world, each in a colour name of its own, never
+  grey, so "the blue ball" names one object and two of the eight names are never seen);
 * the lights go down (a dimming with its flicker, at most one per leg: the street stays
   dim until the next);
 * the robot turns 90 degrees left (a camera pan, 3 s), which changes its heading for the
   rest of the route;
 
-and long quiet stretches: some legs have no event at all, and events keep 15 s apart.
+and long quiet stretches: a quarter of the legs have no event at all; on the others, two to
+five events take one 15-second slot each (drawn among the leg's slots) and start in its
+first 10 s, so two events start at least 5 s apart.
 
 Each leg is a :class:`~.scene.SyntheticScene` with the ``synthetic-trained-tiny`` models'
 options (:data:`~.scene.MODEL_SCENE`: a quiet camera, events visible in single frames)
@@ -84,7 +86,7 @@ _LEG_S = (60, 150)  # whole seconds, so legs start on frame boundaries
 _QUIET_LEGS = 0.25  # share of legs without any event
 _EVENTS_PER_LEG = (2, 5)  # on the other legs, as many as fit
 _MAX_BALLS = 6  # of the 8 colour names: at least two are never seen (true negatives)
-_GAP_S = 15.0  # between two events of a leg
+_GAP_S = 15.0  # one event per slot of this length; it starts in the slot's first 10 s
 _EDGE_S = (12.0, 8.0)  # no event this close to a leg's start / end
 _FIRST_S = 25.0  # the first leg's events wait for the encoder's and the gate's warm-up
 _SEED_BASE = 100_000
