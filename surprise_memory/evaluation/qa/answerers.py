@@ -47,7 +47,7 @@ __all__ = [
     "QuestionError",
     "RetrievalAnswerer",
     "fit_yes_threshold",
-    "search",
+    "search_memory",
     "search_words",
     "split_between",
 ]
@@ -160,7 +160,9 @@ def split_between(text: str) -> tuple[str, str] | None:
     return None if found is None else (found.group(1), found.group(2))
 
 
-def search(tool: EpisodicMemoryTool, transcript: list[dict[str, Any]], **arguments: Any) -> Any:
+def search_memory(
+    tool: EpisodicMemoryTool, transcript: list[dict[str, Any]], **arguments: Any
+) -> Any:
     """Call ``tool`` with ``arguments`` (missing ones null), note the call in ``transcript``.
 
     Raises:
@@ -265,7 +267,7 @@ class RetrievalAnswerer:
     def _search(
         self, tool: EpisodicMemoryTool, text: str, transcript: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
-        result = search(tool, transcript, query=search_words(text), max_results=self._k)
+        result = search_memory(tool, transcript, query=search_words(text), max_results=self._k)
         return list(result["episodes"])
 
     def _choose(
