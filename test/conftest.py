@@ -17,6 +17,8 @@ os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1,
 
 # `pytest --ros-free`: the tests that need no ROS 2 (the robot stage, tools/test_robot.sh);
 # the store's two backends and a real PostgreSQL server, for the tests that ask for them
+# a short synthetic QA world processed once, for the question-answering tests
+from qa_helpers import qa_world_store  # noqa: F401
 from ros_free import (  # noqa: F401
     pytest_addoption,
     pytest_collection_modifyitems,

@@ -1,9 +1,10 @@
-"""The ``surprise-memory`` command: process, query, export, report, eval-gebd, migrate, goto, serve.
+"""The ``surprise-memory`` command: process, query, export, report, eval, migrate, goto, serve.
 
 One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, report;
 :mod:`~surprise_memory.cli.batch` for many recordings), :mod:`~surprise_memory.cli.store`
 (query, migrate), :mod:`~surprise_memory.cli.export` (export: episodes as MCAP),
-:mod:`~surprise_memory.cli.gebd` (eval-gebd),
+:mod:`~surprise_memory.cli.gebd` (eval-gebd), :mod:`~surprise_memory.cli.qa` (eval-qa: the
+paper's question-answering experiment),
 :mod:`~surprise_memory.cli.goto` (goto: an episode as a Nav2 goal),
 :mod:`~surprise_memory.cli.serve` (serve: the memory browser);
 :mod:`~surprise_memory.cli.cluster` holds the ``--ray`` options and the job progress bar,
@@ -32,6 +33,7 @@ from surprise_memory.cli.gebd import add_gebd_command
 from surprise_memory.cli.goto import add_goto_command
 from surprise_memory.cli.options import PROG
 from surprise_memory.cli.process import add_process_commands
+from surprise_memory.cli.qa import add_qa_command
 from surprise_memory.cli.serve import add_serve_command
 from surprise_memory.cli.stopping import exit_status, install_sigterm, quiet_broken_pipe
 from surprise_memory.cli.store import add_store_commands
@@ -41,12 +43,13 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``surprise-memory`` with its eight subcommands."""
+    """The argument parser of ``surprise-memory`` with its nine subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Surprise-gated episodic memory, offline: process a bag or video into an "
         "episode store, query it, export episodes as MCAP, report on it, browse it in a web "
-        "page, evaluate on GEBD; and send the robot to where an episode happened (goto).",
+        "page, evaluate on GEBD and on question answering (OC-NaVQA); and send the robot "
+        "to where an episode happened (goto).",
         epilog="Setting options: every setting of the config schema is an option named "
         "--setting-name (the spelling --setting_name is accepted too), with the same name, "
         "default and range as the ROS node parameter.",
@@ -57,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_commands(sub, fmt)
     add_export_command(sub, fmt)
     add_gebd_command(sub)
+    add_qa_command(sub, fmt)
     add_goto_command(sub, fmt)
     add_serve_command(sub, fmt)
     return parser

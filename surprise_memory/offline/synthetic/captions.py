@@ -31,6 +31,7 @@ __all__ = [
     "FACTS",
     "HELD_OUT_QUERIES",
     "TRAIN_PHRASES",
+    "ball_colours",
     "colour_name",
     "frame_facts",
 ]
@@ -128,7 +129,7 @@ def colour_name(rgb: np.ndarray) -> str:
     return min(_HUES, key=lambda item: abs(item[0] - deg))[1]
 
 
-def _ball_colours(scene: SyntheticScene) -> list[tuple[float, str]]:
+def ball_colours(scene: SyntheticScene) -> list[tuple[float, str]]:
     """(start_s, colour name) of each appearing object, as :func:`render_frame` draws it."""
     colors = np.random.default_rng([scene.seed, 1])
     out = []
@@ -155,7 +156,7 @@ def frame_facts(scene: SyntheticScene, index: int) -> list[str]:
     world_w = 4 * w
     facts: list[str] = []
     x_now = math.floor(_camera_x(scene, t))
-    for start, colour in _ball_colours(scene):
+    for start, colour in ball_colours(scene):
         if t < start:
             continue
         wx = (_camera_x(scene, start) + 0.62 * w) % world_w

@@ -1,0 +1,325 @@
+"""What an answerer is, the memory it is given, and the ``retrieval`` answerer (no LLM).
+
+An answerer (:class:`Answerer`) answers one question at a time from a :class:`Memory`:
+one sequence's episodes (a store in this process, or a memory node's service through
+:class:`~surprise_memory.agents.ros_client.RosEpisodeRetriever`) and how to embed text
+for them. It reaches them only through the package's agent tool,
+:class:`~surprise_memory.agents.tool.EpisodicMemoryTool`, built per question with the
+question's time origin and current time (:meth:`Memory.tool`), so no answerer sees an
+episode after the moment the question is asked, and every call lands in the transcript.
+
+:class:`RetrievalAnswerer` is the CI baseline: deterministic, no LLM.
+
+* The question's words go to the store's text search (``query``), less the words that
+  only frame a question (:data:`QUESTION_WORDS`: when, where, did, you, last, ...); the
+  best ``qa_max_results`` episodes come back, best first.
+* *time* / *position*: the chosen episode's trigger time / the robot's position there.
+  The chosen episode is the best one; but where the question says *last*, *latest* or
+  *most recent* (*first*, *earliest*), it is the latest (earliest) of those whose
+  similarity reaches ``qa_yes_threshold`` (the best one if none does). The memory is cut
+  at the question's current time, so "the last one" is the latest before it.
+* *binary*: yes when the best similarity reaches ``qa_yes_threshold``, a threshold to
+  calibrate on held-out questions (:func:`fit_yes_threshold`); an empty memory is a no.
+* *duration*: a question "... between A and B?" searches A and B apart (each chosen as
+  above); the answer is the minutes between the two episodes. Other phrasings stay
+  unanswered.
+* *text*: unanswered (a sentence needs a language model).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from surprise_memory.agents.tool import EpisodicMemoryTool, TextEmbedder
+from surprise_memory.errors import InputError, SurpriseMemoryError
+from surprise_memory.evaluation.qa.questions import Answer, Question
+from surprise_memory.memory.store import EpisodeRetriever
+
+__all__ = [
+    "QUESTION_WORDS",
+    "AnswerResult",
+    "Answerer",
+    "Memory",
+    "QuestionError",
+    "RetrievalAnswerer",
+    "fit_yes_threshold",
+    "search_memory",
+    "search_words",
+    "split_between",
+]
+
+QUESTION_WORDS = frozenset({
+    "when", "where", "what", "which", "who", "how", "long", "many", "minutes", "time",
+    "did", "do", "does", "was", "were", "is", "are", "has", "have", "had",
+    "you", "your", "i", "me", "my", "we", "at",
+    "first", "last", "latest", "earliest", "most", "recent", "recently",
+    "ever", "any", "all", "point", "see", "saw", "seen",
+})  # fmt: skip
+"""Words that frame a question rather than say what to look for: left out of the search."""
+
+_WORD_RE = re.compile(r"[A-Za-z0-9'-]+")
+_LATEST_RE = re.compile(r"\b(last|latest|most recent(ly)?)\b", re.IGNORECASE)
+_EARLIEST_RE = re.compile(r"\b(first|earliest)\b", re.IGNORECASE)
+_BETWEEN_RE = re.compile(r"\bbetween\s+(.+?)\s+and\s+(.+?)[\s?.!]*$", re.IGNORECASE)
+
+
+class QuestionError(SurpriseMemoryError):
+    """An answerer could not answer one question (the run goes on; ``--resume`` retries)."""
+
+
+@dataclass
+class AnswerResult:
+    """What an answerer gave for one question.
+
+    Attributes:
+        answer: The answer (None, or the type's field unset: unanswered).
+        transcript: Every step: requests, tool calls and their results, replies.
+        error: Why it failed (None: it did not).
+        judged: A text question: whether a judge found the answer right (None: no judge).
+        details: Figures of the answerer worth keeping (e.g. the best similarity).
+
+    """
+
+    answer: Answer | None
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    judged: bool | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One sequence's memory, as a question is asked of it.
+
+    Attributes:
+        retriever: The episodes: a store, or ``RosEpisodeRetriever`` (a memory node).
+        embed_text: Text -> vector of the store's embedder; None = the retriever embeds
+            text itself (a memory node does).
+        embedder_model: Name of ``embed_text``'s model.
+        embedder_pretrained: Whether it has trained weights.
+
+    """
+
+    retriever: EpisodeRetriever
+    embed_text: TextEmbedder | None = None
+    embedder_model: str | None = None
+    embedder_pretrained: bool | None = None
+
+    def tool(
+        self,
+        question: Question,
+        *,
+        max_results_cap: int = 20,
+        image_episodes: int = 3,
+        frames_per_episode: int = 3,
+    ) -> EpisodicMemoryTool:
+        """The agent tool for ``question``: its origin, and the memory cut at its asking."""
+        return EpisodicMemoryTool(
+            self.retriever,
+            embed_text=self.embed_text,
+            embedder_model=self.embedder_model,
+            embedder_pretrained=self.embedder_pretrained,
+            origin=question.origin_ns,
+            now=question.asked_at_s,
+            max_results_cap=max_results_cap,
+            image_episodes=image_episodes,
+            frames_per_episode=frames_per_episode,
+        )
+
+
+class Answerer(Protocol):
+    """Answers questions from a memory."""
+
+    @property
+    def name(self) -> str:
+        """Its name (``retrieval``, ``openai``)."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """What decides its answers, for the run's record (never a secret)."""
+        ...
+
+    def answer(self, question: Question, memory: Memory) -> AnswerResult:
+        """Answer one question; a failure comes back as ``error``, never raised."""
+        ...
+
+
+def search_words(text: str) -> str:
+    """``text`` less :data:`QUESTION_WORDS` and punctuation (the text itself if nothing is left)."""
+    kept = [w for w in _WORD_RE.findall(text) if w.lower() not in QUESTION_WORDS]
+    return " ".join(kept) or text
+
+
+def split_between(text: str) -> tuple[str, str] | None:
+    """``"How long between A and B?"`` -> ``(A, B)``; None for other phrasings."""
+    found = _BETWEEN_RE.search(text)
+    return None if found is None else (found.group(1), found.group(2))
+
+
+def search_memory(
+    tool: EpisodicMemoryTool, transcript: list[dict[str, Any]], **arguments: Any
+) -> Any:
+    """Call ``tool`` with ``arguments`` (missing ones null), note the call in ``transcript``.
+
+    Raises:
+        QuestionError: The tool answered an error.
+
+    """
+    args: dict[str, Any] = {
+        "query": None,
+        "start_time": None,
+        "end_time": None,
+        "position": None,
+        "radius": None,
+        "max_results": None,
+        "include_images": False,
+        **arguments,
+    }
+    result = tool.execute(**args)
+    transcript.append({"tool": tool.name, "arguments": args, "result": result})
+    if "error" in result:
+        raise QuestionError(f"the memory tool answered: {result['error']}")
+    return result
+
+
+class RetrievalAnswerer:
+    """The ``retrieval`` answerer: the store's text search, no LLM (module docstring).
+
+    Args:
+        yes_threshold: Similarity from which a binary question is answered yes.
+        max_results: Episodes read per search.
+
+    Raises:
+        InputError: ``max_results`` below 1.
+
+    """
+
+    name = "retrieval"
+
+    def __init__(self, yes_threshold: float, max_results: int = 20) -> None:
+        if max_results < 1:
+            raise InputError(f"max_results={max_results}: must be >= 1")
+        self._threshold = float(yes_threshold)
+        self._k = max_results
+
+    def settings(self) -> dict[str, Any]:
+        """The threshold and the episodes per search."""
+        return {"qa_yes_threshold": self._threshold, "qa_max_results": self._k}
+
+    def answer(self, question: Question, memory: Memory) -> AnswerResult:
+        """Answer ``question`` from ``memory`` (see the module docstring); never raises."""
+        transcript: list[dict[str, Any]] = []
+        details: dict[str, Any] = {}
+        try:
+            answer = self._answer(question, memory, transcript, details)
+        except SurpriseMemoryError as exc:
+            return AnswerResult(None, transcript, error=str(exc), details=details)
+        return AnswerResult(answer, transcript, details=details)
+
+    def _answer(
+        self,
+        question: Question,
+        memory: Memory,
+        transcript: list[dict[str, Any]],
+        details: dict[str, Any],
+    ) -> Answer | None:
+        kind = question.type
+        if kind == "text":
+            details["note"] = "text questions stay unanswered without a language model"
+            return None
+        tool = memory.tool(question, max_results_cap=self._k)
+        if kind == "duration":
+            return self._duration(tool, question.text, transcript, details)
+        if kind == "binary":
+            episodes = self._search(tool, question.text, transcript)
+            best = _similarity(episodes[0]) if episodes else None
+            details["best_similarity"] = best
+            return Answer(yes=best is not None and best >= self._threshold)
+        chosen = self._choose(tool, question.text, transcript)
+        if chosen is None or kind == "time":
+            return None if chosen is None else Answer(time_s=float(chosen["time"]))
+        position = chosen.get("position")
+        if position is None:
+            details["note"] = "the chosen episode has no pose"
+            return None
+        x, y, z = (float(v) for v in position)
+        return Answer(position=(x, y, z))
+
+    def _duration(
+        self,
+        tool: EpisodicMemoryTool,
+        text: str,
+        transcript: list[dict[str, Any]],
+        details: dict[str, Any],
+    ) -> Answer | None:
+        parts = split_between(text)
+        if parts is None:
+            details["note"] = "a duration is answered only when asked 'between A and B'"
+            return None
+        chosen = [self._choose(tool, part, transcript) for part in parts]
+        times = [float(e["time"]) for e in chosen if e is not None]
+        return Answer(minutes=abs(times[1] - times[0]) / 60.0) if len(times) == 2 else None
+
+    def _search(
+        self, tool: EpisodicMemoryTool, text: str, transcript: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        result = search_memory(tool, transcript, query=search_words(text), max_results=self._k)
+        return list(result["episodes"])
+
+    def _choose(
+        self, tool: EpisodicMemoryTool, text: str, transcript: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """The episode that answers ``text``: the best, or the latest/earliest that match.
+
+        The order words are read in ``text`` itself: each part of a duration has its own.
+        """
+        episodes = self._search(tool, text, transcript)
+        if not episodes:
+            return None
+        matching = [
+            e for e in episodes if (_similarity(e) or float("-inf")) >= self._threshold
+        ] or episodes[:1]
+        if _LATEST_RE.search(text):
+            return max(matching, key=lambda e: float(e["time"]))
+        if _EARLIEST_RE.search(text):
+            return min(matching, key=lambda e: float(e["time"]))
+        return episodes[0]
+
+
+def _similarity(episode: dict[str, Any]) -> float | None:
+    value = episode.get("similarity")
+    return None if value is None else float(value)
+
+
+def fit_yes_threshold(pairs: Iterable[tuple[float | None, bool]]) -> dict[str, Any]:
+    """The threshold that answers the most binary questions right, from held-out ones.
+
+    Args:
+        pairs: ``(best similarity or None for an empty memory, true answer is yes)``.
+
+    Returns:
+        ``threshold`` (the middle of the best interval between two seen similarities;
+        among equally good intervals, the middle one), its ``accuracy`` on ``pairs`` and
+        ``n``; ``threshold`` None when there is no pair.
+
+    """
+    data = [(float("-inf") if s is None else float(s), bool(y)) for s, y in pairs]
+    if not data:
+        return {"threshold": None, "accuracy": None, "n": 0}
+    values = sorted({s for s, _ in data if s != float("-inf")})
+    cuts = [values[0] - 0.01] if values else [0.0]
+    cuts += [(a + b) / 2.0 for a, b in itertools.pairwise(values)]
+    cuts += [values[-1] + 0.01] if values else []
+
+    def accuracy(cut: float) -> float:
+        return sum((s >= cut) == y for s, y in data) / len(data)
+
+    scored = [(accuracy(c), c) for c in cuts]
+    best = max(a for a, _ in scored)
+    tied: Sequence[float] = [c for a, c in scored if a == best]
+    cut = tied[len(tied) // 2]
+    return {"threshold": max(-1.0, min(1.0, cut)), "accuracy": best, "n": len(data)}
