@@ -218,11 +218,7 @@ class FleetStore(StoreFront):
         Arguments (the episode's fields as keywords), return value and errors as
         :meth:`surprise_memory.memory.store.interface.EpisodeStoreBackend.add`.
         """
-        with self._lock:
-            before = self._local.total_bytes
-            record = self._local.add(frames, embeddings, **fields)
-            self._queue(record, self._local.total_bytes - before)
-        return record
+        return self._committed(lambda: self._local.add(frames, embeddings, **fields))
 
     def import_episode(
         self,
@@ -234,17 +230,20 @@ class FleetStore(StoreFront):
         budget: bool = False,
     ) -> EpisodeRecord:
         """Commit a copied episode on the robot, then queue it for the fleet store."""
+        return self._committed(
+            lambda: self._local.import_episode(record, jpegs, embeddings, origin_ns=origin_ns)
+        )
+
+    def _committed(self, commit: Callable[[], EpisodeRecord]) -> EpisodeRecord:
+        """Commit on the robot; record the episode as waiting, keep the bound, wake the sender."""
         with self._lock:
             before = self._local.total_bytes
-            stored = self._local.import_episode(record, jpegs, embeddings, origin_ns=origin_ns)
-            self._queue(stored, self._local.total_bytes - before)
-        return stored
-
-    def _queue(self, record: EpisodeRecord, nbytes: int) -> None:
-        """Record a committed episode as waiting, make room within the bound, wake the sender."""
-        self._ledger.append([Pending(record.id, nbytes, record.surprise, time.time_ns())])
-        self._make_room(keep=record.id)
+            record = commit()
+            nbytes = self._local.total_bytes - before  # one writer: the add's own bytes
+            self._ledger.append([Pending(record.id, nbytes, record.surprise, time.time_ns())])
+            self._make_room(keep=record.id)
         self._sender.wake()
+        return record
 
     def _make_room(self, keep: str) -> None:
         """Keep the local copy within ``fleet_local_max_bytes``: delivered episodes first."""
