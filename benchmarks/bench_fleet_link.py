@@ -91,10 +91,7 @@ def _frame(i: int) -> Any:
     """The camera: a pan over a texture that cuts to another every 2 s."""
     from surprise_memory.nodes.messages import image_msg_from_rgb
 
-    rng = np.random.default_rng((i // (2 * FPS)) % 3)
-    scene = rng.integers(0, 256, size=(2 * sf.SIZE, 2 * sf.SIZE, 3), dtype=np.uint8)
-    off = (i // 2) % sf.SIZE
-    rgb = np.ascontiguousarray(scene[off : off + sf.SIZE, off : off + sf.SIZE])
+    rgb = fh.camera_rgb(i, FPS, sf.SIZE, scenes=3)
     return image_msg_from_rgb(rgb, T0 + i * 10**9 // FPS, "camera")
 
 
@@ -204,10 +201,7 @@ class _Run:
             spin_until(self.node, lambda: False, max(0.0, next_t - time.monotonic()))
 
     def in_server(self) -> set[str]:
-        from surprise_memory.memory.store import open_store
-
-        with open_store(self.db, read_only=True) as store:
-            return set(store.episode_ids())
+        return set(fh.server_ids(self.db))
 
     def close(self) -> None:
         if self.proc.poll() is None:
