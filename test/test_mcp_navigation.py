@@ -1,7 +1,8 @@
 """``surprise-memory mcp --node``: an MCP client finds an episode and sends the robot there.
 
 Over real DDS: the memory node serves a store written here (``test_navigation_action``'s
-episodes) and sends goals through the tests' NavigateToPose-shaped action to
+episodes) and sends goals through the tests' NavigateToPose-shaped action (and Nav2's,
+where nav2_msgs is installed: ``test_navigation_action``'s fixtures) to
 :class:`~test_navigation_action.ScriptedNavigator`, which stands where Nav2 is; the MCP
 server runs as a subprocess started by the SDK's stdio client and reaches the node's
 services from its own ROS 2 node, as it would from another machine. Each check looks at
@@ -12,8 +13,9 @@ the server's standard error.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,49 +23,29 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-import rclpy
 import synthetic_frames as sf
+import test_navigation_action as nav_action
 from mcp.shared.exceptions import MCPError
 from mcp_helpers import McpCaller, stdio_session
-from rclpy.executors import MultiThreadedExecutor
+from PIL import Image
 from rclpy.node import Node
 from test_go_to_episode import _weights, go_to_episode_service
-from test_navigation_action import (
-    ACTION_NAME,
-    TEST_ACTION_TYPE,
-    TIMEOUT_S,
-    ScriptedNavigator,
-    _fill,
-)
+from test_navigation_action import ACTION_NAME, TIMEOUT_S, ScriptedNavigator, _fill
 
 S = 1_000_000_000
 NS = "/mcp_nav"
 SEARCH = "search_episodic_memory"
 
-
-@pytest.fixture(scope="module")
-def ros() -> Iterator[tuple[Node, ScriptedNavigator]]:
-    """rclpy, and the scripted navigator on a node spun by four threads."""
-    rclpy.init()
-    node = Node("mcp_scripted_navigator")
-    navigator = ScriptedNavigator(node, TEST_ACTION_TYPE)
-    executor = MultiThreadedExecutor(num_threads=4)
-    executor.add_node(node)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
-    try:
-        yield node, navigator
-    finally:
-        navigator.close()
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.shutdown()
-        thread.join(timeout=5)
+# the scripted navigator and the action types it runs under, as test_navigation_action has them
+action_type_name = nav_action.action_type_name
+ros = nav_action.ros
 
 
 @pytest.fixture(scope="module")
 def memory_node(
-    ros: tuple[Node, ScriptedNavigator], tmp_path_factory: pytest.TempPathFactory
+    ros: tuple[Node, ScriptedNavigator],
+    action_type_name: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Path]:
     """memory_node serving retrieve_episodes and go_to_episode in NS; its work folder."""
     work = tmp_path_factory.mktemp("mcp_nav")
@@ -74,7 +56,7 @@ def memory_node(
     params["/**/memory_node"]["ros__parameters"] |= {
         "goal_transport": "action",
         "goal_action": ACTION_NAME,
-        "goal_action_type": TEST_ACTION_TYPE,
+        "goal_action_type": action_type_name,
         "goal_timeout_seconds": TIMEOUT_S,
     }
     with go_to_episode_service(ros[0], work, params, NS):
@@ -109,6 +91,13 @@ def test_navigation_is_absent_without_the_flag(memory_node: Path) -> None:
         # the node's memory all the same: "door" is 10 s after the store's origin
         found = answer(caller.call(SEARCH, {"start_time": 5, "end_time": 15}))
         assert [e["id"] for e in found["episodes"]] == ["door"]
+        # a picture travels to the node, which embeds it (this store's frames hold the
+        # embedding of one caption, so only that the image ranked is checked here)
+        jpeg = io.BytesIO()
+        Image.new("RGB", (32, 32), (120, 40, 200)).save(jpeg, "JPEG")
+        image = base64.b64encode(jpeg.getvalue()).decode()
+        ranked = answer(caller.call(SEARCH, {"image": image, "max_results": 2}))
+        assert ranked["count"] == 2 and all(e["similarity"] is not None for e in ranked["episodes"])
 
 
 def wait_status(caller: McpCaller, goal_id: str, state: str, timeout: float = 20.0) -> dict:
