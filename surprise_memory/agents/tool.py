@@ -16,6 +16,11 @@ not re-encoded); times are seconds since an origin: DAAAM's sequence start
 (``START_TIMES[seq]``, Unix seconds) given as ``origin``, else the store's own origin (the
 first frame it saw). Absolute times are always accepted too (see :func:`stamp_ns`).
 
+What ranks: a text (``query``) or a picture (``image``, base64 JPEG or PNG), embedded
+here by the store's model or by the memory node; ``robot`` narrows a fleet's memory to one
+robot's episodes. :func:`episode_json` and :func:`frame_images` are an episode's JSON and
+its frames as every agent tool gives them (``get_episode`` too).
+
 Causality: DAAAM answers each question with the scene graph cut at the robot's current
 time. ``now`` (a value or a callable) does the same here: no episode whose last frame is
 after ``now`` is returned, whatever the agent asks.
