@@ -22,10 +22,11 @@ cuts every 2 s, so the gate decides about an event every 2 s, and reads ``surpri
 * ``kill``: the link refused, the node SIGKILLed in the middle and started again.
 
 Measured per fault (the goals in brackets): episodes the node announced that are not in the
-server 30 s after the link's return [0]; camera frames the node took in during the fault
-per frame published, against the same share before it (``frames_in``) [>= 95 %]; scores
-published during the fault per frame, against before; the longest gap between two
-``/diagnostics`` during it (by the statuses' own stamps); seconds from the fault to the
+server 30 s after the link's return [0]; of those announced during the fault, how many were
+delivered before it ended (a slow link still delivers); camera frames the node took in
+during the fault per frame published, against the same share before it (``frames_in``) [>=
+95 %]; scores published during the fault per frame, against before; the longest gap between
+two ``/diagnostics`` during it (by the statuses' own stamps); seconds from the fault to the
 first status naming the fleet at WARN or ERROR [<= 5 s]; seconds from the link's return
 until every announced episode is in the server [<= 30 s]; a ``retrieve_episodes`` call in
 the middle of the fault: its time, whether it said partial, and how many of the robot's
@@ -289,10 +290,9 @@ def measure_fault(work: Path, server: Any, fault: str, args: argparse.Namespace)
                 )
                 run.stream(chunk, middle if in_middle else None, at=0.0)
             # (the server itself is down in "stopped" and "hung": nothing can be counted there)
+            during_ids = {i for i, t in run.inbox.episodes.items() if t >= start}
             delivered_during = (
-                None
-                if fault in ("stopped", "hung")
-                else len(set(run.inbox.episodes) & run.in_server())
+                None if fault in ("stopped", "hung") else len(during_ids & run.in_server())
             )
         returned = time.monotonic()
         announced = set(run.inbox.episodes)
