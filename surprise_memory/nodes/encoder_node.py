@@ -6,7 +6,7 @@ from typing import Any
 
 from sensor_msgs.msg import CompressedImage, Image
 
-from surprise_memory.config import CameraConfig, EncoderConfig, NodeConfig
+from surprise_memory.config import NODE_CONFIGS, CameraConfig, NodeConfig
 from surprise_memory.msg import FrameEmbedding
 from surprise_memory.nodes.delivery import CameraDelivery
 from surprise_memory.nodes.diagnostics import NodeStats
@@ -26,7 +26,7 @@ class EncoderNode(ManagedNode):
     """
 
     def __init__(self) -> None:
-        super().__init__("encoder_node", (NodeConfig, CameraConfig, EncoderConfig))
+        super().__init__("encoder_node", NODE_CONFIGS["encoder_node"])
 
     def setup(self, values: dict[str, Any]) -> None:
         """Configure: load the model (slow, can fail), start its thread, publisher."""
