@@ -156,15 +156,19 @@ def timeline_columns(
 
     Returns:
         ``id``, ``robot``, ``t`` (seconds), ``surprise``, ``threshold`` (null = unknown),
-        ``x``, ``y``, ``z`` and ``frame`` (null without a pose), one entry per episode.
+        ``x``, ``y``, ``z`` and ``frame`` (null without a pose), ``camera`` ("" = the one
+        unnamed camera) and ``view`` (where the camera looked, degrees about z in
+        ``frame``; null when unknown), one entry per episode.
 
     """
-    names = ("id", "robot", "t", "surprise", "threshold", "x", "y", "z", "frame")
+    names = ("id", "robot", "t", "surprise", "threshold", "x", "y", "z", "frame", "camera", "view")
     if not summaries:
         return {name: [] for name in names}
-    ids, robots, stamps, surprise, threshold, valid, x, y, z, frames = zip(*summaries, strict=True)
+    columns = zip(*summaries, strict=True)
+    ids, robots, stamps, surprise, threshold, valid, x, y, z, frames, cameras, yaws = columns
     posed = np.asarray(valid, dtype=bool)
     tau = np.asarray(threshold, dtype=np.float64)
+    view = np.asarray(yaws, dtype=np.float64)
     t = (np.asarray(stamps, dtype=np.int64) - (origin_ns or 0)) / NS_PER_SECOND
     # ms, mm and 1e-4 of a score are finer than the page shows: shorter JSON, sent faster
     return {
@@ -177,6 +181,8 @@ def timeline_columns(
         "y": _rounded(np.asarray(y, dtype=np.float64), 3, posed),
         "z": _rounded(np.asarray(z, dtype=np.float64), 3, posed),
         "frame": [f if ok else None for f, ok in zip(frames, valid, strict=True)],
+        "camera": list(cameras),
+        "view": _rounded(np.degrees(view), 1, posed & np.isfinite(view)),
     }
 
 
