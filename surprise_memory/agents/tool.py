@@ -81,6 +81,7 @@ _PARAMETERS = (
     "radius",
     "max_results",
     "include_images",
+    "camera",
 )
 
 
@@ -168,6 +169,12 @@ def _parameters_schema(cap: int, image_episodes: int, text: bool) -> dict[str, A
             "include_images": {
                 "type": "boolean",
                 "description": f"Return frames of the best {image_episodes} episodes as images.",
+            },
+            "camera": {
+                "type": ["string", "null"],
+                "description": "Only what this camera of the robot saw (e.g. 'front'); "
+                "null = every camera. Each episode names its camera and the direction it "
+                "looked.",
             },
         },
         "required": list(_PARAMETERS),
@@ -327,6 +334,9 @@ class EpisodicMemoryTool(FunctionTool):
         radius = kwargs.get("radius")
         if radius is not None and near is None:
             raise InputError("radius given without a position")
+        camera = kwargs.get("camera")
+        if camera is not None and (not isinstance(camera, str) or not camera):
+            raise InputError(f"camera={camera!r}: must be a camera's name or null")
         # an episode exists at `now` once its last frame does: ask for a few more than k,
         # since the ones whose frames run past `now` are dropped below
         extra = 2 if now is not None else 0
@@ -340,6 +350,7 @@ class EpisodicMemoryTool(FunctionTool):
             radius_m=radius,
             max_results=k + extra,
             robot_id=self._robot_id,
+            camera=camera,
         )
         if text is not None and isinstance(self._retriever, RetrievesByText):
             hits = self._retriever.retrieve_text(text, query, include_images=include_images)
@@ -415,6 +426,8 @@ class EpisodicMemoryTool(FunctionTool):
             "distance": None if hit.distance_m is None else round(hit.distance_m, 3),
             "frame_times": [self._seconds(s, origin) for s in ep.frame_stamps_ns],
             "robot": ep.robot_id,
+            "camera": ep.camera.name or None,
+            "view_yaw": None if ep.camera.yaw is None else round(math.degrees(ep.camera.yaw), 1),
         }
 
     def _images(self, hits: Sequence[RetrievalHit], origin: int) -> list[dict[str, str]]:

@@ -37,7 +37,7 @@ from surprise_memory.config.memory import (
     PoseConfig,
     StoreConfig,
 )
-from surprise_memory.config.navigation import GOAL_TRANSPORTS, NavigationConfig
+from surprise_memory.config.navigation import GOAL_FACINGS, GOAL_TRANSPORTS, NavigationConfig
 from surprise_memory.config.nodes import (
     ALL_CONFIGS,
     NODE_CONFIGS,
@@ -60,6 +60,7 @@ from surprise_memory.errors import ConfigError
 __all__ = [
     "ALL_CONFIGS",
     "CAMERA_NAME_PATTERN",
+    "GOAL_FACINGS",
     "GOAL_TRANSPORTS",
     "NODE_CONFIGS",
     "ROBOT_ID_PATTERN",
