@@ -146,6 +146,7 @@ def search_query(
         radius_m=radius_m,
         max_results=k,
         robot_id=_field(params, "robot_id"),
+        camera=_field(params, "camera"),
     )
 
 
@@ -225,6 +226,11 @@ def episode_view(
             "orientation": [pose.qx, pose.qy, pose.qz, pose.qw],
             "yaw_deg": math.degrees(yaw_of(pose)),
         },
+        "camera": {
+            "name": rec.camera.name,
+            "frame": rec.camera.frame_id,
+            "view_yaw_deg": None if rec.camera.yaw is None else math.degrees(rec.camera.yaw),
+        },
         "surprise": rec.surprise,
         "threshold": _finite(rec.threshold),
         "encoder": {"model": rec.encoder_model, "pretrained": rec.encoder_pretrained},
@@ -253,6 +259,7 @@ def hit_views(hits: Sequence[RetrievalHit], origin_ns: int | None) -> list[dict[
                 "surprise": rec.surprise,
                 "position": list(rec.pose.position) if rec.pose_valid else None,
                 "frame": rec.pose.frame_id if rec.pose_valid else None,
+                "camera": rec.camera.name,
                 "thumbnail": thumbnail_url(rec),
             }
         )
