@@ -15,6 +15,8 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 
 from surprise_memory.config import FleetConfig, StoreConfig
+from surprise_memory.memory.camera_view import CameraView
+from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store import EpisodeRecord, EpisodeStoreBackend, open_robot_store
 from surprise_memory.memory.store.fleet import FleetStore
 from surprise_memory.perception.frames import Frame
@@ -92,6 +94,8 @@ def add_episode(
         embedder_model="m",
         embedder_pretrained=True,
         episode_id=episode_id,
+        # a camera and its pose: the delivered copy keeps them (its digest covers them)
+        camera=CameraView(f"cam{k % 2}", f"cam{k % 2}_optical", Pose(float(k), frame_id="odom")),
     )
 
 

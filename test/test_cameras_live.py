@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 import subprocess
 import sys
 from contextlib import ExitStack
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import rclpy
 import synthetic_frames as sf
@@ -34,10 +36,19 @@ from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
+from ros_helpers import (
+    node_executable,
+    peer_process,
+    serving_memory_node,
+    spin_until,
+    wait_for_subscribers,
+)
 from sensor_msgs.msg import Image
+from test_store import _add, _as_version_5
 
-from surprise_memory.memory.store import EpisodeRecord, open_store
+from surprise_memory.agents.ros_client import EpisodicMemoryClient
+from surprise_memory.memory.store import DB_NAME, EpisodeRecord, EpisodeStore, open_store
+from surprise_memory.memory.store.schema import SCHEMA_VERSION
 from surprise_memory.msg import Episode, FrameEmbedding, SurpriseEvent
 from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time, time_to_ns
 
@@ -258,3 +269,28 @@ def test_a_camera_filtered_query_and_goto_face_that_camera(run: Run) -> None:
             "--fixed-frames", "odom", "--navigation-frame", "odom", "--goal-facing", "robot",
         )  # fmt: skip
         assert abs(math.remainder(kept["goal"]["yaw_deg"] - 30.0, 360.0)) < 1e-3
+
+
+def test_an_old_store_opens_with_one_unnamed_camera(tmp_path: Path) -> None:
+    """A store from before cameras (schema 5) is served by a memory node of three cameras:
+    its episodes come back over DDS seen by the one unnamed camera, direction unknown."""
+    store = tmp_path / "old"
+    rng = np.random.default_rng(0)
+    with EpisodeStore(store) as db:
+        old = [_add(db, rng, i) for i in range(2)]
+    _as_version_5(store / DB_NAME)
+    params = sf.node_params(str(store), cameras=",".join(MOUNTS))
+    with serving_memory_node(params, tmp_path, NS, "old_store_test") as node:
+        client = EpisodicMemoryClient(node, f"{NS}/retrieve_episodes", timeout=30.0)
+        try:
+            got = client.retrieve(k=10)
+            assert sorted(e.id for e in got) == sorted(r.id for r in old)
+            assert {(e.camera.name, e.camera.frame_id, e.camera.pose) for e in got} == {
+                ("", "", None)
+            }
+            assert client.retrieve(k=10, camera="front") == []
+        finally:
+            client.destroy()
+    conn = sqlite3.connect(store / DB_NAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
