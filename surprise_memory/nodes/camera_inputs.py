@@ -15,7 +15,7 @@ reads the ``cameras`` setting into one :class:`CameraInputs`. Each camera has it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,16 @@ from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.qos import subscribe_camera
 from surprise_memory.nodes.runtime import StampOrder
 
-__all__ = ["CameraInput", "CameraInputs"]
+__all__ = ["CameraInput", "CameraInputs", "not_one_of"]
+
+
+def not_one_of(camera: str, known: Iterable[str]) -> str:
+    """Why a message of ``camera`` is refused by a node whose cameras are ``known``."""
+    names = ", ".join(repr(n) for n in known)
+    return (
+        f"camera {camera!r} is not one of this node's cameras ({names}): give every node the "
+        "same cameras setting"
+    )
 
 
 @dataclass(frozen=True)

@@ -153,21 +153,15 @@ class EncoderPart:
             self._stats.reject("image", str(exc))
             return False
         if dropped:
-            self._count("windows_dropped", camera, dropped)
+            self._stats.count_camera("windows_dropped", camera, dropped)
         window = self._batcher.last_window
         if window is not None:
             period = self._input_period_ns or self._cameras[camera].period_ns
             frames = self._window_frames - window.padded
             missing = self._spans[camera].add(window.span_ns, frames, period)
             if missing:
-                self._count("window_frames_missing", camera, missing)
+                self._stats.count_camera("window_frames_missing", camera, missing)
         return True
-
-    def _count(self, key: str, camera: str, n: int = 1) -> None:
-        """Count for the node and, with a named camera, for that camera too."""
-        self._stats.count(key, n)
-        if camera:
-            self._stats.count(f"{camera}.{key}", n)
 
     def reset(self, camera: str = "") -> None:
         """A camera starts a new sequence (its time went back); queued windows stay."""
@@ -211,7 +205,7 @@ class EncoderPart:
         self._latencies.append(time.perf_counter() - start)
         for window, embedding, valid in zip(batch.windows, z, batch.valid, strict=True):
             if not valid:  # frames overwritten while queued (the worker stalled)
-                self._count("windows_dropped", window.camera)
+                self._stats.count_camera("windows_dropped", window.camera)
                 continue
             msg = FrameEmbedding(
                 model=self._encoder.model_name,
@@ -224,7 +218,7 @@ class EncoderPart:
             msg.header.frame_id = self._frames[window.camera] or window.frame_id
             msg.embedding = array("f", embedding.astype(np.float32).tobytes())
             self._emit(msg)  # oldest first: stamp order of each camera
-            self._count("windows_encoded", window.camera)
+            self._stats.count_camera("windows_encoded", window.camera)
         self._stats.count("batches")
         self._batch_max = max(self._batch_max, len(batch.windows))
         lat = np.asarray(self._latencies) * 1e3

@@ -52,6 +52,7 @@ from surprise_memory.memory.store.fleet import FleetStore
 from surprise_memory.memory.store.records import resolve_robot_id
 from surprise_memory.memory.writer import EpisodeWriter
 from surprise_memory.msg import Episode, SurpriseEvent
+from surprise_memory.nodes.camera_inputs import not_one_of
 from surprise_memory.nodes.clock import steady_clock
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.episode_display import EpisodeDisplay
@@ -325,12 +326,8 @@ class MemoryPart:
             return
         held = self._cameras.get(msg.camera)
         if held is None:
-            known = ", ".join(repr(n) for n in self._cameras)
-            self._stats.reject(
-                "event",
-                f"event at {stamp} ns of camera {msg.camera!r}, not one of this node's "
-                f"cameras ({known}): give every node the same cameras setting",
-            )
+            reason = not_one_of(msg.camera, self._cameras)
+            self._stats.reject("event", f"event at {stamp} ns: {reason}")
             return
         key = (msg.camera, stamp)
         if key in self._events or key in self._recent:

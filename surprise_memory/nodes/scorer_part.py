@@ -29,6 +29,7 @@ from surprise_memory.config import (
 from surprise_memory.errors import InputError
 from surprise_memory.health import Finding, pose_finding, untrained_finding
 from surprise_memory.msg import FrameEmbedding, SurpriseEvent, SurpriseScore
+from surprise_memory.nodes.camera_inputs import not_one_of
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import ns_to_time, pose_to_msg, time_to_ns
 from surprise_memory.nodes.parameters import Applier
@@ -168,12 +169,6 @@ class ScorerPart:
             pose_finding(self._pose_source),
         ]
 
-    def _count(self, key: str, camera: str) -> None:
-        """Count for the node and, with a named camera, for that camera too."""
-        self._stats.count(key)
-        if camera:
-            self._stats.count(f"{camera}.{key}")
-
     def on_embedding(self, msg: FrameEmbedding) -> None:
         """Score one embedding (stamps increasing per camera); publish what its gate decides."""
         stamp = time_to_ns(msg.header.stamp)
@@ -183,12 +178,7 @@ class ScorerPart:
             return
         stream = self._cameras.get(msg.camera)
         if stream is None:
-            known = ", ".join(repr(n) for n in self._cameras)
-            self._stats.reject(
-                "embedding",
-                f"camera {msg.camera!r} is not one of this scorer's cameras ({known}): give "
-                "every node the same cameras setting",
-            )
+            self._stats.reject("embedding", not_one_of(msg.camera, self._cameras))
             return
         if not stream.order.check(stamp):
             return
@@ -208,7 +198,7 @@ class ScorerPart:
         triggers = stream.gate.push(stamp, result.score, result.kl)
         if deviation is not None:
             stream.filter.observe(stamp, deviation)
-        self._count("frames_scored", msg.camera)
+        self._stats.count_camera("frames_scored", msg.camera)
         out = SurpriseScore(
             header=msg.header,
             score=result.score,
@@ -261,7 +251,7 @@ class ScorerPart:
         if self._on_event is not None:
             self._on_event(event)
         self._pose_source = source
-        self._count("events", stream.spec.name)
+        self._stats.count_camera("events", stream.spec.name)
         seen = f" by {stream.spec.label}" if stream.spec.name else ""
         self._node.get_logger().info(
             f"event{seen} at {ns_to_seconds(trigger.stamp_ns):.3f} s: score "

@@ -23,6 +23,7 @@ __all__ = [
     "camera_from_row",
     "camera_values",
     "check_camera",
+    "pose_values",
 ]
 
 CAMERA_COLUMN_TYPES = (
@@ -51,11 +52,12 @@ _FRAME_MAX = 256
 def camera_values(camera: CameraView) -> tuple[object, ...]:
     """A camera's row values, in :data:`CAMERA_COLUMNS` order."""
     p = camera.pose
-    pose = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, "") if p is None else _pose_values(p)
+    pose = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, "") if p is None else pose_values(p)
     return (camera.name, camera.frame_id, p is not None, *pose)
 
 
-def _pose_values(p: Pose) -> tuple[float | str, ...]:
+def pose_values(p: Pose) -> tuple[float | str, ...]:
+    """A pose's row values as both stores keep them: x, y, z, qx, qy, qz, qw, frame."""
     return (
         float(p.x),
         float(p.y),

@@ -29,7 +29,7 @@ from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import check_robot_id
-from surprise_memory.memory.store.camera_columns import check_camera
+from surprise_memory.memory.store.camera_columns import check_camera, pose_values
 from surprise_memory.memory.store.frame_files import EPISODE_ID_RE, FRAMES_DIR, FrameFiles
 from surprise_memory.memory.store.search import EmbeddingIndex
 from surprise_memory.memory.store.sessions import check_session_id, host_session_id
@@ -215,19 +215,11 @@ def episode_values(rec: EpisodeRecord) -> tuple[object, ...]:
     pose frame and validity, surprise, threshold (NaN, "no threshold", as NULL), the two
     models and whether they were trained, and the wall time of the write.
     """
-    p = rec.pose
     return (
         rec.stamp_ns,
         rec.start_ns,
         rec.end_ns,
-        float(p.x),
-        float(p.y),
-        float(p.z),
-        float(p.qx),
-        float(p.qy),
-        float(p.qz),
-        float(p.qw),
-        p.frame_id,
+        *pose_values(rec.pose),
         rec.pose_valid,
         rec.surprise,
         None if math.isnan(rec.threshold) else rec.threshold,
