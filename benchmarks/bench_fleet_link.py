@@ -25,10 +25,11 @@ Measured per fault (the goals in brackets): episodes the node announced that are
 server 30 s after the link's return [0]; camera frames the node took in during the fault
 per frame published, against the same share before it (``frames_in``) [>= 95 %]; scores
 published during the fault per frame, against before; the longest gap between two
-``/diagnostics`` during it; seconds from the fault to the first status naming the fleet at
-WARN or ERROR [<= 5 s]; seconds from the link's return until every announced episode is in
-the server [<= 30 s]; a ``retrieve_episodes`` call in the middle of the fault: its time,
-whether it said partial, and how many of the robot's episodes it returned.
+``/diagnostics`` during it (by the statuses' own stamps); seconds from the fault to the
+first status naming the fleet at WARN or ERROR [<= 5 s]; seconds from the link's return
+until every announced episode is in the server [<= 30 s]; a ``retrieve_episodes`` call in
+the middle of the fault: its time, whether it said partial, and how many of the robot's
+episodes it returned.
 
 Then, for the choice of design, the cost of storing one episode on the path the episode
 writer waits for: the robot's local commit (:class:`FleetStore`) against a commit to the
@@ -79,22 +80,21 @@ class _Inbox:
     scores: list[float] = field(default_factory=list)
     episodes: dict[str, float] = field(default_factory=dict)  # id -> when announced
     statuses: list[tuple[float, int, str, dict[str, str]]] = field(default_factory=list)
+    stamps: list[float] = field(default_factory=list)  # each status's own stamp (the node's)
 
     def on_status(self, msg: Any) -> None:
         for status in msg.status:
             if "pipeline_node" in status.name:
                 values = {kv.key: kv.value for kv in status.values}
                 self.statuses.append((time.monotonic(), status.level[0], status.message, values))
+                self.stamps.append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
 
 
 def _frame(i: int) -> Any:
     """The camera: a pan over a texture that cuts to another every 2 s."""
     from surprise_memory.nodes.messages import image_msg_from_rgb
 
-    rng = np.random.default_rng((i // (2 * FPS)) % 3)
-    scene = rng.integers(0, 256, size=(2 * sf.SIZE, 2 * sf.SIZE, 3), dtype=np.uint8)
-    off = (i // 2) % sf.SIZE
-    rgb = np.ascontiguousarray(scene[off : off + sf.SIZE, off : off + sf.SIZE])
+    rgb = fh.camera_rgb(i, FPS, sf.SIZE, scenes=3)
     return image_msg_from_rgb(rgb, T0 + i * 10**9 // FPS, "camera")
 
 
@@ -204,10 +204,7 @@ class _Run:
             spin_until(self.node, lambda: False, max(0.0, next_t - time.monotonic()))
 
     def in_server(self) -> set[str]:
-        from surprise_memory.memory.store import open_store
-
-        with open_store(self.db, read_only=True) as store:
-            return set(store.episode_ids())
+        return set(fh.server_ids(self.db))
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -315,7 +312,10 @@ def measure_fault(work: Path, server: Any, fault: str, args: argparse.Namespace)
         warned = [
             t for t, level, msg, _ in inbox.statuses if t >= start and level >= 1 and "fleet" in msg
         ]
-        gaps = np.diff([t for t, *_ in inbox.statuses if during[0] <= t <= during[1]])
+        # the gaps as the node stamped its statuses (this process, busy in the retrieval's
+        # call meanwhile, takes several in a burst after it)
+        stamped = zip(inbox.statuses, inbox.stamps, strict=True)
+        gaps = np.diff([stamp for (t, *_), stamp in stamped if during[0] <= t <= during[1]])
         minutes = (returned - start) / 60
         result.update(
             episodes=len(run.inbox.episodes),

@@ -13,11 +13,17 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
+import numpy.typing as npt
 
 from surprise_memory.config import FleetConfig, StoreConfig
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
-from surprise_memory.memory.store import EpisodeRecord, EpisodeStoreBackend, open_robot_store
+from surprise_memory.memory.store import (
+    EpisodeRecord,
+    EpisodeStoreBackend,
+    open_robot_store,
+    open_store,
+)
 from surprise_memory.memory.store.fleet import FleetStore
 from surprise_memory.perception.frames import Frame
 
@@ -45,10 +51,15 @@ def wait_until(done: Callable[[], bool], timeout: float, step: float = 0.05) -> 
 
 
 class Robot:
-    """A robot's fleet store (its own folder under ``root``) and what it reported."""
+    """A robot's fleet store (its own folder under ``root``) and what it reported.
 
-    def __init__(self, root: Path, url: str, robot: str, **fleet: Any) -> None:
-        self.root, self.url, self.name = root, url, robot
+    Its exchanges with the server are bounded at ``timeout_s`` (1 s: faults show fast).
+    """
+
+    def __init__(
+        self, root: Path, url: str, robot: str, timeout_s: float = 1.0, **fleet: Any
+    ) -> None:
+        self.root, self.url, self.name, self.timeout_s = root, url, robot, timeout_s
         self.fleet = {"fleet_heartbeat_seconds": 0.2, **fleet}
         self.not_sent: list[tuple[str, str]] = []
         self._rng = np.random.default_rng(zlib.crc32(robot.encode()))
@@ -56,7 +67,9 @@ class Robot:
 
     def open(self) -> FleetStore:
         """(Re)open the robot's store on its folder."""
-        config = StoreConfig(store_path=self.url, robot_id=self.name, store_timeout_seconds=1.0)
+        config = StoreConfig(
+            store_path=self.url, robot_id=self.name, store_timeout_seconds=self.timeout_s
+        )
         fleet = FleetConfig(fleet_local_store=str(self.root / self.name), **self.fleet)
         store = open_robot_store(
             config, fleet, on_not_sent=lambda i, why: self.not_sent.append((i, why))
@@ -97,6 +110,20 @@ def add_episode(
         # a camera and its pose: the delivered copy keeps them (its digest covers them)
         camera=CameraView(f"cam{k % 2}", f"cam{k % 2}_optical", Pose(float(k), frame_id="odom")),
     )
+
+
+def server_ids(url: str) -> list[str]:
+    """The ids of the episodes the store at ``url`` holds, in the order added (read-only)."""
+    with open_store(url, read_only=True) as store:
+        return store.episode_ids()
+
+
+def camera_rgb(i: int, fps: int, size: int, scenes: int = 2) -> npt.NDArray[np.uint8]:
+    """Frame ``i`` of a camera that pans over a texture and cuts to the next every 2 s."""
+    rng = np.random.default_rng((i // (2 * fps)) % scenes)
+    scene = rng.integers(0, 256, size=(2 * size, 2 * size, 3), dtype=np.uint8)
+    off = (i // 2) % size
+    return np.ascontiguousarray(scene[off : off + size, off : off + size])
 
 
 def children(pid: int) -> list[int]:

@@ -451,4 +451,4 @@ def test_the_agent_asks_one_camera_and_learns_where_it_looked(retriever: Episode
     assert (rear["camera"], rear["view_yaw"]) == ("rear", None)
     door = _call(tool, query="door", max_results=1)["episodes"][0]
     assert (door["camera"], door["view_yaw"]) == (None, None)  # the one unnamed camera
-    assert "must be a camera's name" in _call(tool, camera=3)["error"]
+    assert "camera=3: a camera name" in _call(tool, camera=3)["error"]

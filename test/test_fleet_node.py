@@ -28,26 +28,24 @@ import rclpy
 import synthetic_frames as sf
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
-from fleet_helpers import socket_path, via
+from fleet_helpers import camera_rgb, server_ids, socket_path, via
 from link_proxy import LinkProxy
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_helpers import node_executable, spin_until, wait_for_subscribers
 from sensor_msgs.msg import Image
 from store_backends import new_database
+from test_memory_node import FPS, T_CAM, _event
 
 from surprise_memory.agents.ros_client import EpisodicMemoryClient, RosEpisodeRetriever
 from surprise_memory.agents.tool import EpisodicMemoryTool
-from surprise_memory.memory.store import open_store
 from surprise_memory.msg import Episode, SurpriseEvent, SurpriseScore
-from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time
+from surprise_memory.nodes.messages import image_msg_from_rgb
 from surprise_memory.nodes.qos import LATCHED
 
 NS = "/fleet_test"
 CAMERA = "/fleet_camera/image"
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-FPS = 20
-T0 = 1000 * 10**9
 FAULT_S = 6.0  # each fault held this long (the benchmark holds 60 s)
 # what a stalled camera path would report, blaming the camera, the encoder or the embedder
 _BLAMES = (
@@ -80,22 +78,6 @@ class _Seen:
 
     def counter(self, key: str) -> int:
         return int(self.statuses[-1][3].get(key, "0")) if self.statuses else 0
-
-
-def _rgb(i: int) -> np.ndarray:
-    """A camera that pans over a texture and cuts to another scene every 2 s."""
-    rng = np.random.default_rng((i // (2 * FPS)) % 2)
-    scene = rng.integers(0, 256, size=(2 * sf.SIZE, 2 * sf.SIZE, 3), dtype=np.uint8)
-    off = (i // 2) % sf.SIZE
-    return np.ascontiguousarray(scene[off : off + sf.SIZE, off : off + sf.SIZE])
-
-
-def _event(i: int) -> SurpriseEvent:
-    msg = SurpriseEvent(score=5.0, kl=1.0, threshold=1.0, pose_valid=False, pose_source="none")
-    msg.header.stamp = ns_to_time(T0 + i * 10**9 // FPS)
-    msg.decided = msg.header.stamp
-    msg.pose.orientation.w = 1.0
-    return msg
 
 
 def _params(tmp_path: Path, executable: str, url: str) -> Path:
@@ -159,7 +141,9 @@ class _Robot:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             i = self.frame
-            self.camera.publish(image_msg_from_rgb(_rgb(i), T0 + i * 10**9 // FPS, "camera"))
+            self.camera.publish(
+                image_msg_from_rgb(camera_rgb(i, FPS, sf.SIZE), T_CAM + i * 10**9 // FPS, "camera")
+            )
             self.published.append(time.monotonic())
             if self.executable == "memory_node" and i % FPS == 10 and i > FPS:
                 self.events.publish(_event(i - 10))
@@ -188,11 +172,6 @@ class _Robot:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.node.destroy_node()
-
-
-def _server_ids(url: str) -> set[str]:
-    with open_store(url, read_only=True) as server:
-        return set(server.episode_ids())
 
 
 def _outage(robot: _Robot, link: LinkProxy) -> None:
@@ -250,7 +229,7 @@ def test_a_node_rides_out_a_dead_link(tmp_path: Path, pg_server: Any, executable
             robot.stream(2.0)
 
             def delivered() -> bool:
-                return {e.id for e in robot.seen.episodes} <= _server_ids(db)
+                return {e.id for e in robot.seen.episodes} <= set(server_ids(db))
 
             assert spin_until(robot.node, delivered, 30.0), robot.log.read_text()[-3000:]
             assert len(during) >= 3 and robot.proc.poll() is None
@@ -275,7 +254,7 @@ def test_memory_node_killed_during_an_outage_delivers_its_backlog(
             robot.stream(3.0)
             link.refuse()
             robot.stream(FAULT_S)
-            backlog = {e.id for e in robot.seen.episodes} - _server_ids(db)
+            backlog = {e.id for e in robot.seen.episodes} - set(server_ids(db))
             assert backlog, "no episode waited for the link"
             robot.proc.send_signal(signal.SIGKILL)
             assert robot.proc.wait(timeout=30) == -signal.SIGKILL
@@ -284,7 +263,7 @@ def test_memory_node_killed_during_an_outage_delivers_its_backlog(
             link.pass_traffic()
 
             def delivered() -> bool:
-                return {e.id for e in robot.seen.episodes} <= _server_ids(db)
+                return {e.id for e in robot.seen.episodes} <= set(server_ids(db))
 
             assert spin_until(robot.node, delivered, 30.0), robot.log.read_text()[-3000:]
             assert robot.proc.poll() is None

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import Robot, hung, socket_path, stopped, via, wait_until
+from fleet_helpers import Robot, hung, server_ids, socket_path, stopped, via, wait_until
 from link_proxy import LinkProxy
 from store_backends import new_database
 
@@ -36,11 +36,6 @@ def db(pg_server: Any) -> str:
     return new_database(pg_server)
 
 
-def _server_ids(url: str) -> list[str]:
-    with open_store(url, read_only=True) as server:
-        return server.episode_ids()
-
-
 def _add_without_waiting(robot: Robot, ks: range) -> None:
     """Add episodes in a thread: it must finish whatever the link does."""
     worker = threading.Thread(target=lambda: [robot.add(k) for k in ks])
@@ -57,7 +52,7 @@ def test_episodes_are_committed_on_the_robot_then_delivered_whole(
         records = [robot.add(k) for k in range(4)]
         assert len(robot.store.local) == 4  # committed on the robot at once
         assert wait_until(robot.delivered, 20.0), robot.store.status()
-        assert _server_ids(db) == [r.id for r in records]  # in order
+        assert server_ids(db) == [r.id for r in records]  # in order
         with open_store(db, read_only=True) as server:
             for r in records:
                 assert episode_digest(server, r.id) == episode_digest(robot.store.local, r.id)
@@ -99,7 +94,7 @@ def test_a_dropped_link_costs_delay_never_an_episode(
         assert sorted(h.episode.id for h in hits) == [f"r1-{k}" for k in range(6)]
         link.pass_traffic()
         assert wait_until(robot.delivered, 30.0), robot.store.status()
-        assert sorted(_server_ids(db)) == sorted([f"r1-{k}" for k in range(6)] + ["r2-100"])
+        assert sorted(server_ids(db)) == sorted([f"r1-{k}" for k in range(6)] + ["r2-100"])
 
         def whole() -> bool:  # cross-robot answers come back
             found = robot.store.search(max_results=20)
@@ -113,11 +108,11 @@ def test_a_dropped_link_costs_delay_never_an_episode(
 
 
 def test_a_slow_link_delivers_and_says_it_is_slow(tmp_path: Path, link: LinkProxy, db: str) -> None:
-    robot = Robot(tmp_path, via(db, link.port), "r1")
+    robot = Robot(tmp_path, via(db, link.port), "r1", timeout_s=3.0)
     try:
         robot.add(0)
         assert wait_until(robot.delivered, 20.0)
-        link.set_latency(0.3)  # 0.6 s round trips: slow, under the 1 s bound
+        link.set_latency(0.3)  # 0.6 s round trips: slow (over 0.5 s), well under the 3 s bound
         seen = set()
 
         def done() -> bool:
@@ -127,7 +122,7 @@ def test_a_slow_link_delivers_and_says_it_is_slow(tmp_path: Path, link: LinkProx
         robot.add(1)
         assert wait_until(done, 30.0), (seen, robot.store.status())
         assert "unreachable" not in seen
-        assert _server_ids(db) == ["r1-0", "r1-1"]
+        assert server_ids(db) == ["r1-0", "r1-1"]
     finally:
         robot.store.close()
 
@@ -145,7 +140,7 @@ def test_a_commit_cut_before_its_answer_is_delivered_once(
         robot.add(1)
         assert wait_until(robot.delivered, 20.0), robot.store.status()
         assert link.commit_cuts_pending == 0  # the cut happened
-        assert _server_ids(db) == ["r1-0", "r1-1"]
+        assert server_ids(db) == ["r1-0", "r1-1"]
     finally:
         robot.store.close()
     assert robot.not_sent == []
@@ -166,7 +161,7 @@ def test_the_backlog_survives_a_restart_and_a_lost_ledger(
         assert robot.store.status().backlog.episodes == 3
         link.pass_traffic()
         assert wait_until(robot.delivered, 30.0), robot.store.status()
-        assert _server_ids(db) == [f"r1-{k}" for k in range(4)]
+        assert server_ids(db) == [f"r1-{k}" for k in range(4)]
     finally:
         robot.store.close()
     # the ledger is a cache: lost, every episode the robot holds is offered again, and
@@ -176,7 +171,7 @@ def test_the_backlog_survives_a_restart_and_a_lost_ledger(
     try:
         assert wait_until(robot.delivered, 30.0), robot.store.status()
         assert robot.store.status().backlog.sent == 4
-        assert _server_ids(db) == [f"r1-{k}" for k in range(4)]
+        assert server_ids(db) == [f"r1-{k}" for k in range(4)]
     finally:
         robot.store.close()
     assert robot.not_sent == []
@@ -195,7 +190,7 @@ def test_the_local_copy_keeps_its_bound_delivered_episodes_first(
             robot.add(k, side=240)
             assert wait_until(robot.delivered, 20.0)
             assert robot.store.total_bytes <= bound
-        assert len(robot.store) < 6 and _server_ids(db) == [f"r1-{k}" for k in range(6)]
+        assert len(robot.store) < 6 and server_ids(db) == [f"r1-{k}" for k in range(6)]
         link.refuse()
         surprises = {6: 5.0, 7: 1.0, 8: 4.0, 9: 2.0, 10: 6.0, 11: 3.0}
         for k, surprise in surprises.items():
@@ -209,7 +204,7 @@ def test_the_local_copy_keeps_its_bound_delivered_episodes_first(
         assert all("fleet_local_max_bytes" in why for _, why in robot.not_sent)
         link.pass_traffic()
         assert wait_until(robot.delivered, 30.0), robot.store.status()
-        assert sorted(_server_ids(db)) == sorted([f"r1-{k}" for k in range(6)] + kept)
+        assert sorted(server_ids(db)) == sorted([f"r1-{k}" for k in range(6)] + kept)
     finally:
         robot.store.close()
 
@@ -240,7 +235,7 @@ def test_a_hung_or_stopped_server(tmp_path: Path, pg_server: Any, db: str, fault
             assert wait_until(lambda: robot.store.status().link.state == "unreachable", 10.0)
             assert "fleet unreachable" in partial_of(robot.store.search(max_results=10))
         assert wait_until(robot.delivered, 30.0), robot.store.status()
-        assert _server_ids(db) == ["r1-0", "r1-1", "r1-2"]
+        assert server_ids(db) == ["r1-0", "r1-1", "r1-2"]
     finally:
         robot.store.close()
     assert robot.not_sent == []
@@ -251,7 +246,7 @@ def test_three_robots_each_with_its_own_flaky_link(tmp_path: Path, pg_server: An
     robots = [Robot(tmp_path, via(db, p.port), f"r{i}") for i, p in enumerate(links)]
     try:
         links[0].refuse()
-        links[1].set_latency(0.1)
+        links[1].set_latency(0.05)
         links[2].black_hole()
         for k in range(4):
             for robot in robots:

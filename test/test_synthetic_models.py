@@ -38,6 +38,7 @@ from browser_helpers import chrome, serve, wait_for
 from rclpy.node import Node
 from ros_helpers import serving_memory_node
 from selenium.webdriver.common.by import By
+from trained_models import KINDS, SEED, SETTINGS, build_trained_store
 
 from surprise_memory.agents.ros_client import EpisodicMemoryClient
 from surprise_memory.agents.tool import EpisodicMemoryTool
@@ -57,7 +58,7 @@ from surprise_memory.offline.synthetic.captions import (
     TRAIN_PHRASES,
     frame_facts,
 )
-from surprise_memory.offline.synthetic.evaluation import episode_event, evaluate_scene
+from surprise_memory.offline.synthetic.evaluation import episode_event
 from surprise_memory.offline.synthetic.training import (
     CUE_FACTS,
     HELD_OUT_SEED_BASE,
@@ -83,8 +84,6 @@ from surprise_memory.perception.encoders import (
 from surprise_memory.stamps import NS_PER_SECOND
 
 NS = "/surprise_memory_synthetic"
-SEED = HELD_OUT_SEED_BASE + 7
-KINDS = ("person_crosses", "light_change", "object_appears", "camera_pan")
 QUERIES = [q for kind in KINDS for q in HELD_OUT_QUERIES[kind]]
 EXPECTED_KIND = {q: kind for kind in KINDS for q in HELD_OUT_QUERIES[kind]}
 """The event whose episode each paraphrase must rank first on this scene (the demo's two
@@ -92,17 +91,6 @@ sentences among them). Over 20 held-out scenes recall@1 is 0.82 for the pan, 0.8
 light and 0.90 for the object, not everywhere the issue's 0.9 (benchmarks/RESULTS.md,
 seventh pass): on this scene every paraphrase ranks its event first, on others a pan's
 blurred frame can still pass for a flicker."""
-SETTINGS = {
-    "encoder_weights": SYNTHETIC_MODEL_NAME,
-    "embedder_model": SYNTHETIC_EMBEDDER_MODEL,
-    "embedder_weights": SYNTHETIC_MODEL_NAME,
-    "encoder_device": "cpu",
-    "embedder_device": "cpu",
-    # the trained video model's clip length and the gate's calibrated gamma, as the demo
-    **json.loads((SYNTHETIC_WEIGHTS / "MODEL_CARD.json").read_text(encoding="utf-8"))[
-        "recommended"
-    ],
-}
 
 
 # ---------------------------------------------------------------------- training
@@ -276,12 +264,7 @@ def test_they_load_by_name_or_as_a_local_folder_under_their_own_name() -> None:
 # ---------------------------------------------------------------------- a held-out scene
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("synthetic_models") / "store"
-    pipeline = OfflinePipeline(PipelineSettings.from_mapping(SETTINGS))
-    result = evaluate_scene(pipeline, model_scene(SEED), path)
-    assert result.found_in_span == len(KINDS), result  # every scripted event, within 1 s
-    assert result.ranks, "text queries ran on the trained embedder"
-    return path
+    return build_trained_store(tmp_path_factory.mktemp("synthetic_models") / "store")
 
 
 @pytest.fixture(scope="module")

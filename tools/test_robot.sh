@@ -76,8 +76,8 @@ source venv/bin/activate
 set -u
 
 # the optional parts as doc/guides/robot-setup.md installs them: a fleet's PostgreSQL client,
-# the memory browser, Ray (on Python 3.10 their `; python_version < "3.11"` pins)
-for extra in store browser ray; do
+# the memory browser, Ray, the MCP server (on Python 3.10 their `; python_version < "3.11"` pins)
+for extra in store browser ray agents; do
   pip install -q -c venv/surprise_memory-constraints.txt -r "src/surprise_memory/requirements/$extra.txt" \
     2>&1 | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
 done

@@ -27,6 +27,7 @@ import itertools
 import math
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +38,7 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
-from surprise_memory.errors import InputError, ServiceTimeoutError
+from surprise_memory.errors import InputError, ServiceTimeoutError, StoreError
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.query_embedder import canonical_model_name
@@ -384,15 +385,29 @@ class RosEpisodeRetriever:
     The service sends one number per episode; ``score`` is it for a ranked query, and
     ``distance_m`` is recomputed here from the episode's pose when the query has a place.
 
+    The service finds episodes by query, not by id: :meth:`lookup` finds one again by the
+    trigger stamp and robot of an earlier answer, remembered for the last
+    ``remembered_episodes`` episodes this retriever returned (an agent gets an episode's
+    id from a search before it asks for the episode).
+
     Args:
         client: The service client.
         timeout: Seconds per call (None = the client's).
+        remembered_episodes: How many returned episodes :meth:`lookup` can find again.
 
     """
 
-    def __init__(self, client: EpisodicMemoryClient, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        client: EpisodicMemoryClient,
+        timeout: float | None = None,
+        remembered_episodes: int = 4096,
+    ) -> None:
         self._client = client
         self._timeout = timeout
+        self._seen: OrderedDict[str, tuple[int, str]] = OrderedDict()  # id -> (stamp, robot)
+        self._seen_cap = max(1, remembered_episodes)
+        self._seen_lock = threading.Lock()
 
     @property
     def origin_ns(self) -> int | None:
@@ -432,13 +447,65 @@ class RosEpisodeRetriever:
             raise InputError("a text query and a query embedding together: give one")
         return self._ask(query, include_images, text=text)
 
+    def retrieve_image(
+        self, image: npt.NDArray[np.uint8], query: RetrievalQuery, *, include_images: bool = False
+    ) -> list[RetrievalHit]:
+        """Like :meth:`retrieve`, ranked by ``image`` ((H, W, 3) RGB), embedded by the node.
+
+        Raises:
+            InputError: ``query`` has an embedding too, or the node refused the query.
+            ServiceTimeoutError: The node did not answer in time.
+
+        """
+        if query.embedding is not None:
+            raise InputError("a query image and a query embedding together: give one")
+        return self._ask(query, include_images, image=image)
+
+    def lookup(self, episode_id: str, *, include_images: bool = False) -> RetrievalHit:
+        """An episode this retriever returned before, asked again by its stamp and robot.
+
+        Raises:
+            StoreError: The id is not among the episodes remembered, or the node no longer
+                holds it (evicted).
+            ServiceTimeoutError: The node did not answer in time.
+
+        """
+        with self._seen_lock:
+            seen = self._seen.get(episode_id)
+        if seen is None:
+            raise StoreError(
+                f"episode {episode_id!r} is unknown here: search for it first (through the "
+                "memory node, an episode is found again by what a search returned)"
+            )
+        stamp, robot = seen
+        query = RetrievalQuery(start_ns=stamp, end_ns=stamp, robot_id=robot or None)
+        hits = self._ask(query, include_images, max_results=64)
+        for hit in hits:
+            if hit.episode.id == episode_id:
+                return hit
+        raise StoreError(f"episode {episode_id!r} is no longer in the memory (evicted)")
+
+    def _remember(self, episodes: Sequence[RetrievedEpisode]) -> None:
+        with self._seen_lock:
+            for ep in episodes:
+                self._seen[ep.id] = (ep.stamp_ns, ep.robot_id)
+                self._seen.move_to_end(ep.id)
+            while len(self._seen) > self._seen_cap:
+                self._seen.popitem(last=False)
+
     def _ask(
-        self, query: RetrievalQuery, include_images: bool, text: str | None
+        self,
+        query: RetrievalQuery,
+        include_images: bool,
+        text: str | None = None,
+        image: npt.NDArray[np.uint8] | None = None,
+        max_results: int | None = None,
     ) -> list[RetrievalHit]:
         if not isinstance(query, RetrievalQuery):
             raise InputError(f"query is a {type(query).__name__}: expected RetrievalQuery")
         found = self._client.retrieve(
             text,
+            image=image,
             embedding=query.embedding,
             embedding_model=query.embedder_model,
             embedding_pretrained=query.embedder_pretrained,
@@ -446,14 +513,15 @@ class RosEpisodeRetriever:
             end=query.end_ns,
             near=query.near,
             radius=query.radius_m,
-            k=query.max_results or 10,
+            k=max_results or query.max_results or 10,
             include_images=include_images,
             timeout=self._timeout,
             near_frame=query.near_frame,
             robot_id=query.robot_id,
             camera=query.camera,
         )
-        ranked = query.embedding is not None or bool(text)
+        self._remember(found)
+        ranked = query.embedding is not None or bool(text) or image is not None
         return RetrievalHits([self._hit(ep, query, ranked) for ep in found], found.partial)
 
     @staticmethod

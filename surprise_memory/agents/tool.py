@@ -16,6 +16,11 @@ not re-encoded); times are seconds since an origin: DAAAM's sequence start
 (``START_TIMES[seq]``, Unix seconds) given as ``origin``, else the store's own origin (the
 first frame it saw). Absolute times are always accepted too (see :func:`stamp_ns`).
 
+What ranks: a text (``query``) or a picture (``image``, base64 JPEG or PNG), embedded
+here by the store's model or by the memory node; ``robot`` narrows a fleet's memory to one
+robot's episodes. :func:`episode_json` and :func:`frame_images` are an episode's JSON and
+its frames as every agent tool gives them (``get_episode`` too).
+
 Causality: DAAAM answers each question with the scene graph cut at the robot's current
 time. ``now`` (a value or a callable) does the same here: no episode whose last frame is
 after ``now`` is returned, whatever the agent asks.
@@ -28,16 +33,17 @@ a tool call, so a raised error would end the agent's answer.
 from __future__ import annotations
 
 import base64
+import binascii
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.agents.function_tool import FunctionTool
 from surprise_memory.errors import InputError, SurpriseMemoryError
-from surprise_memory.memory.query_embedder import canonical_model_name
+from surprise_memory.memory.query_embedder import canonical_model_name, decode_query_image
 from surprise_memory.memory.retrieval import RetrievalQuery, check_robot_id
 from surprise_memory.memory.store import (
     EpisodeRetriever,
@@ -50,10 +56,15 @@ from surprise_memory.stamps import NS_PER_SECOND, parse_time
 
 __all__ = [
     "ABSOLUTE_NS_FROM",
+    "MAX_QUERY_IMAGE_BYTES",
     "EpisodicMemoryTool",
+    "ImageEmbedder",
+    "RetrievesByImage",
     "TextEmbedder",
     "TimeValue",
     "canonical_model_name",
+    "episode_json",
+    "frame_images",
     "origin_to_ns",
     "stamp_ns",
 ]
@@ -61,6 +72,21 @@ __all__ = [
 
 TextEmbedder = Callable[[str], npt.NDArray[np.float32]]
 """Embeds a text query into the store's embedding space, e.g. PE-Core's text tower."""
+
+ImageEmbedder = Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]
+"""Embeds a query image ((H, W, 3) uint8 RGB) into the store's space: PE-Core's image tower."""
+
+
+@runtime_checkable
+class RetrievesByImage(Protocol):
+    """A retriever that ranks by a query image it embeds itself (the memory node's service)."""
+
+    def retrieve_image(
+        self, image: npt.NDArray[np.uint8], query: RetrievalQuery, *, include_images: bool = False
+    ) -> list[RetrievalHit]:
+        """Like ``retrieve``, ranked by ``image``, (H, W, 3) uint8 RGB (``query``: no embedding)."""
+        ...
+
 
 TimeValue = int | float | str
 """A time as the tool takes it; see :func:`stamp_ns`."""
@@ -75,14 +101,19 @@ ABSOLUTE_NS_FROM = 10**12
 # strict function calling: every parameter is required (optional ones are nullable)
 _PARAMETERS = (
     "query",
+    "image",
     "start_time",
     "end_time",
     "position",
     "radius",
     "max_results",
     "include_images",
+    "robot",
     "camera",
 )
+
+MAX_QUERY_IMAGE_BYTES = 16 * 1024 * 1024
+"""Largest query image the tool decodes (bytes after base64), as the memory browser's default."""
 
 
 def origin_to_ns(origin: int | float) -> int:
@@ -129,10 +160,14 @@ def stamp_ns(name: str, value: Any, origin_ns: int | None) -> int | None:
     return origin_ns + round(value * NS_PER_SECOND)
 
 
-def _parameters_schema(cap: int, image_episodes: int, text: bool) -> dict[str, Any]:
+def _parameters_schema(
+    cap: int, image_episodes: int, text: bool, image: bool, robot: str | None
+) -> dict[str, Any]:
     """The arguments' JSON schema: strict (all required, optional ones nullable, closed)."""
     nullable_time = {"type": ["number", "string", "null"]}
     text_note = "" if text else " (text search unavailable here: pass null)"
+    image_note = "" if image else " (image search unavailable here: pass null)"
+    robot_note = f" This memory answers for robot {robot!r} only." if robot is not None else ""
     return {
         "type": "object",
         "properties": {
@@ -140,6 +175,12 @@ def _parameters_schema(cap: int, image_episodes: int, text: bool) -> dict[str, A
                 "type": ["string", "null"],
                 "description": "What to look for, in words, e.g. 'a golf cart stopping'; "
                 "null for no text search" + text_note + ".",
+            },
+            "image": {
+                "type": ["string", "null"],
+                "description": "A picture to look for, base64-encoded JPEG or PNG: episodes "
+                "whose frames look like it come first; null for none" + image_note + ". Give "
+                "query or image, not both.",
             },
             "start_time": {
                 **nullable_time,
@@ -170,11 +211,15 @@ def _parameters_schema(cap: int, image_episodes: int, text: bool) -> dict[str, A
                 "type": "boolean",
                 "description": f"Return frames of the best {image_episodes} episodes as images.",
             },
+            "robot": {
+                "type": ["string", "null"],
+                "description": "Only this robot's episodes (a fleet's memory holds several "
+                "robots'; each episode names its robot); null = every robot's." + robot_note,
+            },
             "camera": {
                 "type": ["string", "null"],
-                "description": "Only what this camera of the robot saw (e.g. 'front'); "
-                "null = every camera. Each episode names its camera and the direction it "
-                "looked.",
+                "description": "Only what this camera of the robot saw (e.g. 'front'); null "
+                "= every camera. Each episode names its camera and where it looked.",
             },
         },
         "required": list(_PARAMETERS),
@@ -191,10 +236,10 @@ class EpisodicMemoryTool(FunctionTool):
             node's service, from any machine).
         embed_text: Text-to-vector function of the store's embedder. None = the retriever
             embeds text itself where it can (the memory node does), else no text queries.
-        embedder_model: Model name of ``embed_text`` (checked against the store's;
-            ``PE-Core-L14-336`` is taken for ``PE-Core-L-14-336``).
-        embedder_pretrained: Whether ``embed_text``'s model has its trained weights (None =
-            not checked).
+        embedder_model: Model name of ``embed_text`` and ``embed_image`` (checked against
+            the store's; ``PE-Core-L14-336`` is taken for ``PE-Core-L-14-336``).
+        embedder_pretrained: Whether that model has its trained weights (None = not
+            checked).
         origin: Time zero of every time in and out of the tool: Unix seconds (DAAAM's
             ``START_TIMES[seq]``) or int ns. None = the retriever's origin (the store's
             first frame seen).
@@ -204,7 +249,11 @@ class EpisodicMemoryTool(FunctionTool):
             returned. None = no limit.
         max_results_cap: Most episodes one call may return.
         robot_id: Search only this robot's episodes (a fleet's shared memory holds many
-            robots'); None = every robot's. Each episode's JSON names its robot.
+            robots'); None = every robot's, or the one the call's ``robot`` names. Each
+            episode's JSON names its robot.
+        embed_image: Image-to-vector function of the store's embedder (a query image,
+            (H, W, 3) uint8 RGB). None = the retriever embeds images itself where it can
+            (the memory node does), else no image queries.
         image_episodes: With images, how many of the best episodes send frames.
         frames_per_episode: With images, frames sent per episode (evenly spaced).
         name: Function name shown to the agent.
@@ -229,9 +278,10 @@ class EpisodicMemoryTool(FunctionTool):
         image_episodes: int = 3,
         frames_per_episode: int = 3,
         name: str = "search_episodic_memory",
+        embed_image: ImageEmbedder | None = None,
     ) -> None:
-        if embed_text is not None and not embedder_model:
-            raise InputError("embed_text needs embedder_model, the name of the model it runs")
+        if (embed_text is not None or embed_image is not None) and not embedder_model:
+            raise InputError("an embedder needs embedder_model, the name of the model it runs")
         for label, value in (
             ("max_results_cap", max_results_cap),
             ("image_episodes", image_episodes),
@@ -241,6 +291,7 @@ class EpisodicMemoryTool(FunctionTool):
                 raise InputError(f"{label}={value}: must be >= 1")
         self._retriever = retriever
         self._embed_text = embed_text
+        self._embed_image = embed_image
         self._embedder_model = canonical_model_name(embedder_model) if embedder_model else None
         self._embedder_pretrained = embedder_pretrained
         self._origin_ns = None if origin is None else origin_to_ns(origin)
@@ -257,22 +308,60 @@ class EpisodicMemoryTool(FunctionTool):
         """What the tool does, for the model."""
         return (
             "Search the robot's episodic memory: short clips (8 frames) stored when "
-            "something surprising happened. Filter by what was seen (text), by time and by "
-            "place; combine freely. Without text, results come nearest first when a "
-            "position is given, else newest first. Times are seconds since the start of "
-            "the recording; positions are [x, y, z] in metres in the map frame."
+            "something surprising happened. Filter by what was seen (text, or a picture), "
+            "by time, by place and by robot; combine freely. Without text or picture, "
+            "results come nearest first when a position is given, else newest first. "
+            "Times are seconds since the start of the recording; positions are [x, y, z] "
+            "in metres in the map frame."
         )
 
     @property
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the arguments, in OpenAI's strict form."""
-        return _parameters_schema(self._cap, self._image_episodes, self.can_search_text)
+        return _parameters_schema(
+            self._cap,
+            self._image_episodes,
+            self.can_search_text,
+            self.can_search_images,
+            self._robot_id,
+        )
 
     # ------------------------------------------------------------------ times
     @property
     def can_search_text(self) -> bool:
         """Whether text queries can be answered (a text embedder, or a retriever that embeds)."""
         return self._embed_text is not None or isinstance(self._retriever, RetrievesByText)
+
+    @property
+    def can_search_images(self) -> bool:
+        """Whether image queries can be answered (an image embedder, or a retriever that embeds)."""
+        return self._embed_image is not None or isinstance(self._retriever, RetrievesByImage)
+
+    @property
+    def max_results_cap(self) -> int:
+        """Most episodes one call may return."""
+        return self._cap
+
+    @property
+    def robot_id(self) -> str | None:
+        """The only robot whose episodes this tool returns (None: every robot's)."""
+        return self._robot_id
+
+    def robot_filter(self, robot: Any) -> str | None:
+        """The robot a call asks for, within the tool's own (None: every robot's).
+
+        Raises:
+            InputError: Not a robot id, or another robot than the one this tool serves.
+
+        """
+        if robot is None:
+            return self._robot_id
+        if not isinstance(robot, str):
+            raise InputError(f"robot={robot!r}: must be a robot id (a string) or null")
+        robot = check_robot_id(robot)
+        if self._robot_id is not None and robot != self._robot_id:
+            raise InputError(f"robot={robot!r}: this memory answers for {self._robot_id!r} only")
+        return str(robot)
 
     @property
     def origin_ns(self) -> int | None:
@@ -329,14 +418,12 @@ class EpisodicMemoryTool(FunctionTool):
         include_images = kwargs.get("include_images", False)
         if not isinstance(include_images, bool):
             raise InputError(f"include_images={include_images!r}: must be true or false")
-        text, embedding = self._text_query(kwargs.get("query"))
+        robot = self.robot_filter(kwargs.get("robot"))
+        text, rgb, embedding = self._similar_to(kwargs.get("query"), kwargs.get("image"))
         near = self._position(kwargs.get("position"))
         radius = kwargs.get("radius")
         if radius is not None and near is None:
             raise InputError("radius given without a position")
-        camera = kwargs.get("camera")
-        if camera is not None and (not isinstance(camera, str) or not camera):
-            raise InputError(f"camera={camera!r}: must be a camera's name or null")
         # an episode exists at `now` once its last frame does: ask for a few more than k,
         # since the ones whose frames run past `now` are dropped below
         extra = 2 if now is not None else 0
@@ -349,11 +436,13 @@ class EpisodicMemoryTool(FunctionTool):
             near=near,
             radius_m=radius,
             max_results=k + extra,
-            robot_id=self._robot_id,
-            camera=camera,
+            robot_id=robot,
+            camera=kwargs.get("camera"),  # checked by the query
         )
         if text is not None and isinstance(self._retriever, RetrievesByText):
             hits = self._retriever.retrieve_text(text, query, include_images=include_images)
+        elif rgb is not None and isinstance(self._retriever, RetrievesByImage):
+            hits = self._retriever.retrieve_image(rgb, query, include_images=include_images)
         else:
             hits = self._retriever.retrieve(query, include_images=include_images)
         partial = partial_of(hits)
@@ -363,33 +452,53 @@ class EpisodicMemoryTool(FunctionTool):
         if origin is None:  # an empty memory has no origin: count from the epoch
             origin = 0
         result: dict[str, Any] = {
-            "episodes": [self._episode_json(h, origin) for h in hits],
+            "episodes": [episode_json(h, origin) for h in hits],
             "count": len(hits),
         }
         if partial:  # e.g. the fleet store unreachable: the robot's own episodes only
             result["partial"] = partial
         if include_images:
-            images = self._images(hits, origin)
+            images = [
+                image
+                for hit in hits[: self._image_episodes]
+                for image in frame_images(hit, origin, self._frames_per_episode)
+            ]
             if images:
                 result["_images"] = images
         return result
 
-    def _text_query(self, text: Any) -> tuple[str | None, npt.NDArray[np.float32] | None]:
-        """(text for the retriever to embed, or the embedding made here); (None, None) = none."""
-        if text is None:
-            return None, None
-        if not isinstance(text, str):
+    def _similar_to(
+        self, text: Any, image: Any
+    ) -> tuple[str | None, npt.NDArray[np.uint8] | None, npt.NDArray[np.float32] | None]:
+        """What ranks the episodes, from the ``query`` and ``image`` arguments.
+
+        Returns (text for the retriever to embed, image for it to embed, or the embedding
+        made here); all None: nothing ranks (time or place order).
+        """
+        if text is not None and not isinstance(text, str):
             raise InputError(f"query={text!r}: must be a string or null")
-        if not text.strip():
-            return None, None
-        if self._embed_text is not None:
-            return None, np.asarray(self._embed_text(text), dtype=np.float32)
-        if isinstance(self._retriever, RetrievesByText):
-            return text, None
-        raise InputError(
-            "text search is not available (no text embedder configured); search by time or "
-            "position instead"
-        )
+        if image is not None and not isinstance(image, str):
+            raise InputError("image: must be a base64-encoded JPEG or PNG (a string) or null")
+        text = text if text and text.strip() else None
+        if text is not None and image:
+            raise InputError("give query (words) or image (a picture), not both")
+        if text is not None:
+            if self._embed_text is not None:
+                return None, None, np.asarray(self._embed_text(text), dtype=np.float32)
+            if isinstance(self._retriever, RetrievesByText):
+                return text, None, None
+            raise InputError(
+                "text search is not available (no text embedder configured); search by "
+                "time or position instead"
+            )
+        if not image:
+            return None, None, None
+        if not self.can_search_images:
+            raise InputError("image search is not available here; search by words, time or place")
+        rgb = decode_query_image(_base64_bytes(image))
+        if self._embed_image is not None:
+            return None, None, np.asarray(self._embed_image(rgb), dtype=np.float32)
+        return None, rgb, None
 
     @staticmethod
     def _position(position: Any) -> tuple[float, float, float] | None:
@@ -408,43 +517,83 @@ class EpisodicMemoryTool(FunctionTool):
             raise InputError(f"max_results={max_results}: must be between 1 and {self._cap}")
         return max_results
 
-    @staticmethod
-    def _seconds(stamp: int, origin: int) -> float:
-        return round((stamp - origin) / NS_PER_SECOND, 3)
 
-    def _episode_json(self, hit: RetrievalHit, origin: int) -> dict[str, Any]:
-        ep = hit.episode
-        return {
-            "id": ep.id,
-            "time": self._seconds(ep.stamp_ns, origin),
-            "start_time": self._seconds(ep.start_ns, origin),
-            "end_time": self._seconds(ep.end_ns, origin),
-            "position": [round(v, 3) for v in ep.pose.position] if ep.pose_valid else None,
-            "frame": ep.pose.frame_id if ep.pose_valid else None,
-            "surprise": round(ep.surprise, 4),
-            "similarity": None if hit.score is None else round(hit.score, 4),
-            "distance": None if hit.distance_m is None else round(hit.distance_m, 3),
-            "frame_times": [self._seconds(s, origin) for s in ep.frame_stamps_ns],
-            "robot": ep.robot_id,
-            "camera": ep.camera.name or None,
-            "view_yaw": None if ep.camera.yaw is None else round(math.degrees(ep.camera.yaw), 1),
-        }
+def _base64_bytes(data: str) -> bytes:
+    """A base64 argument's bytes (a ``data:image/...;base64,`` prefix is allowed).
 
-    def _images(self, hits: Sequence[RetrievalHit], origin: int) -> list[dict[str, str]]:
-        images = []
-        for hit in hits[: self._image_episodes]:
-            n = len(hit.jpegs)
-            if n == 0:
-                continue
-            picks = sorted(
-                {int(i) for i in np.linspace(0, n - 1, min(self._frames_per_episode, n)).round()}
-            )
-            for i in picks:
-                t = self._seconds(hit.episode.frame_stamps_ns[i], origin)
-                images.append(
-                    {
-                        "base64": base64.b64encode(hit.jpegs[i]).decode("ascii"),
-                        "label": f"episode {hit.episode.id}, frame {i + 1}/{n}, t={t:.1f} s",
-                    }
-                )
-        return images
+    Raises:
+        InputError: Not base64, or over :data:`MAX_QUERY_IMAGE_BYTES`.
+
+    """
+    payload = data.partition(",")[2] if data.startswith("data:") else data
+    if len(payload) > MAX_QUERY_IMAGE_BYTES * 4 // 3 + 4:
+        raise InputError(f"image: over {MAX_QUERY_IMAGE_BYTES} bytes")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise InputError("image: not valid base64 (a base64-encoded JPEG or PNG)") from None
+
+
+def _seconds(stamp: int, origin: int) -> float:
+    return round((stamp - origin) / NS_PER_SECOND, 3)
+
+
+def episode_json(hit: RetrievalHit, origin: int) -> dict[str, Any]:
+    """An episode as the agent tools give it: times in seconds since ``origin``, metres.
+
+    Args:
+        hit: The episode (its score and distance when it came from a query).
+        origin: Time zero, int ns.
+
+    Returns:
+        ``id``, ``time``, ``start_time``, ``end_time``, ``position`` (null without a pose),
+        ``frame``, ``surprise``, ``similarity``, ``distance``, ``frame_times``, ``robot``,
+        ``camera`` (null: the one unnamed camera) and ``view_yaw`` (where it looked, degrees
+        about z in ``frame``; null when unknown).
+
+    """
+    ep = hit.episode
+    return {
+        "id": ep.id,
+        "time": _seconds(ep.stamp_ns, origin),
+        "start_time": _seconds(ep.start_ns, origin),
+        "end_time": _seconds(ep.end_ns, origin),
+        "position": [round(v, 3) for v in ep.pose.position] if ep.pose_valid else None,
+        "frame": ep.pose.frame_id if ep.pose_valid else None,
+        "surprise": round(ep.surprise, 4),
+        "similarity": None if hit.score is None else round(hit.score, 4),
+        "distance": None if hit.distance_m is None else round(hit.distance_m, 3),
+        "frame_times": [_seconds(s, origin) for s in ep.frame_stamps_ns],
+        "robot": ep.robot_id,
+        "camera": ep.camera.name or None,
+        "view_yaw": None if ep.camera.yaw is None else round(math.degrees(ep.camera.yaw), 1),
+    }
+
+
+def frame_images(hit: RetrievalHit, origin: int, frames: int | None = None) -> list[dict[str, str]]:
+    """An episode's frames as DAAAM takes images: ``{"base64", "label"}``, the stored JPEGs.
+
+    Args:
+        hit: The episode, with its JPEG bytes (``hit.jpegs``; none: no image).
+        origin: Time zero of the labels' times, int ns.
+        frames: How many, evenly spaced (first and last among them); None = every frame.
+
+    Returns:
+        One dict per frame, labelled ``episode <id>, frame i/n, t=<s> s``.
+
+    """
+    n = len(hit.jpegs)
+    if n == 0:
+        return []
+    count = n if frames is None else min(frames, n)
+    picks = sorted({int(i) for i in np.linspace(0, n - 1, count).round()})
+    images = []
+    for i in picks:
+        t = _seconds(hit.episode.frame_stamps_ns[i], origin)
+        images.append(
+            {
+                "base64": base64.b64encode(hit.jpegs[i]).decode("ascii"),
+                "label": f"episode {hit.episode.id}, frame {i + 1}/{n}, t={t:.1f} s",
+            }
+        )
+    return images

@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import ipaddress
 import logging
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -64,16 +62,17 @@ from surprise_memory.browser.views import (
 from surprise_memory.config.browser import BrowserConfig
 from surprise_memory.errors import InputError, ModelLoadError, StoreError, StoreUnreachableError
 from surprise_memory.memory.episodes import trigger_frame_index
-from surprise_memory.memory.query_embedder import check_text_queries, store_query_embedder
+from surprise_memory.memory.query_embedder import (
+    StoreQueryEmbedder,
+    check_text_queries,
+    decode_query_image,
+)
 from surprise_memory.memory.retrieval import EmbedderMismatchError
 from surprise_memory.memory.store import describe_location, is_postgres_url, partial_of
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
 from surprise_memory.memory.store.records import is_episode_id
 from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.offline.report import time_origin_ns
-
-if TYPE_CHECKING:
-    from surprise_memory.perception.encoders import ImageTextEmbedder
 
 __all__ = ["STATIC_DIR", "Browser", "create_app"]
 
@@ -135,8 +134,7 @@ class Browser:
         folder = getattr(store, "path", None)
         self.run_files = RunFiles(Path(folder) if folder is not None else None)
         self.feed = ChangeFeed()
-        self._model_lock = threading.Lock()
-        self._model: ImageTextEmbedder | None = None
+        self._model = StoreQueryEmbedder(store, config.query_device)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timeline_cache: tuple[int, bytes] | None = None
 
@@ -154,19 +152,9 @@ class Browser:
         """The query vector of a text or an image, by the store's own embedder (built once)."""
         if text is None and image is None:
             return None
-        # refuse what cannot be embedded before loading a model
-        if text is not None:
-            check_text_queries(self.store)
-        rgb = None if image is None else _decode_upload(image)
-        with self._model_lock:
-            if self._model is None or self._model.model_name != self.store.embedder_model:
-                self._model = store_query_embedder(
-                    self.store, self.config.query_device, text=text is not None
-                )
-            model = self._model
-        vectors = model.embed_images([rgb]) if rgb is not None else model.embed_text([str(text)])
-        query: npt.NDArray[np.float32] = vectors[0]
-        return query
+        if image is not None:
+            return self._model.embed_image(decode_query_image(image))
+        return self._model.embed_text(str(text))
 
     def _held(self, episode_id: str) -> None:
         """A 404 unless the store holds this episode (an id is never a path)."""
@@ -406,24 +394,6 @@ def _timeline(summaries: Sequence[EpisodeSummary], origin_ns: int | None) -> dic
         "count": len(summaries),
         **timeline_columns(summaries, origin_ns),
     }
-
-
-def _decode_upload(data: bytes) -> npt.NDArray[np.uint8]:
-    """An uploaded image as (H, W, 3) uint8 RGB.
-
-    Raises:
-        InputError: Not an image Pillow can read, or one over Pillow's pixel limit.
-
-    """
-    from PIL import Image
-
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            return np.array(img.convert("RGB"), dtype=np.uint8)  # writable, as torch wants
-    except Image.DecompressionBombError:
-        raise InputError(f"the image has over {Image.MAX_IMAGE_PIXELS} pixels") from None
-    except (OSError, ValueError):
-        raise InputError("the upload is not an image that can be read (JPEG, PNG, ...)") from None
 
 
 def _loopback(host: str) -> bool:

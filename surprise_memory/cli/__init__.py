@@ -1,4 +1,4 @@
-"""The ``surprise-memory`` command: process, query, export, report, eval, migrate, goto, serve.
+"""The ``surprise-memory`` command: process, query, export, report, eval, migrate, goto, serve, mcp.
 
 One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, report;
 :mod:`~surprise_memory.cli.batch` for many recordings), :mod:`~surprise_memory.cli.store`
@@ -6,7 +6,8 @@ One module per subcommand family: :mod:`~surprise_memory.cli.process` (process, 
 :mod:`~surprise_memory.cli.gebd` (eval-gebd), :mod:`~surprise_memory.cli.qa` (eval-qa: the
 paper's question-answering experiment),
 :mod:`~surprise_memory.cli.goto` (goto: an episode as a Nav2 goal),
-:mod:`~surprise_memory.cli.serve` (serve: the memory browser);
+:mod:`~surprise_memory.cli.serve` (serve: the memory browser),
+:mod:`~surprise_memory.cli.mcp` (mcp: the memory as an MCP server for agents);
 :mod:`~surprise_memory.cli.cluster` holds the ``--ray`` options and the job progress bar,
 :mod:`~surprise_memory.cli.options` what all share, among it the options generated from the
 one config schema (:mod:`surprise_memory.config`), so the command line, the node parameters
@@ -31,6 +32,7 @@ from collections.abc import Sequence
 from surprise_memory.cli.export import add_export_command
 from surprise_memory.cli.gebd import add_gebd_command
 from surprise_memory.cli.goto import add_goto_command
+from surprise_memory.cli.mcp import add_mcp_command
 from surprise_memory.cli.options import PROG
 from surprise_memory.cli.process import add_process_commands
 from surprise_memory.cli.qa import add_qa_command
@@ -43,13 +45,13 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``surprise-memory`` with its nine subcommands."""
+    """The argument parser of ``surprise-memory`` with its ten subcommands."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Surprise-gated episodic memory, offline: process a bag or video into an "
         "episode store, query it, export episodes as MCAP, report on it, browse it in a web "
-        "page, evaluate on GEBD and on question answering (OC-NaVQA); and send the robot "
-        "to where an episode happened (goto).",
+        "page, evaluate on GEBD and on question answering (OC-NaVQA); send the robot "
+        "to where an episode happened (goto); serve the memory to agents over MCP.",
         epilog="Setting options: every setting of the config schema is an option named "
         "--setting-name (the spelling --setting_name is accepted too), with the same name, "
         "default and range as the ROS node parameter.",
@@ -63,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_qa_command(sub, fmt)
     add_goto_command(sub, fmt)
     add_serve_command(sub, fmt)
+    add_mcp_command(sub, fmt)
     return parser
 
 

@@ -39,6 +39,7 @@ ALIASES = {
     "gate_mode": ("--gate",),  # --gate uniform|random: the paper's baselines
     "goal_standoff_meters": ("--standoff",),
     "query_device": ("--device",),  # serve: as query's --device
+    "mcp_query_device": ("--device",),  # mcp: likewise
 }
 """Short extra spellings of some settings' options."""
 

@@ -65,6 +65,16 @@ def open_store(
         from surprise_memory.memory.store.sqlite import EpisodeStore
 
         return EpisodeStore(os.path.expanduser(where), cfg, read_only=read_only)
+    return _postgres_opener(where)(cfg, read_only)
+
+
+def _postgres_opener(url: str) -> Callable[[StoreConfig, bool], EpisodeStoreBackend]:
+    """What opens the PostgreSQL store at ``url`` (settings, read-only), the URL checked.
+
+    Raises:
+        StoreError: The URI holds a password, or the client libraries are missing.
+
+    """
     try:
         from surprise_memory.memory.store.postgres import PostgresEpisodeStore, check_url
     except ImportError as exc:
@@ -72,8 +82,12 @@ def open_store(
             f"store_path is a PostgreSQL URI but its client is missing ({exc}); "
             "pip install -r requirements/store.txt"
         ) from exc
-    check_url(where)
-    return PostgresEpisodeStore(where, cfg, read_only=read_only)
+    check_url(url)
+
+    def open_postgres(config: StoreConfig, read_only: bool) -> EpisodeStoreBackend:
+        return PostgresEpisodeStore(url, config, read_only=read_only)
+
+    return open_postgres
 
 
 def open_robot_store(
@@ -105,23 +119,11 @@ def open_robot_store(
     where = config.store_path
     if not is_postgres_url(where):
         return open_store(where, config)
-    try:
-        from surprise_memory.memory.store.postgres import PostgresEpisodeStore, check_url
-    except ImportError as exc:
-        raise StoreError(
-            f"store_path is a PostgreSQL URI but its client is missing ({exc}); "
-            "pip install -r requirements/store.txt"
-        ) from exc
     from surprise_memory.memory.store.fleet import FleetStore
-
-    check_url(where)
-
-    def open_remote(cfg: StoreConfig, read_only: bool) -> EpisodeStoreBackend:
-        return PostgresEpisodeStore(where, cfg, read_only=read_only)
 
     return FleetStore(
         describe_location(where),
-        open_remote,
+        _postgres_opener(where),
         config,
         fleet,
         on_not_sent=on_not_sent,

@@ -148,7 +148,7 @@ class LinkMonitor:
         key = next(self._ids)
         start = time.monotonic()
         with self._lock:
-            self._calls[key] = (start, timed.waiting_seconds if timed else None)
+            self._calls[key] = (start, None if timed is None else timed.waiting_seconds)
         try:
             yield
         except StoreUnreachableError as exc:
@@ -160,10 +160,13 @@ class LinkMonitor:
             raise
         else:
             elapsed = time.monotonic() - start
-            slowest = timed.slowest_exchange_seconds() if timed else elapsed if check else 0.0
+            if timed is not None:
+                slowest = timed.slowest_exchange_seconds()
+            else:
+                slowest = elapsed if check else 0.0
             with self._lock:
                 self._refused = ""
-                if check or timed:
+                if check or timed is not None:
                     self._round_trip = slowest
             slow = slowest > self.slow_after_s
             self._set(

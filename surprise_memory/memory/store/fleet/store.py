@@ -30,10 +30,13 @@ to repeat. The cost on the episode path is one local commit (``benchmarks/bench_
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -124,8 +127,10 @@ class FleetStore(StoreFront):
             self._local.close()
             raise
         self._monitor = LinkMonitor(slow_after_s=_slow_after(config))
-        self._query_lock = threading.Lock()
-        self._query_store: EpisodeStoreBackend | None = None
+        # reads of the fleet store run in one thread of their own, so a caller waits at
+        # most store_timeout_seconds for them, however slow the link
+        self._queries = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet-query")
+        self._query_store: EpisodeStoreBackend | None = None  # used in that thread only
         self._sender = FleetSender(
             self._local,
             self._ledger,
@@ -186,28 +191,49 @@ class FleetStore(StoreFront):
         self._sender.heartbeat_s = fleet.fleet_heartbeat_seconds
 
     def _remote(self, what: str, call: Callable[[EpisodeStoreBackend], T]) -> T:
-        """Run a read on the fleet store, bounded; unreachable at once while the link is down.
+        """Run a read on the fleet store; its answer waited for ``store_timeout_seconds`` at most.
+
+        While the link is down it fails at once; on a link slower than that (a query is a
+        few round trips, opening the connection about twenty) the caller gets the failure
+        in time and the read goes on in the background, so the next one finds it open.
 
         Raises:
-            StoreUnreachableError: The link is down, or went down in the call.
+            StoreUnreachableError: The link is down, went down in the call, or the answer
+                did not come in time.
             StoreError: The fleet store refused.
 
         """
         if self._monitor.report().state not in ("connected", "slow"):
             raise StoreUnreachableError(f"{self.location}: cannot {what}: fleet unreachable")
-        with self._query_lock:
-            try:
-                if self._query_store is None:
-                    with self._monitor.call():
-                        self._query_store = self._open_remote(self._config, True)
-                store = self._query_store
-                with self._monitor.call(store):
-                    return call(store)
-            except StoreUnreachableError:
-                if self._query_store is not None:
-                    self._query_store.close()
-                    self._query_store = None
-                raise
+        bound = self._config.store_timeout_seconds
+        try:
+            return self._queries.submit(self._read, call).result(timeout=bound)
+        except FutureTimeout:
+            raise StoreUnreachableError(
+                f"{self.location}: cannot {what}: no answer within {bound:g} s (a slow link)"
+            ) from None
+
+    def _read(self, call: Callable[[EpisodeStoreBackend], T]) -> T:
+        """In the query thread: open the fleet store once, then read; drop it on a cut."""
+        try:
+            if self._query_store is None:
+                with self._monitor.call():
+                    self._query_store = self._open_remote(self._config, True)
+            store = self._query_store
+            with self._monitor.call(store):
+                return call(store)
+        except StoreUnreachableError:
+            self._close_query_store()
+            raise
+
+    def _reconfigure_query_store(self, config: StoreConfig) -> None:
+        if self._query_store is not None:
+            self._query_store.reconfigure(config)
+
+    def _close_query_store(self) -> None:
+        store, self._query_store = self._query_store, None
+        if store is not None:
+            store.close()
 
     # ----------------------------------------------------------------- writing
     def add(
@@ -218,11 +244,7 @@ class FleetStore(StoreFront):
         Arguments (the episode's fields as keywords), return value and errors as
         :meth:`surprise_memory.memory.store.interface.EpisodeStoreBackend.add`.
         """
-        with self._lock:
-            before = self._local.total_bytes
-            record = self._local.add(frames, embeddings, **fields)
-            self._queue(record, self._local.total_bytes - before)
-        return record
+        return self._committed(lambda: self._local.add(frames, embeddings, **fields))
 
     def import_episode(
         self,
@@ -234,17 +256,20 @@ class FleetStore(StoreFront):
         budget: bool = False,
     ) -> EpisodeRecord:
         """Commit a copied episode on the robot, then queue it for the fleet store."""
+        return self._committed(
+            lambda: self._local.import_episode(record, jpegs, embeddings, origin_ns=origin_ns)
+        )
+
+    def _committed(self, commit: Callable[[], EpisodeRecord]) -> EpisodeRecord:
+        """Commit on the robot; record the episode as waiting, keep the bound, wake the sender."""
         with self._lock:
             before = self._local.total_bytes
-            stored = self._local.import_episode(record, jpegs, embeddings, origin_ns=origin_ns)
-            self._queue(stored, self._local.total_bytes - before)
-        return stored
-
-    def _queue(self, record: EpisodeRecord, nbytes: int) -> None:
-        """Record a committed episode as waiting, make room within the bound, wake the sender."""
-        self._ledger.append([Pending(record.id, nbytes, record.surprise, time.time_ns())])
-        self._make_room(keep=record.id)
+            record = commit()
+            nbytes = self._local.total_bytes - before  # one writer: the add's own bytes
+            self._ledger.append([Pending(record.id, nbytes, record.surprise, time.time_ns())])
+            self._make_room(keep=record.id)
         self._sender.wake()
+        return record
 
     def _make_room(self, keep: str) -> None:
         """Keep the local copy within ``fleet_local_max_bytes``: delivered episodes first."""
@@ -357,9 +382,7 @@ class FleetStore(StoreFront):
         self._config = config
         self._monitor.slow_after_s = _slow_after(config)
         self._sender.reconfigure_remote(config)
-        with self._query_lock:
-            if self._query_store is not None:
-                self._query_store.reconfigure(config)
+        self._queries.submit(self._reconfigure_query_store, config)
 
     def _current_meta(self) -> StoreMeta:
         return self._local._current_meta()  # the robot's embedder and origin
@@ -374,9 +397,9 @@ class FleetStore(StoreFront):
         # a call in progress is bounded by the timeout; past it the thread is left (a daemon):
         # whatever it was sending is still waiting in the ledger, and a resend is a no-op
         self._sender.close(timeout=self._config.store_timeout_seconds)
-        with self._query_lock:
-            if self._query_store is not None:
-                self._query_store.close()
-                self._query_store = None
+        closed = self._queries.submit(self._close_query_store)  # after a read in progress
+        with contextlib.suppress(FutureTimeout):
+            closed.result(timeout=self._config.store_timeout_seconds)
+        self._queries.shutdown(wait=False)
         self._ledger.close()
         self._local.close()

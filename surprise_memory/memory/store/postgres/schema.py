@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,37 @@ SCHEMA_VERSION = 5
 
 # pg_advisory_lock key of schema creation and migration: "SMEM" in ASCII
 _SCHEMA_LOCK = 0x534D454D
+_LOCK_POLL_S = 0.1  # between two tries of the schema lock
+
+
+@contextlib.contextmanager
+def _schema_lock(conn: psycopg.Connection[Any], what: str) -> Iterator[None]:
+    """Hold the schema's advisory lock for the block.
+
+    Waited for in short tries (``pg_try_advisory_lock``, each answered at once) rather than
+    one ``pg_advisory_lock``: another opener may hold it for a while (a migration, over a
+    slow link), and a client that waits for one answer that long is one the statement
+    watchdog takes for a dead link. Given up after an hour.
+
+    Raises:
+        StoreError: Another session held the lock for an hour.
+        psycopg.Error: A statement failed.
+
+    """
+    deadline = time.monotonic() + 3600.0
+    while True:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_SCHEMA_LOCK,)).fetchone()
+        if row is not None and row[0]:
+            break
+        if time.monotonic() > deadline:
+            raise StoreError(f"{what}: the store's schema lock has been held for an hour")
+        time.sleep(_LOCK_POLL_S)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+
 
 _V1: tuple[LiteralString, ...] = (
     "CREATE TABLE surprise_memory.meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -385,8 +417,7 @@ def ensure_schema(
         )
     # one opener at a time creates or migrates; the others then find it done (CREATE
     # EXTENSION IF NOT EXISTS fails in the loser of a race, so it is under the lock too)
-    conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
-    try:
+    with _schema_lock(conn, where):
         _ensure_extension(conn, where)
         version = schema_version(conn)  # another opener may have done it meanwhile
         if version == 0:
@@ -409,9 +440,6 @@ def ensure_schema(
                     "UPDATE surprise_memory.meta SET value = %s WHERE key = 'schema_version'",
                     (str(v + 1),),
                 )
-    finally:
-        with contextlib.suppress(psycopg.Error):
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
     register_vector(conn)
 
 
@@ -451,23 +479,22 @@ def ensure_ann_index(
     ).fetchone()
     if exists is not None and exists[0]:
         return
-    conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
-    try:
+    with _schema_lock(conn, "the HNSW index"):
         conn.execute("SET statement_timeout = 0")  # a build over a migrated store takes long
-        with long_work():
-            conn.execute(
-                sql.SQL(
-                    "CREATE INDEX IF NOT EXISTS episode_vectors_hnsw "
-                    "ON surprise_memory.episode_vectors "
-                    "USING hnsw ((pooled::halfvec({dim})) halfvec_cosine_ops) "
-                    "WITH (m = {m}, ef_construction = {efc})"
-                ).format(
-                    dim=sql.Literal(int(dim)),
-                    m=sql.Literal(HNSW_M),
-                    efc=sql.Literal(HNSW_EF_CONSTRUCTION),
+        try:
+            with long_work():
+                conn.execute(
+                    sql.SQL(
+                        "CREATE INDEX IF NOT EXISTS episode_vectors_hnsw "
+                        "ON surprise_memory.episode_vectors "
+                        "USING hnsw ((pooled::halfvec({dim})) halfvec_cosine_ops) "
+                        "WITH (m = {m}, ef_construction = {efc})"
+                    ).format(
+                        dim=sql.Literal(int(dim)),
+                        m=sql.Literal(HNSW_M),
+                        efc=sql.Literal(HNSW_EF_CONSTRUCTION),
+                    )
                 )
-            )
-    finally:
-        with contextlib.suppress(psycopg.Error):
-            conn.execute("RESET statement_timeout")
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("RESET statement_timeout")

@@ -91,7 +91,6 @@ class StatementWatchdog:
             self._fired = False
             self._slowest = 0.0
             self._arm()
-            self._cond.notify()
         try:
             yield
         finally:
@@ -137,6 +136,7 @@ class StatementWatchdog:
     def _arm(self) -> None:
         self._started = time.monotonic()
         self._deadline = self._started + self._limit
+        self._cond.notify()  # the thread may sleep toward a later deadline (an extended one)
 
     def _run(self) -> None:
         with self._cond:
@@ -146,7 +146,7 @@ class StatementWatchdog:
                     continue
                 remaining = self._deadline - time.monotonic()
                 if remaining > 0:
-                    self._cond.wait(remaining)  # re-armed meanwhile: the loop reads the new one
+                    self._cond.wait(remaining)  # or until re-armed: the loop reads the new one
                     continue
                 self._fired = True
                 self._deadline = None

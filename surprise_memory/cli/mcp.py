@@ -1,0 +1,287 @@
+"""``surprise-memory mcp``: the memory as an MCP server, for any agent that speaks MCP.
+
+Over a store opened read-only in this process (``--store``: a folder or a
+``postgresql://`` URI; text and image queries embedded here with the store's recorded
+embedder), or over the memory node's services from any machine of its ROS 2 network
+(``--node``: ``retrieve_episodes``, which embeds the queries, and with
+``--allow-navigation`` ``go_to_episode``, ``navigation_status``, ``cancel_navigation``).
+The tools and resources are :mod:`surprise_memory.agents.mcp_server`'s.
+
+Transports: stdio (the default; the client starts this command and owns its standard input
+and output: nothing else is printed there) or streamable HTTP at
+``http://<http_host>:<http_port>/mcp``, whose first line on standard output is that address
+(with the real port when ``--http-port 0`` asked for any free one). HTTP binds to loopback
+by default; another address needs a bearer token, read from the environment variable
+:data:`TOKEN_ENV` or from ``--token-file`` (never from the command line, which ``ps``
+shows), and then every request must carry it (``Authorization: Bearer <token>``; else
+401). A token given on loopback is required alike. rclpy is imported only with ``--node``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ipaddress
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from surprise_memory.cli.options import add_config_options, given, note
+from surprise_memory.config.mcp import McpConfig
+from surprise_memory.errors import ConfigError, InputError
+
+__all__ = ["TOKEN_ENV", "add_mcp_command"]
+
+TOKEN_ENV = "SURPRISE_MEMORY_MCP_TOKEN"
+"""The environment variable that holds the HTTP transport's bearer token."""
+
+NAMESPACE = "/surprise_memory"
+
+
+def add_mcp_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
+    """Add ``mcp`` to the subcommands ``sub`` of the main parser.
+
+    Args:
+        sub: The main parser's subparsers (``add_subparsers()``).
+        fmt: The help formatter of every subcommand.
+
+    """
+    p = sub.add_parser(
+        "mcp",
+        help="serve the memory to MCP clients (agents): search, episodes, navigation",
+        formatter_class=fmt,
+        description="Serve the episodic memory over the Model Context Protocol: the tools "
+        "search_episodic_memory (words, a picture, a time window, a place, a robot) and "
+        "get_episode (its frames as images), the resources memory://summary and "
+        "memory://episodes/{id}; with --node and --allow-navigation also "
+        "navigate_to_episode, navigation_status and stop_navigation (each call logged "
+        "on standard error). Times as in `query`: seconds since the store's time origin. "
+        f"HTTP on another address than loopback needs a bearer token (${TOKEN_ENV} or "
+        "--token-file).",
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--store", metavar="STORE", help="serve this store (folder or postgresql:// URI)"
+    )
+    where.add_argument(
+        "--node",
+        action="store_true",
+        help="serve the running memory node's services (over ROS 2; the node embeds queries)",
+    )
+    p.add_argument(
+        "--namespace",
+        default=NAMESPACE,
+        help="with --node: the memory node's namespace (its services are there)",
+    )
+    p.add_argument("--robot-id", help="only this robot's episodes (default: every robot's)")
+    p.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help=f"file holding the HTTP bearer token (default: ${TOKEN_ENV} when set)",
+    )
+    add_config_options(p, [McpConfig])
+    p.set_defaults(func=_cmd_mcp)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The bearer token from --token-file or the environment (None: none).
+
+    Raises:
+        InputError: The file cannot be read or holds no token.
+
+    """
+    if args.token_file is not None:
+        try:
+            token = Path(args.token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise InputError(f"--token-file {args.token_file!r}: {exc.strerror or exc}") from None
+        if not token:
+            raise InputError(f"--token-file {args.token_file!r} holds no token")
+        return token
+    return os.environ.get(TOKEN_ENV, "").strip() or None
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from surprise_memory.agents.mcp_server import MemoryMcpServer
+    except ImportError as exc:
+        raise ConfigError(
+            f"the MCP server needs the mcp SDK ({exc}); pip install -r requirements/agents.txt"
+        ) from None
+    config = McpConfig.from_mapping(given(args, [McpConfig]))
+    token = _token(args)
+    if config.transport == "http" and token is None and not _is_loopback(config.http_host):
+        raise ConfigError(
+            f"--http-host {config.http_host}: other machines could reach the memory; "
+            f"give a bearer token (${TOKEN_ENV} or --token-file), or bind to 127.0.0.1"
+        )
+    if config.allow_navigation and not args.node:
+        raise ConfigError("--allow-navigation needs --node: goals go through the memory node")
+    # what agents make the robot do is logged (stderr: stdout is the stdio transport's)
+    logging.getLogger("surprise_memory.agents.mcp_server").setLevel(logging.INFO)
+    from surprise_memory import __version__
+
+    with contextlib.ExitStack() as stack:
+        if args.node:
+            served = stack.enter_context(_node_memory(args, config))
+        else:
+            served = stack.enter_context(_store_memory(args, config))
+        server = MemoryMcpServer(served, version=__version__)
+        if config.transport == "stdio":
+            _serve_stdio(server)
+        else:
+            _serve_http(server, config, token)
+    return 0
+
+
+@contextlib.contextmanager
+def _store_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
+    """The tools over a store opened read-only here."""
+    from surprise_memory.agents.episode_tool import GetEpisodeTool, StoreEpisodeLookup
+    from surprise_memory.agents.mcp_server import ServedMemory
+    from surprise_memory.agents.tool import EpisodicMemoryTool
+    from surprise_memory.memory.query_embedder import StoreQueryEmbedder
+    from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
+    from surprise_memory.offline.report import time_origin_ns
+
+    if not is_postgres_url(args.store) and not Path(args.store).is_dir():
+        raise InputError(f"store {args.store!r} does not exist")
+    with open_store(args.store, read_only=True) as store:
+        embedder = StoreQueryEmbedder(store, config.mcp_query_device)
+        model = store.embedder_model  # None: an empty store (no query embedder until restart)
+        search = EpisodicMemoryTool(
+            store,
+            embed_text=embedder.embed_text if model and store.embedder_pretrained else None,
+            embed_image=embedder.embed_image if model else None,
+            embedder_model=model,
+            embedder_pretrained=store.embedder_pretrained,
+            origin=time_origin_ns(store),
+            max_results_cap=store.config.max_results_cap,
+            robot_id=args.robot_id,
+            image_episodes=config.image_episodes,
+            frames_per_episode=config.frames_per_episode,
+        )
+
+        def describe() -> dict[str, Any]:
+            return {
+                "memory": describe_location(args.store),
+                "backend": "postgresql" if is_postgres_url(args.store) else "folder",
+                "episodes": len(store),
+                "embedder": store.embedder_model,
+            }
+
+        yield ServedMemory(
+            search=search,
+            episode=GetEpisodeTool(search, StoreEpisodeLookup(store)),
+            describe=describe,
+            refresh=store.refresh,
+        )
+
+
+@contextlib.contextmanager
+def _node_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
+    """The tools over the memory node's services (rclpy)."""
+    from surprise_memory.agents.episode_tool import GetEpisodeTool
+    from surprise_memory.agents.mcp_server import ServedMemory
+    from surprise_memory.agents.navigation_tool import (
+        NavigateToEpisodeTool,
+        NavigationStatusTool,
+        StopNavigationTool,
+    )
+    from surprise_memory.agents.ros_client import EpisodicMemoryClient, RosEpisodeRetriever
+    from surprise_memory.agents.ros_navigation import GoToEpisodeClient
+    from surprise_memory.agents.tool import EpisodicMemoryTool
+    from surprise_memory.cli.goto import _ros_node
+
+    namespace = "/" + args.namespace.strip("/") if args.namespace.strip("/") else ""
+    timeout = config.service_timeout_seconds
+    with _ros_node() as node:
+        client = EpisodicMemoryClient(node, f"{namespace}/retrieve_episodes", timeout)
+        retriever = RosEpisodeRetriever(client)
+        search = EpisodicMemoryTool(
+            retriever,
+            robot_id=args.robot_id,
+            image_episodes=config.image_episodes,
+            frames_per_episode=config.frames_per_episode,
+        )
+        navigation: list[Any] = []
+        navigator = None
+        if config.allow_navigation:
+            navigator = GoToEpisodeClient(node, f"{namespace}/go_to_episode", timeout)
+            navigation = [
+                NavigateToEpisodeTool(navigator),
+                NavigationStatusTool(navigator),
+                StopNavigationTool(navigator),
+            ]
+            note(f"navigation allowed: goals go through {namespace}/go_to_episode, each logged")
+        try:
+            yield ServedMemory(
+                search=search,
+                episode=GetEpisodeTool(search, retriever),
+                navigation=navigation,
+                describe=lambda: {"memory": f"memory node {namespace or '/'}", "backend": "node"},
+            )
+        finally:
+            if navigator is not None:
+                navigator.destroy()
+            client.destroy()
+
+
+def _serve_stdio(server: Any) -> None:
+    """Serve one client on standard input and output until it closes them."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.server.run(read, write, server.server.create_initialization_options())
+
+    anyio.run(run)
+
+
+def _serve_http(server: Any, config: McpConfig, token: str | None) -> None:
+    """Serve streamable HTTP at ``/mcp`` until Ctrl-C or SIGTERM."""
+    import uvicorn
+
+    from surprise_memory.agents.mcp_server import bearer_token_gate
+    from surprise_memory.cli.serve import _listen
+    from surprise_memory.cli.stopping import raise_for_signal
+
+    app: Any = server.server.streamable_http_app(host=config.http_host)
+    if token is not None:
+        app = bearer_token_gate(app, token)
+    sock = _listen(config.http_host, config.http_port)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    serving = f"serving MCP (streamable HTTP) at http://{shown}:{port}/mcp (Ctrl-C stops)"
+    stopped_by: list[int] = []
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:  # said once the signal handlers are in place (as serve does)
+                print(serving, flush=True)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            stopped_by.append(sig)
+            super().handle_exit(sig, frame)
+
+    Server(
+        uvicorn.Config(
+            app,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=2,
+        )
+    ).run(sockets=[sock])
+    raise_for_signal(stopped_by[0] if stopped_by else None)
