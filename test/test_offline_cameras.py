@@ -68,6 +68,8 @@ def test_camera_names_come_from_the_topics() -> None:
 def test_a_plain_process_says_how_to_take_several_cameras(bag: Path, tmp_path: Path) -> None:
     out = run(tmp_path, "process", str(bag), "--out", "s", *TINY, check=False)
     assert out.returncode != 0 and "--all-cameras" in out.stderr and "--cameras" in out.stderr
+    many = run(tmp_path, "process", str(bag), str(bag), "--out", "m", "--all-cameras", check=False)
+    assert many.returncode != 0 and "one recording" in many.stderr
 
 
 @pytest.mark.parametrize(

@@ -132,7 +132,13 @@ def _cmd_process(args: argparse.Namespace) -> int:
     args.ray, args.input = address, ([swallowed] if swallowed else []) + args.input
     if not args.input:
         raise InputError("process needs an INPUT: a recording, a folder, a glob or @FILE")
-    if address is not None or is_many(args.input) or is_postgres_url(args.out):
+    many = address is not None or is_many(args.input) or is_postgres_url(args.out)
+    if many and (args.all_cameras or settings.cameras.cameras):
+        raise InputError(
+            "--cameras / --all-cameras take one recording into a store folder: not with many "
+            "recordings, --ray or a postgresql:// --out"
+        )
+    if many:
         return run_many(args, settings)
     from surprise_memory.sources import open_source
 
