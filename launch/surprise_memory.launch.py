@@ -4,6 +4,9 @@
         use_sim_time:=false params_file:=<yaml> device:=cpu store_path:=/data/episodes \
         pipeline:=split
 
+    ros2 launch surprise_memory surprise_memory.launch.py cameras:=front,left,rear \
+        front_image_topic:=/front/image_raw left_image_topic:=/left/image_raw pipeline:=one_process
+
 ``pipeline:=split`` (the default) starts the three nodes, which may run on different
 machines; ``pipeline:=one_process`` starts ``pipeline_node``, the same work in one process
 with one camera subscription. One params file serves both: ``pipeline_node`` gets the
@@ -12,6 +15,13 @@ sections the three nodes would read, merged (``surprise_memory.nodes.params_file
 in the /surprise_memory namespace; their topics (embedding, surprise, events, episodes) and
 the retrieve_episodes service are relative to it. The camera topic is remapped onto the
 `image` input of the nodes that take it.
+
+Several cameras: ``cameras:=front,left,rear`` (or the params file's ``cameras``) gives every
+node the cameras; each camera's input ``<name>/image`` is remapped onto the launch argument
+``<name>_image_topic`` (given on the command line like any other; default
+``/<name>/image_raw``), unless its ``cameras`` entry names its topic itself
+(``front:topic=/cam0/image_raw``). ``image_topic`` then has no use. One encoder encodes
+every camera's windows (``surprise_memory.nodes.params_file.camera_remappings``).
 
 The params file is the one place of every setting. The launch arguments in
 :data:`ARGUMENT_PARAMETERS` (``device``, ``store_path``) are shortcuts onto parameters of the
@@ -57,7 +67,7 @@ from lifecycle_msgs.msg import Transition
 
 from launch import LaunchDescription
 from surprise_memory.middleware import profile_environment
-from surprise_memory.nodes.params_file import one_process_parameters
+from surprise_memory.nodes.params_file import camera_remappings, one_process_parameters
 
 SHAPES = {
     "split": ("encoder_node", "scorer_node", "memory_node"),
@@ -72,11 +82,17 @@ ARGUMENT_PARAMETERS: dict[str, dict[str, tuple[str, ...]]] = {
         "pipeline_node": ("encoder_device", "embedder_device"),
     },
     "store_path": {"memory_node": ("store_path",), "pipeline_node": ("store_path",)},
+    "cameras": {
+        "encoder_node": ("cameras",),
+        "scorer_node": ("cameras",),
+        "memory_node": ("cameras",),
+        "pipeline_node": ("cameras",),
+    },
 }
 """Launch argument -> {node: the parameters it sets}; an empty argument sets nothing."""
 
 CAMERA_NODES = ("encoder_node", "memory_node", "pipeline_node")
-"""The nodes whose ``image`` input is remapped onto ``image_topic``."""
+"""The nodes whose camera inputs are remapped (``image_topic``, ``<name>_image_topic``)."""
 
 SIGTERM_TIMEOUT_S = {
     "encoder_node": "10",
@@ -111,13 +127,21 @@ def _nodes(context: LaunchContext) -> list[object]:
     profile = LaunchConfiguration("fastdds_profile").perform(context)
     config_dir = os.path.join(get_package_share_directory("surprise_memory"), "config")
     environment = profile_environment(profile, config_dir, os.environ)
+    # the cameras: the argument, else the params file's (their inputs are remapped here)
+    cameras = given["cameras"] or str(one_process_parameters(params_file).get("cameras", ""))
+    arguments = context.launch_configurations
+    remaps = camera_remappings(
+        cameras,
+        LaunchConfiguration("image_topic").perform(context),
+        lambda name: arguments.get(f"{name}_image_topic"),
+    )
     nodes: list[object] = []
     for name in SHAPES[shape]:  # the argument's choices are the keys
         overrides: dict[str, object] = {"use_sim_time": sim_time, "autostart": False}
         for arg, targets in ARGUMENT_PARAMETERS.items():
             for parameter in targets.get(name, ()) if given[arg] else ():
                 overrides[parameter] = given[arg]
-        image = [("image", LaunchConfiguration("image_topic"))] if name in CAMERA_NODES else []
+        image = remaps if name in CAMERA_NODES else []
         node = LifecycleNode(
             package="surprise_memory",
             executable=name,
@@ -180,6 +204,13 @@ def generate_launch_description() -> LaunchDescription:
     args = [
         DeclareLaunchArgument(
             "image_topic", default_value="/camera/image_raw", description="Camera topic"
+        ),
+        DeclareLaunchArgument(
+            "cameras",
+            default_value="",
+            description="The robot's cameras, e.g. front,left,rear (each read from "
+            "<name>_image_topic, default /<name>/image_raw; one encoder for all); empty = the "
+            "params file's cameras (one camera on image_topic by default)",
         ),
         DeclareLaunchArgument(
             "use_sim_time",

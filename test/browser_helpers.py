@@ -37,6 +37,7 @@ from urllib.request import Request, urlopen
 import pytest
 from synthetic_frames import OFFLINE
 
+from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.store import EpisodeStoreBackend
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, process
 from surprise_memory.offline.synthetic import SyntheticScene, write_synthetic_bag
@@ -86,8 +87,15 @@ def image_search_ids(store: EpisodeStoreBackend, jpeg: bytes, k: int = 12) -> li
     return [h.episode.id for h in store.retrieve(query)]
 
 
-def copy_episode(store: EpisodeStoreBackend, source_id: str, new_id: str, shift_s: float) -> str:
-    """Add ``new_id``: ``source_id``'s frames and embeddings, ``shift_s`` seconds later."""
+def copy_episode(
+    store: EpisodeStoreBackend,
+    source_id: str,
+    new_id: str,
+    shift_s: float,
+    camera: CameraView | None = None,
+) -> str:
+    """Add ``new_id``: ``source_id``'s frames and embeddings, ``shift_s`` seconds later
+    (seen by ``camera``: None = the source's)."""
     rec = store.get(source_id)
     shift = round(shift_s * 1e9)
     frames = [
@@ -107,6 +115,7 @@ def copy_episode(store: EpisodeStoreBackend, source_id: str, new_id: str, shift_
         encoder_pretrained=rec.encoder_pretrained,
         episode_id=new_id,
         robot_id=rec.robot_id,
+        camera=rec.camera if camera is None else camera,
     )
     return new_id
 

@@ -16,6 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.config import FleetConfig, StoreConfig
+from surprise_memory.memory.camera_view import CameraView
+from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store import (
     EpisodeRecord,
     EpisodeStoreBackend,
@@ -105,6 +107,8 @@ def add_episode(
         embedder_model="m",
         embedder_pretrained=True,
         episode_id=episode_id,
+        # a camera and its pose: the delivered copy keeps them (its digest covers them)
+        camera=CameraView(f"cam{k % 2}", f"cam{k % 2}_optical", Pose(float(k), frame_id="odom")),
     )
 
 

@@ -114,3 +114,19 @@ def scene_change_frames() -> list[tuple[int, Any]]:
         (t, image_msg_from_rgb(rgb, t, "camera"))
         for t, rgb in zip(stamps(), scene_change_rgb(), strict=True)
     ]
+
+
+def camera_scene(seed: int, change_at: int) -> list[np.ndarray]:
+    """One camera of several: a slowly panning texture of its own (``seed``) that changes
+    to a flat coloured scene at frame ``change_at``, over :data:`N_FRAMES` frames."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 256, size=(SIZE * 2, SIZE * 2, 3), dtype=np.uint8)
+    b = np.zeros_like(a)
+    b[..., seed % 3] = np.linspace(0, 255, SIZE * 2, dtype=np.uint8)[None, :]
+    b[SIZE // 2 : SIZE, SIZE // 2 : SIZE] = (250, 250, 0)
+    out = []
+    for i in range(N_FRAMES):
+        scene = a if i < change_at else b
+        off = (i // 2) % SIZE
+        out.append(np.ascontiguousarray(scene[off : off + SIZE, off : off + SIZE]))
+    return out

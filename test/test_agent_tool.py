@@ -31,7 +31,8 @@ from ros_helpers import serving_memory_node
 from surprise_memory.agents.ros_client import EpisodicMemoryClient, RosEpisodeRetriever
 from surprise_memory.agents.tool import EpisodicMemoryTool
 from surprise_memory.errors import InputError
-from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.camera_view import CameraView, mounting_pose
+from surprise_memory.memory.pose import Pose, compose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeRetriever, EpisodeStore
 from surprise_memory.perception.frames import Frame
@@ -49,6 +50,15 @@ EPISODES = [
     (200.0, (12.5, 4.0, 0.0), "dog"),
 ]
 VOCAB = {name: np.eye(DIM)[i] for i, name in enumerate(["door", "golf cart", "person", "dog"])}
+
+
+# ep1 seen by the front camera (looking 90 deg left of +x), ep3 by the rear one (no pose)
+CAMERAS = {
+    1: CameraView(
+        "front", "front_optical", compose(Pose(12.0, 5.0, 0.0, frame_id="map"), mounting_pose(90))
+    ),
+    3: CameraView("rear", "rear_optical", None),
+}
 
 
 def _embed_text(text: str) -> np.ndarray:
@@ -72,6 +82,7 @@ def _fill(path: Path) -> None:
                 embedder_model=MODEL,
                 embedder_pretrained=True,
                 episode_id=f"ep{i}",
+                camera=CAMERAS.get(i, CameraView()),
             )
 
 
@@ -423,3 +434,21 @@ def test_a_scripted_agent_answers_with_episodes_images_and_times(
         with Image.open(io.BytesIO(base64.b64decode(im["base64"]))) as img:
             assert img.format == "JPEG"
             assert np.asarray(img)[0, 0, 0] == pytest.approx(30, abs=3)  # ep1's frames
+
+
+def test_the_agent_asks_one_camera_and_learns_where_it_looked(retriever: EpisodeRetriever) -> None:
+    """A camera filter in the tool's one definition, in this process and over the service
+    (interface 5); each episode names its camera and its viewing direction (issue 42)."""
+    tool = _tool(retriever)
+    assert tool.signature["parameters"]["properties"]["camera"]["type"] == ["string", "null"]
+    assert "camera" in tool.signature["parameters"]["required"]
+    assert _ids(_call(tool, camera="front", max_results=10)) == ["ep1"]
+    assert _ids(_call(tool, camera="rear", max_results=10)) == ["ep3"]
+    assert _call(tool, camera="left", max_results=10)["episodes"] == []
+    front = _call(tool, query="golf cart", max_results=1)["episodes"][0]
+    assert (front["camera"], front["view_yaw"]) == ("front", pytest.approx(90.0))
+    rear = _call(tool, camera="rear")["episodes"][0]
+    assert (rear["camera"], rear["view_yaw"]) == ("rear", None)
+    door = _call(tool, query="door", max_results=1)["episodes"][0]
+    assert (door["camera"], door["view_yaw"]) == (None, None)  # the one unnamed camera
+    assert "camera=3: a camera name" in _call(tool, camera=3)["error"]

@@ -11,6 +11,7 @@ both: tools/setup_system.sh).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,10 @@ from browser_helpers import (
 )
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
+from surprise_memory.memory.camera_view import CameraView, mounting_pose
+from surprise_memory.memory.pose import compose, yaw_of
 from surprise_memory.memory.store import EpisodeStore, RetrievalHit
 
 S = 1_000_000_000
@@ -239,3 +243,36 @@ def test_an_episode_added_by_another_process_appears_without_a_reload(
         )
     assert "live-added-1" not in _ids(page, "#recent")
     assert page.execute_script("return window.sm.loads") == loads  # no reload
+
+
+def test_the_camera_filter_and_the_arrow_of_where_the_camera_looked(page: Any, store: Path) -> None:
+    """Issue 42: a camera column and filter; the map's arrow shows the camera's direction."""
+    with EpisodeStore(store, read_only=True) as s:
+        first = s.get(s.episode_ids()[0])
+    view = compose(first.pose, mounting_pose(90.0))  # looking left of the robot
+    with EpisodeStore(store) as writer:
+        copy_episode(writer, first.id, "rear-seen", 3.0, CameraView("rear", "rear_optical", view))
+        try:
+            select = Select(page.find_element(By.ID, "q-camera"))
+            wait_for(
+                lambda: "rear" in [o.text for o in select.options], 15, "the rear camera listed"
+            )
+            assert [o.text for o in select.options] == ["every camera", "(unnamed)", "rear"]
+            select.select_by_visible_text("(unnamed)")
+            posed = int(page.find_element(By.ID, "map-note").text.split()[0])
+            per_dot = page.execute_script(BLUE, "#map") / posed
+            assert page.execute_script("return window.sm.arrows") == 0  # direction unknown
+            select.select_by_visible_text("rear")
+            assert page.find_element(By.ID, "map-note").text.startswith("1 episodes posed in")
+            assert page.execute_script("return window.sm.arrows") == 1
+            assert page.execute_script(BLUE, "#map") > 1.3 * per_dot  # the dot and its arrow
+            _search(page, {"q-start": "0"}, "ranked by time")
+            assert _ids(page, "#results") == ["rear-seen"]  # the search asks for that camera
+            page.find_element(By.CSS_SELECTOR, '#results .hit[data-id="rear-seen"]').click()
+            wait_for(lambda: "rear (rear_optical)" in page.find_element(By.ID, "ep-meta").text,
+                     15, "the episode's camera")  # fmt: skip
+            yaw = round(math.degrees(yaw_of(first.pose))) + 90
+            assert f"looked toward yaw {yaw}°" in page.find_element(By.ID, "ep-meta").text
+            select.select_by_visible_text("every camera")
+        finally:
+            writer.delete(["rear-seen"])

@@ -127,6 +127,19 @@ def test_timeline_columns_are_json_without_nan() -> None:
     assert timeline_columns([], ORIGIN)["id"] == []
 
 
+def test_the_timeline_names_each_camera_and_where_it_looked_and_search_filters_by_it() -> None:
+    """Issue 42: the browser's camera column and filter, the map's viewing arrows."""
+    seen = _summary(1)._replace(camera="rear", view_yaw=math.pi / 2)
+    unknown = _summary(3)._replace(camera="front")  # its direction unknown (NaN)
+    cols = timeline_columns([seen, unknown, _summary(2, pose=False)], ORIGIN)
+    assert cols["camera"] == ["rear", "front", ""] and cols["view"] == [90.0, None, None]
+    json.dumps(cols, allow_nan=False)
+    assert search_query({"camera": "rear"}, ORIGIN, max_results_cap=100).camera == "rear"
+    assert search_query({}, ORIGIN, max_results_cap=100).camera is None
+    with pytest.raises(InputError, match="camera='rear left'"):
+        search_query({"camera": "rear left"}, ORIGIN, max_results_cap=100)
+
+
 def test_the_thumbnail_is_the_frame_nearest_the_trigger_and_urls_quote_the_id() -> None:
     assert thumbnail_url(_record()) == "/api/episodes/ep-10/frames/4"
     assert thumbnail_url(_record(stamp_ns=ORIGIN + 8 * S + S // 5)) == frame_url("ep-10", 0)

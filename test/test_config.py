@@ -12,10 +12,13 @@ from surprise_memory.config import (
     ALL_CONFIGS,
     NODE_CONFIGS,
     SPLIT_NODE_CONFIGS,
+    CamerasConfig,
+    CameraSpec,
     ConfigError,
     GateConfig,
     ScorerConfig,
     iter_settings,
+    parse_cameras,
     settings_of,
 )
 from surprise_memory.nodes.params_file import one_process_parameters
@@ -113,3 +116,56 @@ def test_from_mapping_takes_its_own_keys_and_coerces() -> None:
         GateConfig.from_mapping({"window": 8}, strict=True)
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.gamma = 3.0  # type: ignore[misc]
+
+
+def test_cameras_default_to_one_unnamed_camera_on_the_image_input() -> None:
+    (only,) = CamerasConfig().specs
+    assert only == CameraSpec(name="", topic="image", frame="", yaw_deg=None)
+    assert only.prefix == "" and only.label == "the camera"
+
+
+def test_cameras_by_name_and_with_their_topic_frame_and_yaw() -> None:
+    names = CamerasConfig(cameras="front, left,rear").specs
+    assert [(s.name, s.topic, s.frame, s.yaw_deg) for s in names] == [
+        ("front", "front/image", "", None),
+        ("left", "left/image", "", None),
+        ("rear", "rear/image", "", None),
+    ]
+    full = parse_cameras(
+        "front:topic=/front/image_raw:frame=front_optical:yaw=0, rear:yaw=-180:topic=/rear/img"
+    )
+    assert full == (
+        CameraSpec("front", "/front/image_raw", "front_optical", 0.0),
+        CameraSpec("rear", "/rear/img", "", -180.0),
+    )
+    assert full[1].prefix == "rear." and full[1].label == "camera 'rear'"
+    assert CamerasConfig(cameras="a,b").spec("b") == CameraSpec("b", "b/image")
+    assert CamerasConfig(cameras="a,b").spec("c") is None
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        ("front,,rear", r"empty entry"),
+        ("9front", r"camera name '9front'"),
+        ("front-left", r"camera name 'front-left'"),
+        ("front,front", r"name front given twice"),
+        ("a:topic=/x,b:topic=/x", r"topic /x given twice"),
+        ("front:topc=/x", r"'topc=/x' is not one of topic, frame, yaw"),
+        ("front:yaw", r"'yaw' is not one of"),
+        ("front:yaw=1:yaw=2", r"gives yaw twice"),
+        ("front:yaw=left", r"yaw='left': degrees"),
+        ("front:yaw=400", r"yaw='400': degrees"),
+        ("front:topic=/a b", r"is not a ROS topic name"),
+        ("front:topic=/a//b", r"is not a ROS topic name"),
+        ("front:frame=a b", r"frame 'a b'"),
+    ],
+)
+def test_a_bad_cameras_value_names_the_rule(value: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        CamerasConfig(cameras=value)
+
+
+def test_every_node_that_takes_camera_frames_or_scores_them_knows_the_cameras() -> None:
+    for node in ("encoder_node", "scorer_node", "memory_node", "pipeline_node"):
+        assert CamerasConfig in NODE_CONFIGS[node], node

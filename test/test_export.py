@@ -168,3 +168,61 @@ def test_bad_requests_say_why_in_one_line(store: Path, tmp_path: Path) -> None:
     (tmp_path / "taken").mkdir()
     proc = run(tmp_path, "export", str(store), "--out", "taken", check=False)
     assert proc.returncode == 1 and "exists" in proc.stderr
+
+
+def test_each_camera_gets_its_own_frames_topic_and_its_pose(tmp_path: Path) -> None:
+    """A robot with several cameras: one frames topic per camera, the images in its optical
+    frame, the camera's pose in /tf beside the robot's, the arrow along its view (issue 42)."""
+    import math
+
+    import numpy as np
+
+    from surprise_memory.memory.camera_view import CameraView, mounting_pose
+    from surprise_memory.memory.pose import Pose, compose
+    from surprise_memory.offline.export import export_episodes, frames_topic
+    from surprise_memory.perception.frames import Frame
+
+    rng = np.random.default_rng(3)
+    robot = Pose(2.0, 1.0, 0.0, frame_id="map")
+    with EpisodeStore(tmp_path / "store") as s:
+        for i, (name, yaw) in enumerate((("front", 0.0), ("rear", 180.0), ("", None))):
+            pose = None if yaw is None else compose(robot, mounting_pose(yaw))
+            frames = [
+                Frame(rng.integers(0, 255, (12, 16, 3), dtype=np.uint8), i * 10**9 + j)
+                for j in range(2)
+            ]
+            s.add(
+                frames,
+                rng.standard_normal((2, 8)),
+                stamp_ns=i * 10**9,
+                surprise=2.0,
+                threshold=1.0,
+                pose=robot,
+                embedder_model="m",
+                embedder_pretrained=False,
+                camera=CameraView(name, f"{name or 'cam'}_optical", pose),
+            )
+        records = [s.get(e) for e in s.episode_ids()]
+        summary = export_episodes(s, records, tmp_path / "out")
+    assert frames_topic("") == FRAMES and frames_topic("rear").endswith("/rear/compressed")
+    for camera in ("front", "rear", ""):
+        assert summary.messages[frames_topic(camera)] == 2
+    got: dict[str, list[object]] = {}
+    with AnyReader([tmp_path / "out"]) as reader:
+        for conn, _, raw in reader.messages():
+            got.setdefault(conn.topic, []).append(reader.deserialize(raw, conn.msgtype))
+    assert {m.header.frame_id for m in got[frames_topic("rear")]} == {"rear_optical"}
+    assert {m.header.frame_id for m in got[FRAMES]} == {"cam_optical"}
+    children = [[t.child_frame_id for t in m.transforms] for m in got["/tf"]]
+    assert children == [[EXPORT_TF_CHILD, f"{EXPORT_TF_CHILD}/camera"]] * 2 + [[EXPORT_TF_CHILD]]
+    arrows = [m for m in got[EXPORT_TOPICS["markers"][0]][-1].markers if m.ns == "episodes"]
+    yaws = [2 * math.atan2(a.pose.orientation.z, a.pose.orientation.w) for a in arrows]
+    assert [abs(math.remainder(y, 2 * math.pi)) for y in yaws] == pytest.approx(
+        [0.0, math.pi, 0.0], abs=1e-6
+    )
+    info = [{kv.key: kv.value for kv in m.status[0].values} for m in got[EXPORT_TOPICS["info"][0]]]
+    assert [(v["camera"], v["view_yaw_deg"]) for v in info] == [
+        ("front", "0.0"),
+        ("rear", "180.0"),
+        ("", ""),
+    ]

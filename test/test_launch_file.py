@@ -12,7 +12,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from surprise_memory.config import NODE_CONFIGS, settings_of
+import pytest
+
+from surprise_memory.config import NODE_CONFIGS, ConfigError, settings_of
+from surprise_memory.nodes.params_file import camera_remappings
 
 LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "surprise_memory.launch.py"
 ROS_PARAMETERS = {"use_sim_time"}  # declared by rclpy itself on every node
@@ -168,3 +171,21 @@ def test_rviz_is_optional_and_opens_the_shipped_config() -> None:
     assert ast.literal_eval(_keyword(rviz, "executable")) == "rviz2"  # type: ignore[arg-type]
     arguments = ast.unparse(_keyword(rviz, "arguments"))  # type: ignore[arg-type]
     assert arguments == "['-d', config, '-f', fixed_frame]"
+
+
+def test_camera_inputs_are_remapped_per_camera() -> None:
+    """One unnamed camera: `image` onto image_topic, as ever; named cameras: each one's
+    `<name>/image` onto `<name>_image_topic` (default /<name>/image_raw); a camera that
+    names its own topic is left alone."""
+    given = {"front": "/cam0/image_raw"}
+    assert camera_remappings("", "/camera/image_raw", given.get) == [("image", "/camera/image_raw")]
+    assert camera_remappings("front,left,rear:topic=/r/img", "/camera/image_raw", given.get) == [
+        ("front/image", "/cam0/image_raw"),
+        ("left/image", "/left/image_raw"),
+    ]
+    with pytest.raises(ConfigError, match="camera name"):
+        camera_remappings("front,9", "/camera/image_raw", given.get)
+    # the launch file reads the cameras from the argument, else from the params file
+    source = LAUNCH_FILE.read_text()
+    assert 'given["cameras"] or str(one_process_parameters(params_file).get("cameras"' in source
+    assert 'f"{name}_image_topic"' in source

@@ -18,6 +18,7 @@ import pytest
 
 from surprise_memory.config import NavigationConfig
 from surprise_memory.errors import ConfigError, InputError, StoreError
+from surprise_memory.memory.camera_view import CameraView, mounting_pose
 from surprise_memory.memory.navigation import (
     GoalQuery,
     GoalRefusedError,
@@ -28,7 +29,7 @@ from surprise_memory.memory.navigation import (
     standoff_pose,
 )
 from surprise_memory.memory.navigation_goals import GoalBook, GoalStatus, cancel_line
-from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose import Pose, compose
 from surprise_memory.memory.store import EpisodeRecord, EpisodeStore
 from surprise_memory.memory.store.records import check_session_id, host_session_id
 from surprise_memory.perception.frames import Frame
@@ -427,3 +428,52 @@ def test_goal_book_wait_returns_on_a_change_or_at_the_deadline() -> None:
     book.add(GoalStatus("h", state="running"))
     assert book.wait("h", 0.05).state == "running"  # type: ignore[union-attr]
     assert book.wait("nope", 0.05) is None
+
+
+# --- where the camera looked (issue 42) ---------------------------------------------------
+
+
+def with_camera(pose: Pose, name: str, mount_deg: float | None, frame: str = "") -> EpisodeRecord:
+    camera = None if mount_deg is None else compose(pose, mounting_pose(mount_deg))
+    view = CameraView(name, f"{name}_optical", camera)
+    if frame and camera is not None:
+        view = dataclasses.replace(view, pose=dataclasses.replace(camera, frame_id=frame))
+    return dataclasses.replace(record(pose), camera=view)
+
+
+@pytest.mark.parametrize("mount", [0.0, 90.0, 180.0, -135.0])
+def test_the_goal_faces_where_the_camera_looked_and_stands_off_along_it(mount: float) -> None:
+    robot = yawed(1.0, 2.0, 30.0)
+    ep = with_camera(robot, "side", mount)
+    goal = goal_from_episode(ep, "map", standoff_m=2.0)
+    view = math.radians(30.0 + mount)
+    back = (1.0 - 2.0 * math.cos(view), 2.0 - 2.0 * math.sin(view), 0.0)
+    assert_pose(goal.pose, dataclasses.replace(yawed(*back[:2], 30.0 + mount), z=0.0))
+    assert "facing where camera 'side' looked" in goal.note
+    # the option that keeps the robot's heading: the stored pose, backed off along it
+    kept = goal_from_episode(ep, "map", standoff_m=2.0, facing="robot")
+    assert_pose(kept.pose, standoff_pose(robot, 2.0))
+    assert kept.note == ""
+
+
+def test_the_camera_direction_survives_a_transform_to_the_navigation_frame() -> None:
+    ep = with_camera(yawed(1.0, 0.0, 0.0, "odom"), "left", 90.0)  # looks along +y in odom
+    goal = goal_from_episode(ep, "map", transform=yawed(10.0, 5.0, 90.0, "map"))
+    assert_pose(goal.pose, yawed(10.0, 6.0, 180.0))  # +y in odom is -x in map
+
+
+def test_an_unknown_camera_direction_keeps_the_robot_heading() -> None:
+    robot = yawed(1.0, 2.0, 30.0)
+    for ep, note in (
+        (with_camera(robot, "rear", None), "camera 'rear''s direction is unknown"),
+        (with_camera(robot, "rear", 180.0, frame="odom"), "direction is unknown"),  # other frame
+        (with_camera(robot, "", None), ""),  # a one-camera robot: as before cameras
+    ):
+        goal = goal_from_episode(ep, "map")
+        assert_pose(goal.pose, robot)
+        assert (note in goal.note) if note else goal.note == ""
+    with pytest.raises(GoalRefusedError, match="camera or robot"):
+        goal_from_episode(record(robot), "map", facing="sideways")
+    assert NavigationConfig().goal_facing == "camera"
+    with pytest.raises(ConfigError, match="goal_facing"):
+        NavigationConfig(goal_facing="left")

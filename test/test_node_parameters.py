@@ -65,6 +65,7 @@ NEW_VALUES: dict[str, dict[str, Any]] = {
         "fleet_heartbeat_seconds": 2.0,
         "navigation_frame": "odom",
         "goal_standoff_meters": 1.0,
+        "goal_facing": "robot",
         "goal_timeout_seconds": 2.0,
         "fixed_frames": "map,earth",
         "marker_max_episodes": 50,

@@ -56,6 +56,11 @@ def test_contract_fields() -> None:
         "frame_uris": "sequence<string>",
         # interface version 2: the stored JPEGs, not decoded rgb8 (issue 12, item 7)
         "frames": "sequence<sensor_msgs/CompressedImage>",
+        # interface version 5: the camera that saw it and where it looked (issue 42)
+        "camera": "string",
+        "camera_frame_id": "string",
+        "camera_pose": "geometry_msgs/Pose",
+        "camera_pose_valid": "boolean",
     }
     req = RetrieveEpisodes.Request.get_fields_and_field_types()
     assert req == {
@@ -71,6 +76,7 @@ def test_contract_fields() -> None:
         "location_frame": "string",
         "radius": "float",
         "robot_id": "string",
+        "camera": "string",
         "max_results": "uint32",
         "include_images": "boolean",
     }
@@ -83,10 +89,21 @@ def test_contract_fields() -> None:
         "origin": "builtin_interfaces/Time",
         "partial": "string",
     }
-    assert RetrieveEpisodes.Request.INTERFACE_VERSION == 4
+    assert RetrieveEpisodes.Request.INTERFACE_VERSION == 5
     assert FrameEmbedding.get_fields_and_field_types()["embedding"] == "sequence<float>"
     assert {"score", "kl", "threshold", "header"} <= set(SurpriseScore.get_fields_and_field_types())
     assert {"pose", "pose_valid", "decided"} <= set(SurpriseEvent.get_fields_and_field_types())
+    # each camera scored apart, each event with its camera's pose (issue 42)
+    assert FrameEmbedding.get_fields_and_field_types()["camera"] == "string"
+    assert SurpriseScore.get_fields_and_field_types()["camera"] == "string"
+    event = SurpriseEvent.get_fields_and_field_types()
+    assert {k: event[k] for k in event if k.startswith("camera")} == {
+        "camera": "string",
+        "camera_frame_id": "string",
+        "camera_pose": "geometry_msgs/Pose",
+        "camera_pose_valid": "boolean",
+        "camera_pose_source": "string",
+    }
 
 
 def test_score_topic_and_retrieve_service_over_dds(tmp_path: Path) -> None:

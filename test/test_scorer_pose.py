@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +23,10 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
 from test_scorer_node import FPS, PARAMS, T0, _embedding, _stream
 
+from surprise_memory.memory.camera_view import CameraView, mounting_pose
+from surprise_memory.memory.pose import Pose, compose
 from surprise_memory.msg import FrameEmbedding, SurpriseEvent
-from surprise_memory.nodes.messages import ns_to_time, time_to_ns
+from surprise_memory.nodes.messages import ns_to_time, pose_from_msg, time_to_ns
 
 NS = "/surprise_memory"
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
@@ -33,11 +36,19 @@ HAVE_TF2 = importlib.util.find_spec("tf2_ros") is not None
 
 
 def _run_scorer(
-    tmp_path: Path, publish_pose: object, odom_qos: QoSProfile | None = RELIABLE
+    tmp_path: Path,
+    publish_pose: object,
+    odom_qos: QoSProfile | None = RELIABLE,
+    camera: bool = False,
 ) -> tuple[list[SurpriseEvent], list[int], str]:
-    """Feed the scene-change stream to a scorer_node; return its events, stamps and log."""
+    """Feed the scene-change stream to a scorer_node; return its events, stamps and log.
+
+    ``camera``: the embeddings are camera ``front``'s (``front_optical``), whose mounting
+    on ``base_link`` tf gives on ``/tf_static`` (:data:`MOUNT`).
+    """
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({"/**/scorer_node": {"ros__parameters": PARAMS}}))
+    values = {**PARAMS, **({"cameras": "front"} if camera else {})}
+    params.write_text(yaml.safe_dump({"/**/scorer_node": {"ros__parameters": values}}))
     z = _stream(N, CHANGE_AT)
     stamps = [T0 + i * 10**9 // FPS for i in range(N)]
     rclpy.init()
@@ -51,6 +62,11 @@ def _run_scorer(
         from tf2_ros import TransformBroadcaster
 
         tf_pub = TransformBroadcaster(node)
+    static = None
+    if camera:
+        from tf2_ros import StaticTransformBroadcaster
+
+        static = StaticTransformBroadcaster(node)
     args = [node_executable("scorer_node"), "--ros-args", "--params-file", str(params)]
     args += ["-r", f"__ns:={NS}"]
     try:
@@ -60,12 +76,17 @@ def _run_scorer(
                 wait_for_subscribers(node, odom_pub)
             if tf_pub is not None:
                 wait_for_subscribers(node, tf_pub.pub_tf)
+            if static is not None:
+                static.sendTransform(_mount())
             for i in range(N):
                 if odom_pub is not None:
                     odom_pub.publish(_odometry(stamps[i], i))
                 if tf_pub is not None:
                     tf_pub.sendTransform(_transform(stamps[i], i))
-                emb_pub.publish(_embedding(stamps[i], z[i]))
+                msg = _embedding(stamps[i], z[i])
+                if camera:
+                    msg.camera, msg.header.frame_id = "front", "front_optical"
+                emb_pub.publish(msg)
                 spin_until(node, lambda: False, 0.005)
             assert spin_until(node, lambda: len(events) >= 1, 30.0), "no event"
             spin_until(node, lambda: False, 1.0)
@@ -98,6 +119,22 @@ def _transform(stamp: int, i: int) -> object:
     return tf
 
 
+MOUNT = (0.3, 0.0, 0.5, 90.0)  # front_optical on base_link: x, y, z and yaw (deg)
+
+
+def _mount() -> object:
+    from geometry_msgs.msg import TransformStamped
+
+    x, y, z, yaw = MOUNT
+    q = mounting_pose(yaw)
+    tf = TransformStamped()
+    tf.header.frame_id, tf.child_frame_id = "base_link", "front_optical"
+    tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z = x, y, z
+    r = tf.transform.rotation
+    r.x, r.y, r.z, r.w = q.qx, q.qy, q.qz, q.qw
+    return tf
+
+
 def test_best_effort_odometry_gives_the_event_pose(tmp_path: Path) -> None:
     events, stamps, _ = _run_scorer(tmp_path, "odometry", BEST_EFFORT)
     for e in events:
@@ -125,3 +162,21 @@ def test_tf_pose_at_the_peak_stamp_and_a_clean_shutdown(tmp_path: Path) -> None:
         assert e.pose.position.y == pytest.approx(0.05 * i)
         assert e.pose.orientation.z == pytest.approx(np.sin(0.01 * i / 2))
     assert "Traceback" not in log and "ExternalShutdownException" not in log, log
+
+
+@pytest.mark.skipif(not HAVE_TF2, reason="tf2_ros is not installed (it comes with an apt ROS 2)")
+def test_tf_gives_the_camera_pose_the_robot_pose_plus_its_mounting(tmp_path: Path) -> None:
+    """Issue 42: tf map <- front_optical at the peak stamp is the robot's pose plus the
+    camera's mounting (/tf_static); the event says where the camera was and looked."""
+    events, stamps, _ = _run_scorer(tmp_path, "tf", RELIABLE, camera=True)
+    for e in events:
+        i = stamps.index(time_to_ns(e.header.stamp))
+        assert e.camera == "front" and e.camera_frame_id == "front_optical"
+        assert e.camera_pose_valid and e.camera_pose_source == "tf", e.camera_pose_source
+        robot = pose_from_msg(e.pose, "map")
+        x, y, z, yaw = MOUNT
+        want = compose(robot, compose(Pose(x, y, z), mounting_pose(yaw)))
+        got = pose_from_msg(e.camera_pose, "map")
+        assert got.position == pytest.approx(want.position, abs=1e-6)
+        view = CameraView("front", "front_optical", got).yaw
+        assert view == pytest.approx(0.01 * i + math.radians(yaw), abs=1e-6)

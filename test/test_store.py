@@ -26,7 +26,8 @@ import pytest
 import surprise_memory.memory.store.schema as store_mod
 from surprise_memory.config import ConfigError, StoreConfig
 from surprise_memory.errors import InputError, StoreError
-from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.camera_view import CameraView, mounting_pose
+from surprise_memory.memory.pose import Pose, compose
 from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store import (
@@ -36,6 +37,7 @@ from surprise_memory.memory.store import (
     is_postgres_url,
     open_store,
 )
+from surprise_memory.memory.store.camera_columns import CAMERA_COLUMN_TYPES
 from surprise_memory.memory.store.records import host_robot_id, host_session_id
 from surprise_memory.perception.frames import Frame
 
@@ -179,9 +181,10 @@ def test_migration_path_runs_each_step(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_schema_versions_are_origin_then_robot_id_then_snapshots_then_session_id() -> None:
     """Version 2 moved the origin to the first frame (issue 13), version 3 added robot ids,
-    version 4 the snapshot notes (issue 30), version 5 session ids (issue 29)."""
-    assert store_mod.SCHEMA_VERSION == 5
-    assert sorted(store_mod._MIGRATIONS) == [1, 2, 3, 4]
+    version 4 the snapshot notes (issue 30), version 5 session ids (issue 29), version 6
+    the episode's camera (issue 42)."""
+    assert store_mod.SCHEMA_VERSION == 6
+    assert sorted(store_mod._MIGRATIONS) == [1, 2, 3, 4, 5]
 
 
 def test_time_origin_is_the_first_frame_seen_and_persisted(store_location: str) -> None:
@@ -211,8 +214,19 @@ def test_time_origin_is_the_first_frame_seen_and_persisted(store_location: str) 
         assert store.origin_ns == 0
 
 
+def _as_version_5(db: Path) -> None:
+    """Turn a store's database back into what schema version 5 wrote (no cameras)."""
+    conn = sqlite3.connect(db)
+    for name, _, _ in CAMERA_COLUMN_TYPES:
+        conn.execute(f"ALTER TABLE episodes DROP COLUMN {name}")
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    conn.close()
+
+
 def _as_version_4(db: Path) -> None:
     """Turn a store's database back into what schema version 4 wrote (no session ids)."""
+    _as_version_5(db)
     conn = sqlite3.connect(db)
     conn.execute("ALTER TABLE episodes DROP COLUMN session_id")
     conn.execute("PRAGMA user_version = 4")
@@ -265,7 +279,7 @@ def test_version_1_store_migrates_its_origin_to_the_first_frame(tmp_path: Path) 
     with EpisodeStore(tmp_path) as store:
         assert store.origin_ns == 20 * S  # the first stored frame, 0.3 s before that trigger
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5  # 1 -> 2 -> 3 -> 4 -> 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION
     conn.close()
 
 
@@ -288,7 +302,7 @@ def test_older_store_gains_robot_ids(tmp_path: Path, version: int) -> None:
         assert store.search(robot_id="someone-else") == []
         assert store.origin_ns == 0  # the first frame of episode 0
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION
     conn.close()
 
 
@@ -328,8 +342,64 @@ def test_version_4_store_gains_unknown_session_ids(tmp_path: Path) -> None:
         assert store.get(new.id).session_id == host_session_id()
         assert store.get(given.id).session_id == "boot-elsewhere"
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION
     conn.close()
+
+
+def test_version_5_store_opens_with_one_unnamed_camera(tmp_path: Path) -> None:
+    """A store from before cameras (schema 5) opens: its episodes were seen by one unnamed
+    camera whose pose is unknown; new episodes keep theirs (issue 42)."""
+    rng = np.random.default_rng(0)
+    with EpisodeStore(tmp_path) as store:
+        old = _add(store, rng, 0)
+    _as_version_5(tmp_path / DB_NAME)
+    with pytest.raises(StoreError, match="needs migrating"):
+        EpisodeStore(tmp_path, read_only=True)
+    with EpisodeStore(tmp_path) as store:
+        got = store.get(old.id)
+        assert got == old and got.camera == CameraView("", "", None)
+        assert [h.episode.id for h in store.search(camera="")] == [old.id]
+        new = _add(store, rng, 10, camera=FRONT)
+        assert [h.episode.id for h in store.search(camera="front")] == [new.id]
+    with EpisodeStore(tmp_path, read_only=True) as store:
+        assert store.get(new.id).camera == FRONT
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == store_mod.SCHEMA_VERSION
+    conn.close()
+
+
+FRONT = CameraView("front", "front_optical", Pose(1.0, 2.0, 0.5, -0.5, 0.5, -0.5, 0.5, "map"))
+REAR = CameraView(
+    "rear", "rear_optical", compose(Pose(1.0, 2.0, frame_id="map"), mounting_pose(180))
+)
+
+
+def test_episodes_keep_their_camera_and_are_found_by_it(store_location: str) -> None:
+    """The camera's name, optical frame and pose travel with the episode; a query may ask
+    for one camera; the summaries give the viewing direction for a map (issue 42)."""
+    rng = np.random.default_rng(1)
+    with open_store(store_location) as store:
+        front = _add(store, rng, 0, camera=FRONT, pose=Pose(1.0, 2.0, 0.0, frame_id="map"))
+        rear = _add(store, rng, 1, camera=REAR)
+        unnamed = _add(store, rng, 2, camera=CameraView(frame_id="cam"))
+        assert store.get(front.id).camera == FRONT and store.get(rear.id).camera == REAR
+        assert store.get(unnamed.id).camera == CameraView("", "cam", None)
+        for camera, want in (("front", [front]), ("rear", [rear]), ("", [unnamed])):
+            assert [h.episode.id for h in store.search(camera=camera)] == [r.id for r in want]
+        assert store.search(camera="left") == []
+        q = rng.standard_normal(DIM)
+        hits = store.search(embedding=q, embedder_model=MODEL, camera="rear")
+        assert [h.episode.id for h in hits] == [rear.id]
+        yaws = {s.id: (s.camera, s.view_yaw) for s in store.summaries()}
+        assert yaws[front.id] == ("front", pytest.approx(0.0, abs=1e-9))  # looks along +x
+        assert yaws[rear.id][0] == "rear" and yaws[rear.id][1] == pytest.approx(np.pi)
+        assert yaws[unnamed.id][0] == "" and np.isnan(yaws[unnamed.id][1])
+        with pytest.raises(InputError, match="camera name"):
+            _add(store, rng, 3, camera=CameraView("9x"))
+        with pytest.raises(InputError, match="camera pose"):
+            _add(store, rng, 4, camera=CameraView("x", pose=Pose(float("nan"))))
+        with pytest.raises(InputError, match="camera="):
+            RetrievalQuery(camera="front left")
 
 
 def test_one_writer_and_read_only_readers(tmp_path: Path) -> None:

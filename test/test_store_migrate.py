@@ -23,6 +23,7 @@ from store_backends import new_database
 from surprise_memory.cli import main
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import StoreError
+from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store import EpisodeStoreBackend, open_store
 from surprise_memory.memory.store.migrate import migrate_store, store_digest
@@ -55,6 +56,12 @@ def _fill(location: str, n: int, dtype: str = "float16") -> None:
                 embedder_pretrained=True,
                 encoder_model="facebook/vjepa2-vitl-fpc64-256",
                 robot_id="alpha" if i % 2 else "bravo",
+                # a camera (with its pose, or none) on most: the copy keeps it (issue 42)
+                camera=CameraView(
+                    ("front", "rear", "")[i % 3],
+                    f"cam{i % 3}_optical",
+                    None if i % 5 == 0 else Pose(float(i), 1.0, 0.5, -0.5, 0.5, -0.5, 0.5, "map"),
+                ),
             )
 
 
@@ -69,9 +76,10 @@ def _same(a: EpisodeStoreBackend, b: EpisodeStoreBackend) -> None:
             a.embeddings(ep_id).astype(np.float16), b.embeddings(ep_id).astype(np.float16)
         )
     q = np.random.default_rng(1).standard_normal(DIM)
-    for robot in (None, "alpha"):
-        want = a.search(embedding=q, embedder_model=MODEL, max_results=5, robot_id=robot)
-        got = b.search(embedding=q, embedder_model=MODEL, max_results=5, robot_id=robot)
+    for robot, camera in ((None, None), ("alpha", None), (None, "rear")):
+        kw = {"embedding": q, "embedder_model": MODEL, "max_results": 5, "camera": camera}
+        want = a.search(robot_id=robot, **kw)
+        got = b.search(robot_id=robot, **kw)
         assert [h.episode.id for h in got] == [h.episode.id for h in want]
 
 

@@ -25,9 +25,11 @@ import surprise_memory.memory.store.postgres.schema as pg_schema
 import surprise_memory.memory.store.postgres.search as pg_search
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import InputError, StoreError
+from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
+from surprise_memory.memory.store.camera_columns import CAMERA_COLUMN_TYPES
 from surprise_memory.memory.store.postgres import PostgresEpisodeStore
 from surprise_memory.memory.store.postgres.search import SqlSearch, ann_candidates
 from surprise_memory.memory.store.records import host_session_id
@@ -150,6 +152,7 @@ def test_schema_3_store_gains_unknown_session_ids(pg_url: str) -> None:
     with open_store(pg_url) as store:
         old = _add(store, rng, 0)
     assert old.session_id == host_session_id()
+    _drop_cameras(pg_url)
     _sql(pg_url, "ALTER TABLE surprise_memory.episodes DROP COLUMN session_id")
     _sql(pg_url, "UPDATE surprise_memory.meta SET value = '3' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match="needs migrating"):
@@ -159,7 +162,33 @@ def test_schema_3_store_gains_unknown_session_ids(pg_url: str) -> None:
         new = _add(store, rng, 1, session_id="boot-elsewhere")
     with open_store(pg_url, read_only=True) as store:
         assert store.get(new.id).session_id == "boot-elsewhere"
-    assert pg_schema.SCHEMA_VERSION == 4
+
+
+def _drop_cameras(pg_url: str) -> None:
+    """Turn the store's episodes into what schema 4 wrote: no camera columns."""
+    for name, _, _ in CAMERA_COLUMN_TYPES:
+        _sql(pg_url, f"ALTER TABLE surprise_memory.episodes DROP COLUMN {name}")
+
+
+def test_schema_4_store_opens_with_one_unnamed_camera(pg_url: str) -> None:
+    """A store from before cameras (schema 4) opens: its episodes were seen by one unnamed
+    camera whose pose is unknown; a new episode keeps its camera (issue 42)."""
+    rng = np.random.default_rng(0)
+    with open_store(pg_url) as store:
+        old = _add(store, rng, 0)
+    _drop_cameras(pg_url)
+    _sql(pg_url, "UPDATE surprise_memory.meta SET value = '4' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="needs migrating"):
+        open_store(pg_url, read_only=True)
+    camera = CameraView("left", "left_optical", Pose(1.0, 2.0, 0.3, 0.0, 0.0, 0.0, 1.0, "map"))
+    with open_store(pg_url) as store:
+        assert store.get(old.id) == old and old.camera == CameraView()
+        new = _add(store, rng, 1, camera=camera)
+        assert [h.episode.id for h in store.search(camera="left")] == [new.id]
+        assert [h.episode.id for h in store.search(camera="")] == [old.id]
+    with open_store(pg_url, read_only=True) as store:
+        assert store.get(new.id).camera == camera
+    assert pg_schema.SCHEMA_VERSION == 5
 
 
 def test_connection_strings_carry_no_password(pg_url: str) -> None:

@@ -17,6 +17,7 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import open_store
+from surprise_memory.memory.store.camera_columns import CAMERA_COLUMN_TYPES
 from surprise_memory.memory.store.postgres import PostgresEpisodeStore
 from surprise_memory.memory.store.postgres.rows import pooled_vector
 from surprise_memory.perception.frames import Frame
@@ -92,6 +93,8 @@ def test_schema_1_store_is_migrated_to_pooled_vectors(pg_url: str) -> None:
         conn.execute("DROP TABLE surprise_memory.snapshots")  # schema 3
         conn.execute("DROP TABLE surprise_memory.episode_vectors")
         conn.execute("ALTER TABLE surprise_memory.episodes DROP COLUMN session_id")  # schema 4
+        for name, _, _ in CAMERA_COLUMN_TYPES:  # schema 5
+            conn.execute(f"ALTER TABLE surprise_memory.episodes DROP COLUMN {name}")
         conn.execute(
             "CREATE INDEX embeddings_hnsw ON surprise_memory.embeddings "
             f"USING hnsw ((embedding::halfvec({DIM})) halfvec_cosine_ops)"

@@ -29,7 +29,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from surprise_memory.errors import InputError, ServiceTimeoutError, StoreError
+from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.query_embedder import canonical_model_name
 from surprise_memory.memory.retrieval import RetrievalQuery
@@ -86,10 +87,14 @@ class RetrievedEpisode:
     score: float
     jpegs: tuple[bytes, ...] = ()
     robot_id: str = ""
+    camera: CameraView = field(default_factory=CameraView)
 
     @classmethod
     def from_msg(cls, msg: Episode, score: float) -> RetrievedEpisode:
-        """Convert a surprise_memory/Episode message (interface version 3 or later)."""
+        """Convert a surprise_memory/Episode message (interface version 5 or later)."""
+        camera_pose = None
+        if msg.camera_pose_valid:
+            camera_pose = pose_from_msg(msg.camera_pose, msg.header.frame_id)
         return cls(
             id=msg.id,
             robot_id=msg.robot_id,
@@ -104,6 +109,7 @@ class RetrievedEpisode:
             frame_uris=tuple(msg.frame_uris),
             score=float(score),
             jpegs=tuple(bytes(img.data) for img in msg.frames),
+            camera=CameraView(msg.camera, msg.camera_frame_id, camera_pose),
         )
 
     def decode_images(self) -> list[npt.NDArray[np.uint8]]:
@@ -181,6 +187,7 @@ class EpisodicMemoryClient:
         timeout: float | None = None,
         near_frame: str | None = None,
         robot_id: str | None = None,
+        camera: str | None = None,
     ) -> RetrievedEpisodes:
         """Ask the memory node for episodes; best first (``.partial`` says if partial).
 
@@ -199,6 +206,7 @@ class EpisodicMemoryClient:
             timeout: Seconds to wait (default: the client's).
             near_frame: The frame of ``near``; None = the poses' frame when they have one.
             robot_id: Only this robot's episodes (a fleet store); None = every robot's.
+            camera: Only the episodes this camera saw; None (or "") = every camera's.
 
         Raises:
             TypeError: An argument has the wrong type (nothing was sent).
@@ -230,6 +238,9 @@ class EpisodicMemoryClient:
         if robot_id is not None:
             _check_type("robot_id", robot_id, str, "a robot id or None")
             request.robot_id = robot_id
+        if camera is not None:
+            _check_type("camera", camera, str, "a camera name or None")
+            request.camera = camera
         _check_type("k", k, int, "an int >= 1")
         if k < 1:
             raise InputError(f"k={k}: must be >= 1")
@@ -507,6 +518,7 @@ class RosEpisodeRetriever:
             timeout=self._timeout,
             near_frame=query.near_frame,
             robot_id=query.robot_id,
+            camera=query.camera,
         )
         self._remember(found)
         ranked = query.embedding is not None or bool(text) or image is not None
@@ -534,6 +546,7 @@ class RosEpisodeRetriever:
             embedder_pretrained=bool(query.embedder_pretrained),
             created_wall_ns=0,
             robot_id=ep.robot_id,
+            camera=ep.camera,
         )
         return RetrievalHit(
             episode=record,

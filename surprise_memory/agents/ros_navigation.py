@@ -101,6 +101,7 @@ class GoToEpisodeClient:
         allow_other_robots: bool = False,
         standoff_m: float | None = None,
         dry_run: bool = False,
+        camera: str | None = None,
     ) -> NavigationResult:
         """Send the robot to an episode: by id, or the best hit of the query fields.
 
@@ -116,6 +117,7 @@ class GoToEpisodeClient:
             allow_other_robots: Allow another robot's episode.
             standoff_m: Metres short of the pose (None = the node's setting).
             dry_run: Make the goal, send nothing.
+            camera: Only the episodes this camera saw (None = every camera's).
 
         Returns:
             The goal: ``state`` ``running`` (accepted), ``sent`` (topic), or ``pending``
@@ -148,6 +150,7 @@ class GoToEpisodeClient:
         elif radius is not None or near_frame is not None:
             raise InputError("radius and near_frame need near")
         request.robot_id = robot_id or ""
+        request.camera = camera or ""
         request.allow_other_robots = bool(allow_other_robots)
         if standoff_m is not None:
             if not math.isfinite(standoff_m) or standoff_m < 0:

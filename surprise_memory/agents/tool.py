@@ -109,6 +109,7 @@ _PARAMETERS = (
     "max_results",
     "include_images",
     "robot",
+    "camera",
 )
 
 MAX_QUERY_IMAGE_BYTES = 16 * 1024 * 1024
@@ -214,6 +215,11 @@ def _parameters_schema(
                 "type": ["string", "null"],
                 "description": "Only this robot's episodes (a fleet's memory holds several "
                 "robots'; each episode names its robot); null = every robot's." + robot_note,
+            },
+            "camera": {
+                "type": ["string", "null"],
+                "description": "Only what this camera of the robot saw (e.g. 'front'); null "
+                "= every camera. Each episode names its camera and where it looked.",
             },
         },
         "required": list(_PARAMETERS),
@@ -431,6 +437,7 @@ class EpisodicMemoryTool(FunctionTool):
             radius_m=radius,
             max_results=k + extra,
             robot_id=robot,
+            camera=kwargs.get("camera"),  # checked by the query
         )
         if text is not None and isinstance(self._retriever, RetrievesByText):
             hits = self._retriever.retrieve_text(text, query, include_images=include_images)
@@ -540,7 +547,9 @@ def episode_json(hit: RetrievalHit, origin: int) -> dict[str, Any]:
 
     Returns:
         ``id``, ``time``, ``start_time``, ``end_time``, ``position`` (null without a pose),
-        ``frame``, ``surprise``, ``similarity``, ``distance``, ``frame_times``, ``robot``.
+        ``frame``, ``surprise``, ``similarity``, ``distance``, ``frame_times``, ``robot``,
+        ``camera`` (null: the one unnamed camera) and ``view_yaw`` (where it looked, degrees
+        about z in ``frame``; null when unknown).
 
     """
     ep = hit.episode
@@ -556,6 +565,8 @@ def episode_json(hit: RetrievalHit, origin: int) -> dict[str, Any]:
         "distance": None if hit.distance_m is None else round(hit.distance_m, 3),
         "frame_times": [_seconds(s, origin) for s in ep.frame_stamps_ns],
         "robot": ep.robot_id,
+        "camera": ep.camera.name or None,
+        "view_yaw": None if ep.camera.yaw is None else round(math.degrees(ep.camera.yaw), 1),
     }
 
 

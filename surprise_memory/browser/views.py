@@ -146,6 +146,7 @@ def search_query(
         radius_m=radius_m,
         max_results=k,
         robot_id=_field(params, "robot_id"),
+        camera=_field(params, "camera"),
     )
 
 
@@ -156,15 +157,19 @@ def timeline_columns(
 
     Returns:
         ``id``, ``robot``, ``t`` (seconds), ``surprise``, ``threshold`` (null = unknown),
-        ``x``, ``y``, ``z`` and ``frame`` (null without a pose), one entry per episode.
+        ``x``, ``y``, ``z`` and ``frame`` (null without a pose), ``camera`` ("" = the one
+        unnamed camera) and ``view`` (where the camera looked, degrees about z in
+        ``frame``; null when unknown), one entry per episode.
 
     """
-    names = ("id", "robot", "t", "surprise", "threshold", "x", "y", "z", "frame")
+    names = ("id", "robot", "t", "surprise", "threshold", "x", "y", "z", "frame", "camera", "view")
     if not summaries:
         return {name: [] for name in names}
-    ids, robots, stamps, surprise, threshold, valid, x, y, z, frames = zip(*summaries, strict=True)
+    columns = zip(*summaries, strict=True)
+    ids, robots, stamps, surprise, threshold, valid, x, y, z, frames, cameras, yaws = columns
     posed = np.asarray(valid, dtype=bool)
     tau = np.asarray(threshold, dtype=np.float64)
+    view = np.asarray(yaws, dtype=np.float64)
     t = (np.asarray(stamps, dtype=np.int64) - (origin_ns or 0)) / NS_PER_SECOND
     # ms, mm and 1e-4 of a score are finer than the page shows: shorter JSON, sent faster
     return {
@@ -177,6 +182,8 @@ def timeline_columns(
         "y": _rounded(np.asarray(y, dtype=np.float64), 3, posed),
         "z": _rounded(np.asarray(z, dtype=np.float64), 3, posed),
         "frame": [f if ok else None for f, ok in zip(frames, valid, strict=True)],
+        "camera": list(cameras),
+        "view": _rounded(np.degrees(view), 1, posed & np.isfinite(view)),
     }
 
 
@@ -219,6 +226,11 @@ def episode_view(
             "orientation": [pose.qx, pose.qy, pose.qz, pose.qw],
             "yaw_deg": math.degrees(yaw_of(pose)),
         },
+        "camera": {
+            "name": rec.camera.name,
+            "frame": rec.camera.frame_id,
+            "view_yaw_deg": None if rec.camera.yaw is None else math.degrees(rec.camera.yaw),
+        },
         "surprise": rec.surprise,
         "threshold": _finite(rec.threshold),
         "encoder": {"model": rec.encoder_model, "pretrained": rec.encoder_pretrained},
@@ -247,6 +259,7 @@ def hit_views(hits: Sequence[RetrievalHit], origin_ns: int | None) -> list[dict[
                 "surprise": rec.surprise,
                 "position": list(rec.pose.position) if rec.pose_valid else None,
                 "frame": rec.pose.frame_id if rec.pose_valid else None,
+                "camera": rec.camera.name,
                 "thumbnail": thumbnail_url(rec),
             }
         )

@@ -35,7 +35,7 @@ def add_export_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "and threshold around each trigger (plottable), and each episode's metadata as "
         "diagnostic_msgs. Foxglove opens it with config/foxglove_layout.json; `ros2 bag "
         "play` and `surprise-memory process` read it too. Episodes: by --id, else as "
-        "`query` chooses them (--text, --start/--end, --near/--radius, --robot-id; "
+        "`query` chooses them (--text, --start/--end, --near/--radius, --robot-id, --camera; "
         "nothing given: the newest -k). Times as in `query`.",
     )
     p.add_argument("store", metavar="STORE", help="store folder or postgresql:// URI")
@@ -45,6 +45,7 @@ def add_export_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     )
     p.add_argument("--text", help="text query (needs the store's trained embedder)")
     p.add_argument("--robot-id", help="only this robot's episodes (default: every robot's)")
+    p.add_argument("--camera", help="only the episodes this camera saw (default: every camera's)")
     add_time_place_options(p)
     p.add_argument("-k", "--max-results", type=int, default=20, help="most episodes written")
     p.add_argument("--device", default="auto", help="device of the text query embedder")
@@ -89,6 +90,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 radius_m=args.radius,
                 max_results=args.max_results,
                 robot_id=args.robot_id,
+                camera=args.camera,
             )
             records = [h.episode for h in store.retrieve(query)]
         if not records:

@@ -79,6 +79,7 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     g.add_argument("--id", dest="episode_id", metavar="ID", help="the episode's id")
     add_time_place_options(g)
     g.add_argument("--robot-id", help="whose episodes (default: this robot's own)")
+    g.add_argument("--camera", help="only the episodes this camera saw (e.g. front)")
     g.add_argument(
         "--allow-other-robots", action="store_true", help="allow another robot's episode"
     )
@@ -281,6 +282,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
             standoff_m=config.goal_standoff_meters,
             allow_other_robots=args.allow_other_robots,
             transform_of=transform_of,
+            facing=config.goal_facing,
         )
         if args.dry_run:
             _print(_result(goal, None), args.json)
@@ -347,6 +349,7 @@ def _query(
         radius_m=args.radius,
         robot_id=args.robot_id,
         allow_other_robots=args.allow_other_robots,
+        camera=args.camera,
     )
 
 
@@ -399,6 +402,7 @@ def _goto_through_service(args: argparse.Namespace, standoff: float | None) -> i
                 allow_other_robots=query.allow_other_robots,
                 standoff_m=standoff,
                 dry_run=args.dry_run,
+                camera=query.camera,
             )
             if not (args.json and args.wait):  # with both: one JSON at the end
                 _print(result, args.json)

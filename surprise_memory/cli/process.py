@@ -52,7 +52,16 @@ def add_process_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         help="new store folder (many recordings: a folder of stores, or postgresql://...)",
     )
     p.add_argument(
-        "--image-topic", help="camera topic of a bag (needed when it has several image topics)"
+        "--image-topic",
+        help="camera topic of a bag (needed when it has several image topics, unless "
+        "--cameras or --all-cameras takes several)",
+    )
+    p.add_argument(
+        "--all-cameras",
+        action="store_true",
+        help="a bag of several cameras: process every image topic, each a camera named after "
+        "its topic (/front/image_raw: front), each with its own surprise, into one store; "
+        "--cameras NAME[:topic=T][:yaw=DEG],... takes those named",
     )
     p.add_argument(
         "--pose-topic",
@@ -123,11 +132,19 @@ def _cmd_process(args: argparse.Namespace) -> int:
     args.ray, args.input = address, ([swallowed] if swallowed else []) + args.input
     if not args.input:
         raise InputError("process needs an INPUT: a recording, a folder, a glob or @FILE")
-    if address is not None or is_many(args.input) or is_postgres_url(args.out):
+    many = address is not None or is_many(args.input) or is_postgres_url(args.out)
+    if many and (args.all_cameras or settings.cameras.cameras):
+        raise InputError(
+            "--cameras / --all-cameras take one recording into a store folder: not with many "
+            "recordings, --ray or a postgresql:// --out"
+        )
+    if many:
         return run_many(args, settings)
     from surprise_memory.sources import open_source
 
     args.input = args.input[0]
+    if args.all_cameras or settings.cameras.cameras:
+        return _process_cameras(args, settings)
     open_source(Path(args.input), args.image_topic, fps=args.fps)  # input errors before models
     pipeline = OfflinePipeline(settings)
     for role in ("encoder", "embedder"):
@@ -173,6 +190,40 @@ def _cmd_process(args: argparse.Namespace) -> int:
         print("NOTE: random (untrained) weights: events and retrieval are not meaningful")
     out = Path(args.out)
     print(f"store {out}  (scores: {out / 'scores.csv'}, run record: {out / 'run.json'})")
+    return 0
+
+
+def _process_cameras(args: argparse.Namespace, settings: Any) -> int:
+    """``process BAG --cameras ...`` / ``--all-cameras``: each camera's topic, one store."""
+    from surprise_memory.offline.cameras import bag_cameras, process_cameras
+    from surprise_memory.offline.pipeline import OfflinePipeline
+    from surprise_memory.sources.bag import bag_image_topics
+
+    if args.image_topic:
+        raise InputError("--image-topic reads one camera: not with --cameras / --all-cameras")
+    if args.all_cameras and settings.cameras.cameras:
+        raise InputError("--all-cameras or --cameras, not both")
+    cameras = None if args.all_cameras else list(settings.cameras.specs)
+    bag_cameras(bag_image_topics(args.input), cameras)  # input errors before the models
+    pipeline = OfflinePipeline(settings)
+
+    def opened(source: Any, lookup: Any) -> None:
+        note(f"input: {source.describe()}")
+
+    summaries = process_cameras(
+        args.input,
+        args.out,
+        cameras,
+        pipeline=pipeline,
+        pose_topic=args.pose_topic,
+        fps=args.fps,
+        on_open=opened,
+    )
+    for name, summary in summaries.items():
+        print(f"{'all cameras' if not name else 'camera ' + name}:\n{summary.format()}")
+    if pipeline.untrained:
+        print("NOTE: random (untrained) weights: events and retrieval are not meaningful")
+    print(f"store {args.out}  (each camera's scores and run record: {args.out}/cameras/NAME/)")
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,11 @@ def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     )
     q.add_argument("store", metavar="STORE", help="store folder or postgresql:// URI")
     q.add_argument("--robot-id", help="only this robot's episodes (default: every robot's)")
+    q.add_argument(
+        "--camera",
+        help="only the episodes this camera saw (a name of the cameras setting; '' = the one "
+        "unnamed camera of a one-camera robot; default: every camera's)",
+    )
     q.add_argument("--text", help="text query (needs the store's trained embedder)")
     q.add_argument("--image", metavar="PATH", help="image file as the query")
     add_time_place_options(q)
@@ -119,6 +125,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
             radius_m=args.radius,
             max_results=args.max_results,
             robot_id=args.robot_id,
+            camera=args.camera,
         )
         hits = store.retrieve(query)
         snapshots = store.snapshot_notes([h.episode.id for h in hits])
@@ -144,7 +151,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
             if not r["pose_valid"]
             else "({:.2f}, {:.2f}, {:.2f})".format(*r["position"]) + f" {r['frame_id']}"
         )
-        print(f"{i:>2} {t:>8} {score:>7} {dist:>7} {r['surprise']:>8.3f}  {pose}  {r['id']}")
+        seen = f"  camera {r['camera']}" if r["camera"] else ""
+        print(f"{i:>2} {t:>8} {score:>7} {dist:>7} {r['surprise']:>8.3f}  {pose}  {r['id']}{seen}")
     return 0
 
 
@@ -175,6 +183,9 @@ def _hit_dict(hit: Any, origin: int | None, snapshots: list[Any]) -> dict[str, A
         "frame_stamps_ns": list(ep.frame_stamps_ns),
         "frames": ep.frame_uris(),
         "robot_id": ep.robot_id,
+        "camera": ep.camera.name,
+        "camera_frame_id": ep.camera.frame_id,
+        "view_yaw_deg": None if ep.camera.yaw is None else math.degrees(ep.camera.yaw),
         # what a bag recorder answered when asked for a snapshot (empty: none was asked)
         "snapshots": [n.as_dict() for n in snapshots],
     }

@@ -13,7 +13,8 @@ allowed range once; from that single declaration
 
 Field names are unique across all component configs, so one flat namespace serves the
 node parameters, the YAML and the command line. The settings live beside the stage they
-belong to: :mod:`~surprise_memory.config.perception`, :mod:`~surprise_memory.config.surprise`,
+belong to: :mod:`~surprise_memory.config.cameras`, :mod:`~surprise_memory.config.perception`,
+:mod:`~surprise_memory.config.surprise`,
 :mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.fleet`,
 :mod:`~surprise_memory.config.navigation`, :mod:`~surprise_memory.config.snapshot`,
 :mod:`~surprise_memory.config.display`, :mod:`~surprise_memory.config.nodes`; this module
@@ -22,6 +23,12 @@ gathers them under one import.
 
 from __future__ import annotations
 
+from surprise_memory.config.cameras import (
+    CAMERA_NAME_PATTERN,
+    CamerasConfig,
+    CameraSpec,
+    parse_cameras,
+)
 from surprise_memory.config.display import DisplayConfig
 from surprise_memory.config.fleet import FleetConfig
 from surprise_memory.config.memory import (
@@ -30,7 +37,7 @@ from surprise_memory.config.memory import (
     PoseConfig,
     StoreConfig,
 )
-from surprise_memory.config.navigation import GOAL_TRANSPORTS, NavigationConfig
+from surprise_memory.config.navigation import GOAL_FACINGS, GOAL_TRANSPORTS, NavigationConfig
 from surprise_memory.config.nodes import (
     ALL_CONFIGS,
     NODE_CONFIGS,
@@ -52,6 +59,8 @@ from surprise_memory.errors import ConfigError
 
 __all__ = [
     "ALL_CONFIGS",
+    "CAMERA_NAME_PATTERN",
+    "GOAL_FACINGS",
     "GOAL_TRANSPORTS",
     "NODE_CONFIGS",
     "ROBOT_ID_PATTERN",
@@ -59,6 +68,8 @@ __all__ = [
     "BaselineConfig",
     "BudgetConfig",
     "CameraConfig",
+    "CameraSpec",
+    "CamerasConfig",
     "ComponentConfig",
     "ConfigError",
     "DisplayConfig",
@@ -76,6 +87,7 @@ __all__ = [
     "SnapshotConfig",
     "StoreConfig",
     "iter_settings",
+    "parse_cameras",
     "setting",
     "settings_of",
 ]

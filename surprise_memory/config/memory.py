@@ -56,7 +56,7 @@ class EpisodeConfig(ComponentConfig):
     frame_history_bytes: int = setting(
         256 * 1024 * 1024,
         "Most bytes of frames the memory node keeps (downscaled pixels, or the bytes of "
-        "compressed images); the oldest frames leave first.",
+        "compressed images); the oldest frames leave first. Several cameras: per camera.",
         low=1024 * 1024,
         high=1e12,
         read_only=True,

@@ -8,10 +8,13 @@ from typing import ClassVar
 from surprise_memory.config.schema import ComponentConfig, setting
 from surprise_memory.errors import ConfigError
 
-__all__ = ["GOAL_TRANSPORTS", "NavigationConfig"]
+__all__ = ["GOAL_FACINGS", "GOAL_TRANSPORTS", "NavigationConfig"]
 
 GOAL_TRANSPORTS = ("auto", "action", "topic")
 """How a goal is sent: ``auto`` = the action where nav2_msgs is installed, else the topic."""
+
+GOAL_FACINGS = ("camera", "robot")
+"""Which way a goal faces: where the episode's camera looked, or the robot's heading then."""
 
 
 @dataclass(frozen=True)
@@ -28,9 +31,16 @@ class NavigationConfig(ComponentConfig):
     goal_standoff_meters: float = setting(
         0.0,
         "Default stand-off: the goal stops this many metres short of the episode's pose "
-        "along the robot's heading then, facing the same way (a request may give its own).",
+        "along the direction it faces (goal_facing; a request may give its own).",
         low=0.0,
         high=100.0,
+    )
+    goal_facing: str = setting(
+        "camera",
+        "Which way a goal faces: camera = where the episode's camera looked (its optical "
+        "axis on the ground; the robot's heading where the camera's pose is unknown), "
+        "robot = the robot's heading at the episode.",
+        choices=GOAL_FACINGS,
     )
     goal_transport: str = setting(
         "auto",

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
+from surprise_memory.config.cameras import CamerasConfig
 from surprise_memory.config.display import DisplayConfig
 from surprise_memory.config.fleet import FleetConfig
 from surprise_memory.config.memory import EpisodeConfig, PoseConfig, StoreConfig
@@ -61,6 +62,7 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     StoreConfig,
     FleetConfig,
     PoseConfig,
+    CamerasConfig,
     CameraConfig,
     EpisodeConfig,
     HabituationConfig,
@@ -74,9 +76,10 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
 """Every component config; their field names form one flat namespace."""
 
 SPLIT_NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
-    "encoder_node": (NodeConfig, CameraConfig, EncoderConfig),
+    "encoder_node": (NodeConfig, CamerasConfig, CameraConfig, EncoderConfig),
     "scorer_node": (
         NodeConfig,
+        CamerasConfig,
         ScorerConfig,
         GateConfig,
         HabituationConfig,
@@ -85,6 +88,7 @@ SPLIT_NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
     ),
     "memory_node": (
         NodeConfig,
+        CamerasConfig,
         CameraConfig,
         EpisodeConfig,
         EmbedderConfig,

@@ -105,7 +105,7 @@ class EncoderConfig(ComponentConfig):
         "Live: most windows waiting for the encoder; when full, the oldest is dropped and "
         "counted (windows_dropped). The frame ring holds clip_frames + (encoder_queue + "
         "encoder_batch) * clip_stride frames, plus clip_frames - 1 mirrored slots (151 at "
-        "the defaults: 30 MB at 256 px).",
+        "the defaults: 30 MB at 256 px). Several cameras: a queue and a ring each.",
         low=1,
         high=4096,
         read_only=True,

@@ -4,8 +4,9 @@ The memory node shows its robot's newest episodes as markers (``episode_markers`
 module decides what each marker is, and which episodes get one:
 
 * :func:`episode_marker`: one episode -> :class:`EpisodeMarker` (an arrow at the robot's
-  pose in its frame, pointing where the robot faced, longer and redder the further the
-  surprise rose above its threshold, and a label with the time and a short id), or None
+  pose in its frame, pointing where its camera looked, level, when the camera's pose is
+  known, else where the robot faced; longer and redder the further the surprise rose
+  above its threshold; a label with the time, a short id and the camera's name), or None
   for an episode without a valid pose.
 * :func:`surprise_level`, :func:`level_rgba`, :func:`episode_label`, :func:`short_id`:
   the pieces of a marker.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from surprise_memory.memory.camera_view import yaw_pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
 from surprise_memory.memory.store.records import EpisodeRecord
@@ -35,6 +37,7 @@ __all__ = [
     "episode_label",
     "episode_marker",
     "level_rgba",
+    "marker_orientation",
     "newest_episodes",
     "short_id",
     "surprise_level",
@@ -66,7 +69,8 @@ class EpisodeMarker:
         episode_id: The episode.
         frame_id: The frame of its pose (``map``, or ``odom`` for an odometry fallback).
         position: The robot's position at the trigger, metres, in ``frame_id``.
-        orientation: The robot's orientation then, unit quaternion (x, y, z, w).
+        orientation: Where the camera looked then (level), else the robot's orientation,
+            unit quaternion (x, y, z, w).
         length_m: Length of the arrow (``marker_size_m`` at the threshold, up to twice it).
         width_m: Width and height of the arrow's shaft.
         rgba: Colour, each channel in [0, 1].
@@ -131,7 +135,11 @@ def episode_label(record: EpisodeRecord, origin_ns: int | None) -> str:
     """
     seconds = (record.stamp_ns - (origin_ns or 0)) / NS_PER_SECOND
     tau = f"{record.threshold:.2f}" if math.isfinite(record.threshold) else "?"
-    return f"{seconds:.1f} s  {short_id(record.id)}\nsurprise {record.surprise:.2f} (tau {tau})"
+    camera = f"  {record.camera.name}" if record.camera.name else ""
+    return (
+        f"{seconds:.1f} s  {short_id(record.id)}{camera}\n"
+        f"surprise {record.surprise:.2f} (tau {tau})"
+    )
 
 
 def episode_marker(
@@ -156,7 +164,7 @@ def episode_marker(
         episode_id=record.id,
         frame_id=pose.frame_id,
         position=pose.position,
-        orientation=(pose.qx, pose.qy, pose.qz, pose.qw),
+        orientation=marker_orientation(record),
         length_m=size_m * (1.0 + (level or 0.0)),
         width_m=size_m * SHAFT_WIDTH,
         rgba=level_rgba(level),
@@ -164,6 +172,24 @@ def episode_marker(
         label_position=(pose.x, pose.y, pose.z + size_m * LABEL_RISE),
         label_height_m=size_m * LABEL_HEIGHT,
     )
+
+
+def marker_orientation(record: EpisodeRecord) -> tuple[float, float, float, float]:
+    """Where an episode's arrow points: its camera's viewing direction, level, when known.
+
+    The camera's pose counts when it is in the robot pose's frame and its optical axis is
+    not vertical; otherwise the arrow takes the robot's orientation, as before cameras.
+
+    Returns:
+        A unit quaternion (x, y, z, w).
+
+    """
+    pose, camera = record.pose, record.camera.pose
+    yaw = record.camera.yaw if camera is not None and camera.frame_id == pose.frame_id else None
+    if yaw is None:
+        return (pose.qx, pose.qy, pose.qz, pose.qw)
+    level = yaw_pose(0.0, 0.0, 0.0, yaw)
+    return (level.qx, level.qy, level.qz, level.qw)
 
 
 def newest_episodes(

@@ -3,9 +3,11 @@
 * :class:`GoalQuery`: which episode (an id, or the best hit of a text/time/place query)
   and on whose behalf (this robot's episodes unless others are asked for).
 * :func:`choose_episode`: that episode, from a store, or a refusal.
-* :func:`goal_from_episode`: the goal pose: the episode's stored pose, in the navigation
-  frame (given the transform where the frames differ), optionally a stand-off short of
-  it along the heading the robot had then, facing the same way.
+* :func:`goal_from_episode`: the goal pose: the episode's stored position, in the
+  navigation frame (given the transform where the frames differ), facing where the
+  episode's camera looked (its optical axis on the ground; ``facing="robot"``, or a
+  camera whose pose is unknown: the robot's heading then), optionally a stand-off short
+  of it along that direction.
 * :func:`plan_goal`: a chosen episode's goal, the session checked before any transform is
   looked up: what the memory node's ``go_to_episode``, ``surprise-memory goto`` and the
   demo call.
@@ -27,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import InputError
+from surprise_memory.memory.camera_view import yaw_pose
 from surprise_memory.memory.pose import Pose, compose
 from surprise_memory.memory.retrieval import RetrievalQuery, check_robot_id
 from surprise_memory.memory.store.hits import partial_of
@@ -41,6 +44,7 @@ __all__ = [
     "check_query_times",
     "check_session",
     "choose_episode",
+    "facing_pose",
     "goal_from_episode",
     "plan_goal",
     "standoff_pose",
@@ -86,6 +90,8 @@ class GoalQuery:
         radius_m: Keep episodes within this distance of ``near`` (None = nearest first).
         robot_id: Whose episodes; None = the asking robot's own.
         allow_other_robots: Whether another robot's episode may be the goal.
+        camera: Only the episodes this camera saw; None = every camera's. Alone, it
+            picks that camera's newest episode.
 
     """
 
@@ -99,12 +105,13 @@ class GoalQuery:
     radius_m: float | None = None
     robot_id: str | None = None
     allow_other_robots: bool = False
+    camera: str | None = None
 
     @property
     def has_query(self) -> bool:
-        """Whether any query field (text/image, time, place) is given."""
+        """Whether any query field (text/image, time, place, camera) is given."""
         fields = (self.embedding, self.start_ns, self.end_ns, self.near, self.radius_m)
-        return any(f is not None for f in (*fields, self.near_frame))
+        return any(f is not None for f in (*fields, self.near_frame, self.camera))
 
 
 def check_query_times(start_ns: int | None, end_ns: int | None, now_ns: int) -> None:
@@ -188,6 +195,7 @@ def choose_episode(
             radius_m=query.radius_m,
             max_results=1,
             robot_id=robot,
+            camera=query.camera,
         )
     )
     partial = partial_of(hits)
@@ -210,6 +218,7 @@ def goal_from_episode(
     note: str = "",
     session_id: str | None = None,
     fixed_frames: Sequence[str] = ("map",),
+    facing: str = "camera",
 ) -> NavigationGoal:
     """The navigation goal for an episode, or a refusal.
 
@@ -230,6 +239,8 @@ def goal_from_episode(
             posed in a frame not in ``fixed_frames`` must have been stored in it. None =
             not checked.
         fixed_frames: Frames whose origin is the same in every session (``map``).
+        facing: ``camera``: the goal faces where the episode's camera looked
+            (:func:`facing_pose`); ``robot``: the robot's heading then.
 
     Returns:
         The goal.
@@ -263,6 +274,8 @@ def goal_from_episode(
         raise GoalRefusedError(f"episode {episode.id}: its pose names no frame")
     if session_id is not None:
         check_session(episode, session_id, fixed_frames, navigation_frame)
+    pose, facing_note = facing_pose(episode, facing)
+    note = "; ".join(filter(None, [note, facing_note]))
     if pose.frame_id != navigation_frame:
         if transform is None:
             raise GoalRefusedError(
@@ -335,6 +348,7 @@ def plan_goal(
     allow_other_robots: bool = False,
     transform_of: TransformOf | None = None,
     chosen: str = "",
+    facing: str = "camera",
 ) -> NavigationGoal:
     """The goal for a chosen episode (:func:`choose_episode`), or a refusal.
 
@@ -355,6 +369,7 @@ def plan_goal(
             refused, as :func:`goal_from_episode` says).
         chosen: Why the episode was chosen from a partial answer (``choose_episode``'s
             second value); said in the goal's note.
+        facing: Which way the goal faces (``camera`` or ``robot``: ``goal_facing``).
 
     Returns:
         The goal.
@@ -382,7 +397,43 @@ def plan_goal(
         note=note,
         session_id=session_id,
         fixed_frames=fixed_frames,
+        facing=facing,
     )
+
+
+def facing_pose(episode: EpisodeRecord, facing: str = "camera") -> tuple[Pose, str]:
+    """The episode's pose turned to face where its camera looked, and what was done.
+
+    The camera's viewing direction is its optical axis projected on the ground of the
+    episode pose's frame; the pose keeps the robot's position and gets that heading,
+    level (a navigation goal is planar). Where the camera's pose is unknown (no tf for
+    it and no mounting yaw, a store older than cameras), in another frame than the
+    robot's, or looking straight down, the robot's own orientation stays.
+
+    Args:
+        episode: The episode (its valid ``pose`` and its ``camera``).
+        facing: ``camera``, or ``robot`` (the robot's orientation, unchanged).
+
+    Returns:
+        The pose, and a note for the goal ("" when the robot's heading was asked for, or
+        the one unnamed camera's direction is unknown).
+
+    Raises:
+        GoalRefusedError: ``facing`` is neither.
+
+    """
+    if facing not in ("camera", "robot"):
+        raise GoalRefusedError(f"facing={facing!r}: camera or robot")
+    pose, camera = episode.pose, episode.camera
+    if facing == "robot":
+        return pose, ""
+    which = f"camera {camera.name!r}" if camera.name else "the camera"
+    if camera.pose is None or camera.pose.frame_id != pose.frame_id or camera.yaw is None:
+        # said of a named camera only: a one-camera robot's goals read as they always did
+        unknown = f"{which}'s direction is unknown: facing the robot's heading"
+        return pose, unknown if camera.name else ""
+    heading = yaw_pose(pose.x, pose.y, pose.z, camera.yaw, pose.frame_id)
+    return heading, f"facing where {which} looked"
 
 
 def standoff_pose(pose: Pose, distance_m: float) -> Pose:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from surprise_memory.config import ROBOT_ID_PATTERN
+from surprise_memory.config import CAMERA_NAME_PATTERN, ROBOT_ID_PATTERN
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.stamps import NS_PER_SECOND
 
@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 _ROBOT_ID_RE = re.compile(ROBOT_ID_PATTERN)
+_CAMERA_RE = re.compile(CAMERA_NAME_PATTERN)
 
 
 def check_robot_id(robot_id: object, name: str = "robot_id") -> str:
@@ -130,6 +131,8 @@ class RetrievalQuery:
             store refuses more than its cap.
         robot_id: Only this robot's episodes (see :func:`check_robot_id`); None = every
             robot of the store (a fleet's shared memory).
+        camera: Only the episodes this camera saw (a name of the ``cameras`` setting; ""
+            = the one unnamed camera of a one-camera robot); None = every camera.
 
     Raises:
         InputError: A field is invalid (the message names it and the rule).
@@ -146,6 +149,7 @@ class RetrievalQuery:
     max_results: int | None = None
     robot_id: str | None = None
     near_frame: str | None = None
+    camera: str | None = None
 
     def __post_init__(self) -> None:
         if self.embedding is not None:
@@ -219,6 +223,14 @@ class RetrievalQuery:
             object.__setattr__(self, "max_results", int(self.max_results))
         if self.robot_id is not None:
             check_robot_id(self.robot_id)
+        if self.camera is not None and (
+            not isinstance(self.camera, str)
+            or (self.camera and not _CAMERA_RE.fullmatch(self.camera))
+        ):
+            raise InputError(
+                f"camera={self.camera!r}: a camera name (a letter, then letters, digits or "
+                "'_'), or None for every camera"
+            )
 
     @property
     def query_vector(self) -> npt.NDArray[np.float32] | None:

@@ -23,7 +23,9 @@ Reported every period: ``camera_rate_hz`` (from the stamps), ``camera_received_h
 ``camera_loss`` and ``camera_loss_in_transport`` (shares of the camera's frames in the
 last period), the running totals ``camera_frames_received`` (messages delivered),
 ``camera_frames_lost`` and ``camera_frames_lost_in_transport``, and
-``camera_loss_counted_by`` (``sequence numbers`` or ``stamps``). The subscription's
+``camera_loss_counted_by`` (``sequence numbers`` or ``stamps``); with several cameras each
+has its own, its keys prefixed with its name (``front.camera_loss``) and its WARN naming
+it. The subscription's
 callbacks and the diagnostics timer run in the executor's default callback group in
 every host, one at a time.
 """
@@ -48,12 +50,16 @@ class CameraDelivery:
     Args:
         stats: The host's counters (a check and values are registered on them).
         warn_above: ``camera_loss_warn``: WARN above this share lost in a period.
+        camera: The camera's name: its keys' prefix (``front.``) and its findings' subject;
+            "" = the one unnamed camera (the keys as they have always been).
 
     """
 
-    def __init__(self, stats: NodeStats, warn_above: float) -> None:
+    def __init__(self, stats: NodeStats, warn_above: float, camera: str = "") -> None:
         self._estimator = FrameLossEstimator()
         self._warn_above = warn_above
+        self._prefix = f"{camera}." if camera else ""
+        self._camera = camera
         self._subscription: Any = None
         self._delivered = 0  # messages the subscription delivered
         self._in_transport = 0  # the middleware's count
@@ -143,15 +149,16 @@ class CameraDelivery:
             self._loss = lost / expected if expected else 0.0
         self._loss_in_transport = min(self._loss, transport)
         self._follow_publishers()
-        return [
-            camera_loss_finding(
-                self._loss,
-                self._received_hz(),
-                self._estimator.camera_hz,
-                self._warn_above,
-                in_transport=self._loss_in_transport,
-            )
-        ]
+        finding = camera_loss_finding(
+            self._loss,
+            self._received_hz(),
+            self._estimator.camera_hz,
+            self._warn_above,
+            in_transport=self._loss_in_transport,
+        )
+        if finding is not None and self._camera:
+            finding = Finding(finding.level, f"camera {self._camera}: {finding.reason}")
+        return [finding]
 
     def _follow_publishers(self) -> None:
         """Sequence numbers of two publishers interleave: count by stamps while there are."""
@@ -170,7 +177,7 @@ class CameraDelivery:
     def _values(self) -> dict[str, object]:
         camera_hz = self._estimator.camera_hz
         received_hz = self._received_hz()
-        return {
+        values = {
             "camera_rate_hz": "" if camera_hz is None else f"{camera_hz:.2f}",
             "camera_received_hz": "" if received_hz is None else f"{received_hz:.2f}",
             "camera_loss": f"{self._loss:.4f}",
@@ -180,3 +187,4 @@ class CameraDelivery:
             "camera_frames_lost_in_transport": self._previous[1],
             "camera_loss_counted_by": self._counted_by,
         }
+        return {self._prefix + k: v for k, v in values.items()}

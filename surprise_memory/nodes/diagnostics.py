@@ -68,6 +68,12 @@ class NodeStats:
             self._counts[key] += n
             return self._counts[key]
 
+    def count_camera(self, key: str, camera: str, n: int = 1) -> None:
+        """Count for the node and, with a named camera, for that camera (``<name>.<key>``)."""
+        self.count(key, n)
+        if camera:
+            self.count(f"{camera}.{key}", n)
+
     def set(self, **values: str) -> None:
         """Set reported values (model name, latency, ...)."""
         with self._lock:

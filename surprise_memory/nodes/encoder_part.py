@@ -2,7 +2,10 @@
 
 :class:`EncoderPart` is hosted by ``encoder_node`` (which publishes each embedding on
 ``embedding``) and by ``pipeline_node`` (which hands it to the scorer in memory); the host
-converts camera messages to frames and watches their stamp order.
+converts camera messages to frames and watches their stamp order. One model serves every
+camera of the ``cameras`` setting: each camera has its own ring buffer, window schedule
+and queue, and the windows due from any of them share the catch-up batches
+(:class:`~surprise_memory.perception.camera_batches.CameraBatcher`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from surprise_memory.config import ComponentConfig, EncoderConfig
+from surprise_memory.config import CamerasConfig, ComponentConfig, EncoderConfig
 from surprise_memory.errors import InputError
 from surprise_memory.health import (
     Finding,
@@ -31,7 +34,8 @@ from surprise_memory.nodes.delivery import CameraDelivery
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import ns_to_time
 from surprise_memory.nodes.parameters import Applier
-from surprise_memory.perception.catchup import CatchUpBatcher, FrameBatch
+from surprise_memory.perception.camera_batches import CameraBatcher
+from surprise_memory.perception.catchup import FrameBatch
 from surprise_memory.perception.delivery import WindowSpan
 from surprise_memory.perception.encoders import LiveWindowEncoder, VideoEncoder
 from surprise_memory.perception.frames import Frame
@@ -53,11 +57,16 @@ class EncoderPart:
     the input period (``1/input_fps``, else the camera's): ``window_frames_missing``
     counts the frames it lacks, and a WARN says so above ``camera_loss_warn``.
 
+    Several cameras: each embedding names its camera (``FrameEmbedding.camera``) and its
+    frame (the camera's ``frame=``, else the images'); each camera's windows are in stamp
+    order; the counters are the node's and, prefixed ``<name>.``, each camera's.
+
     Args:
         node: The host node (its logger).
         stats: The host's counters.
-        emit: Called from the model thread with each embedding, oldest first.
-        camera: The host's camera delivery (the camera's period, when every frame is kept).
+        emit: Called from the model thread with each embedding, oldest first per camera.
+        cameras: The host's camera deliveries by camera name (each camera's period, when
+            every frame is kept).
 
     """
 
@@ -66,12 +75,12 @@ class EncoderPart:
         node: Any,
         stats: NodeStats,
         emit: Callable[[FrameEmbedding], None],
-        camera: CameraDelivery,
+        cameras: Mapping[str, CameraDelivery],
     ) -> None:
         self._node = node
         self._stats = stats
         self._emit = emit
-        self._camera = camera
+        self._cameras = dict(cameras)
 
     def setup(self, values: Mapping[str, Any]) -> None:
         """Configure: load the model (slow, can fail) and start its thread."""
@@ -82,12 +91,18 @@ class EncoderPart:
         if config.encoder_warmup:
             self._live.warm_up(config.clip_frames)
         crop = self._encoder.crop_size
-        self._batcher = CatchUpBatcher(
-            config, (crop, crop), self._encoder.prepare_frame, self._live.host_buffer
+        specs = CamerasConfig.from_mapping(values).specs
+        self._frames = {spec.name: spec.frame for spec in specs}  # "" = the images'
+        self._batcher = CameraBatcher(
+            config,
+            [spec.name for spec in specs],
+            (crop, crop),
+            self._encoder.prepare_frame,
+            self._live.host_buffer,
         )
         self._window_frames = config.clip_frames
         self._input_period_ns = round(NS_PER_SECOND / config.input_fps) if config.input_fps else 0
-        self._spans = WindowSpan()
+        self._spans = {spec.name: WindowSpan() for spec in specs}
         if not self._encoder.pretrained:
             self._node.get_logger().warning(
                 f"encoder weights {self._encoder.model_name}: UNTRAINED, surprise is meaningless"
@@ -106,12 +121,14 @@ class EncoderPart:
         )
         self._latencies: deque[float] = deque(maxlen=500)
         self._batch_max = 0
+        self._batch_cameras = 0  # most cameras in one forward (several cameras)
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._encode_loop, name="encoder", daemon=True)
         self._worker.start()
+        cameras = f" of {len(specs)} cameras" if len(specs) > 1 else ""
         self._node.get_logger().info(
-            f"encoding windows of {config.clip_frames} frames with {self._encoder.model_name} "
-            f"on {self._encoder.device} ({self._encoder.dtype})"
+            f"encoding windows{cameras} of {config.clip_frames} frames with "
+            f"{self._encoder.model_name} on {self._encoder.device} ({self._encoder.dtype})"
         )
 
     def appliers(self) -> dict[type[ComponentConfig], Applier]:
@@ -127,35 +144,41 @@ class EncoderPart:
         """The model's name and whether its weights are trained."""
         return self._encoder.model_name, self._encoder.pretrained
 
-    def push(self, frame: Frame) -> bool:
-        """Offer a camera frame (stamps increasing); False when it was rejected (counted)."""
+    def push(self, frame: Frame, camera: str = "") -> bool:
+        """Offer a frame of a camera (its stamps increasing); False when rejected (counted)."""
         try:
             # queues only indices of the ring buffer: no pixels are copied here
-            dropped = self._batcher.push(frame, frame.frame_id)
+            dropped = self._batcher.push(camera, frame, frame.frame_id)
         except InputError as exc:
             self._stats.reject("image", str(exc))
             return False
         if dropped:
-            self._stats.count("windows_dropped", dropped)
+            self._stats.count_camera("windows_dropped", camera, dropped)
         window = self._batcher.last_window
         if window is not None:
-            period = self._input_period_ns or self._camera.period_ns
-            missing = self._spans.add(window.span_ns, self._window_frames - window.padded, period)
+            period = self._input_period_ns or self._cameras[camera].period_ns
+            frames = self._window_frames - window.padded
+            missing = self._spans[camera].add(window.span_ns, frames, period)
             if missing:
-                self._stats.count("window_frames_missing", missing)
+                self._stats.count_camera("window_frames_missing", camera, missing)
         return True
 
-    def reset(self) -> None:
-        """Start a new sequence (time went backwards); queued windows are still encoded."""
-        self._batcher.reset()
+    def reset(self, camera: str = "") -> None:
+        """A camera starts a new sequence (its time went back); queued windows stay."""
+        self._batcher.reset(camera)
 
     def _health(self, delta: Mapping[str, int]) -> list[Finding | None]:
-        return [
+        found = [
             worker_finding("encoder", self._worker.is_alive() or self._stop.is_set()),
             counted_finding(delta, "windows_dropped", Level.WARN, "windows dropped"),
-            window_span_finding(self._spans.take(), self._camera.warn_above),
             untrained_finding("encoder", self._encoder.pretrained),
         ]
+        for name, spans in self._spans.items():
+            finding = window_span_finding(spans.take(), self._cameras[name].warn_above)
+            if finding is not None and name:
+                finding = Finding(finding.level, f"camera {name}: {finding.reason}")
+            found.append(finding)
+        return found
 
     def _encode_loop(self) -> None:
         while not self._stop.is_set():
@@ -166,6 +189,9 @@ class EncoderPart:
     def _encode_batch(self, batch: FrameBatch) -> None:
         if batch.stale:  # overwritten before the worker could copy them (it stalled)
             self._stats.count("windows_dropped", batch.stale)
+        if len(self._frames) > 1:  # how many cameras shared this forward
+            self._batch_cameras = max(self._batch_cameras, len({w.camera for w in batch.windows}))
+            self._stats.set(batch_cameras_max=str(self._batch_cameras))
         if not batch.windows:
             return
         start = time.perf_counter()
@@ -179,19 +205,20 @@ class EncoderPart:
         self._latencies.append(time.perf_counter() - start)
         for window, embedding, valid in zip(batch.windows, z, batch.valid, strict=True):
             if not valid:  # frames overwritten while queued (the worker stalled)
-                self._stats.count("windows_dropped")
+                self._stats.count_camera("windows_dropped", window.camera)
                 continue
             msg = FrameEmbedding(
                 model=self._encoder.model_name,
                 pretrained=self._encoder.pretrained,
                 window_frames=self._window_frames,
                 padded_frames=window.padded,
+                camera=window.camera,
             )
             msg.header.stamp = ns_to_time(window.stamp_ns)
-            msg.header.frame_id = window.frame_id
+            msg.header.frame_id = self._frames[window.camera] or window.frame_id
             msg.embedding = array("f", embedding.astype(np.float32).tobytes())
-            self._emit(msg)  # oldest first: stamp order
-            self._stats.count("windows_encoded")
+            self._emit(msg)  # oldest first: stamp order of each camera
+            self._stats.count_camera("windows_encoded", window.camera)
         self._stats.count("batches")
         self._batch_max = max(self._batch_max, len(batch.windows))
         lat = np.asarray(self._latencies) * 1e3

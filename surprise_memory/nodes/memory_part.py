@@ -7,7 +7,9 @@
 (:class:`~surprise_memory.nodes.retrieval_part.RetrievalPart`) and ``go_to_episode``
 (:class:`~surprise_memory.nodes.navigation_part.NavigationPart`); with ``snapshot_service``
 set, it asks a bag recorder for a snapshot per burst of stored episodes
-(:class:`~surprise_memory.nodes.snapshot_part.SnapshotPart`).
+(:class:`~surprise_memory.nodes.snapshot_part.SnapshotPart`). Each camera of the ``cameras``
+setting has its own frame history, and an event's episode is made of its camera's frames
+and stored with its camera, optical frame and camera pose.
 """
 
 from __future__ import annotations
@@ -16,14 +18,12 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
-
-from sensor_msgs.msg import CompressedImage, Image
+from typing import Any
 
 from surprise_memory.config import (
-    CameraConfig,
+    CamerasConfig,
     ComponentConfig,
     DisplayConfig,
     EmbedderConfig,
@@ -31,7 +31,6 @@ from surprise_memory.config import (
     FleetConfig,
     StoreConfig,
 )
-from surprise_memory.errors import SurpriseMemoryError
 from surprise_memory.health import (
     Finding,
     Level,
@@ -39,6 +38,7 @@ from surprise_memory.health import (
     untrained_finding,
     worker_finding,
 )
+from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.episodes import CameraClock, EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
@@ -52,6 +52,7 @@ from surprise_memory.memory.store.fleet import FleetStore
 from surprise_memory.memory.store.records import resolve_robot_id
 from surprise_memory.memory.writer import EpisodeWriter
 from surprise_memory.msg import Episode, SurpriseEvent
+from surprise_memory.nodes.camera_inputs import not_one_of
 from surprise_memory.nodes.clock import steady_clock
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.episode_display import EpisodeDisplay
@@ -61,13 +62,11 @@ from surprise_memory.nodes.navigation_part import NavigationPart
 from surprise_memory.nodes.parameters import Applier
 from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable
 from surprise_memory.nodes.retrieval_part import RetrievalPart
-from surprise_memory.nodes.runtime import frame_from_msg
 from surprise_memory.nodes.snapshot_part import SnapshotPart
 from surprise_memory.perception.encoders import ImageTextEmbedder
 from surprise_memory.perception.frames import (
     CompressedFrame,
     Frame,
-    compressed_frame_from_msg,
 )
 from surprise_memory.surprise.gate import SurpriseTrigger
 
@@ -84,11 +83,61 @@ class _TimeOrigin:
     stamp_ns: int
 
 
-_WriterItem = EpisodeFrames | _TimeOrigin
+@dataclass(frozen=True)
+class _CameraEpisode:
+    """An episode's frames and the camera they came from, for the episode writer."""
+
+    camera: str
+    frames: EpisodeFrames
 
 
-def _recent_triggers(store: EpisodeStoreBackend, config: StoreConfig) -> deque[int]:
-    """The trigger stamps of this robot's newest episodes (as many as events replay).
+_WriterItem = _CameraEpisode | _TimeOrigin
+_Trigger = tuple[str, int]  # a camera and a trigger stamp: one episode at most
+
+
+@dataclass
+class _CameraFrames:
+    """One camera's frame history (the episodes' frames) and its clock."""
+
+    assembler: EpisodeAssembler
+    clock: CameraClock
+
+
+class _CameraHistories(dict[str, _CameraFrames]):
+    """Each camera's frame history and clock, by camera name."""
+
+    def __init__(self, names: Sequence[str], config: EpisodeConfig) -> None:
+        super().__init__({n: _CameraFrames(EpisodeAssembler(config), CameraClock()) for n in names})
+
+    @property
+    def config(self) -> EpisodeConfig:
+        """The episode settings in force (every camera's)."""
+        return next(iter(self.values())).assembler.config
+
+    def reconfigure(self, config: EpisodeConfig) -> None:
+        """Apply new episode settings to every camera (see ``EpisodeAssembler``)."""
+        for held in self.values():
+            held.assembler.reconfigure(config)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of frames held, every camera's."""
+        return sum(held.assembler.history.nbytes for held in self.values())
+
+    def ready(self, steady_ns: int) -> list[tuple[str, list[EpisodeFrames]]]:
+        """Each camera's episodes ready now, judged in its own time base (its clock)."""
+        return [
+            (name, held.assembler.take_ready(now_ns=held.clock.now(steady_ns)))
+            for name, held in self.items()
+        ]
+
+    def flush(self) -> list[tuple[str, list[EpisodeFrames]]]:
+        """Each camera's pending episodes, built from what it holds (end of stream)."""
+        return [(name, held.assembler.flush()) for name, held in self.items()]
+
+
+def _recent_triggers(store: EpisodeStoreBackend, config: StoreConfig) -> deque[_Trigger]:
+    """The cameras and trigger stamps of this robot's newest episodes (as many as replay).
 
     Read once at configure; the writer adds each stored episode's, so the event callback
     checks a restarted node's replayed events without calling the store.
@@ -96,15 +145,22 @@ def _recent_triggers(store: EpisodeStoreBackend, config: StoreConfig) -> deque[i
     robot = resolve_robot_id(None, config.robot_id)
     depth = min(LATCHED_DEPTH, config.max_results_cap)
     newest = store.retrieve(RetrievalQuery(robot_id=robot, max_results=depth))
-    return deque((hit.episode.stamp_ns for hit in reversed(newest)), maxlen=depth)
+    return deque(
+        ((hit.episode.camera.name, hit.episode.stamp_ns) for hit in reversed(newest)),
+        maxlen=depth,
+    )
 
 
-def _scored_by(event: SurpriseEvent | None) -> tuple[Pose | None, str, bool]:
-    """What an event says of its episode: the robot's pose, the encoder and its weights."""
+def _scored_by(event: SurpriseEvent | None) -> tuple[Pose | None, str, bool, CameraView | None]:
+    """What an event says of its episode: robot pose, encoder (and weights), camera."""
     if event is None:
-        return None, "", True
+        return None, "", True, None
     pose = pose_from_msg(event.pose, event.header.frame_id) if event.pose_valid else None
-    return pose, event.encoder_model, event.encoder_pretrained
+    camera_pose = None
+    if event.camera_pose_valid and event.pose_valid:  # in the robot pose's frame
+        camera_pose = pose_from_msg(event.camera_pose, event.header.frame_id)
+    camera = CameraView(event.camera, event.camera_frame_id, camera_pose)
+    return pose, event.encoder_model, event.encoder_pretrained, camera
 
 
 class MemoryPart:
@@ -130,7 +186,6 @@ class MemoryPart:
 
     def setup(self, values: Mapping[str, Any]) -> None:
         """Configure: open the store, load the embedder (slow; either can fail), writer."""
-        self._camera = CameraConfig.from_mapping(values)
         store_cfg = StoreConfig.from_mapping(values)
         path = describe_location(store_cfg.store_path)  # a folder, or a URL without password
         self._fleet_diagnostics = FleetDiagnostics(self._node, self._stats)
@@ -143,11 +198,11 @@ class MemoryPart:
         self._recent = _recent_triggers(self._store, store_cfg)
         self._embedder = ImageTextEmbedder.from_config(EmbedderConfig.from_mapping(values))
         self._embed_lock = threading.Lock()  # one model, two threads (episodes, queries)
-        self._assembler = EpisodeAssembler(EpisodeConfig.from_mapping(values))
-        self._embedder.warm_up(self._assembler.config.episode_frames)
-        self._camera_clock = CameraClock()
-        self._compressed = self._camera.image_transport == "compressed"
-        self._events: dict[int, SurpriseEvent] = {}  # trigger stamp -> event, until stored
+        episodes = EpisodeConfig.from_mapping(values)
+        specs = CamerasConfig.from_mapping(values).specs
+        self._cameras = _CameraHistories([spec.name for spec in specs], episodes)
+        self._embedder.warm_up(episodes.episode_frames)
+        self._events: dict[_Trigger, SurpriseEvent] = {}  # until its episode is stored
         self._closing = False
         self._stats.set(
             store=path, embedder=self._embedder.model_name, episodes_in_store=str(len(self._store))
@@ -190,7 +245,7 @@ class MemoryPart:
     def appliers(self) -> dict[type[ComponentConfig], Applier]:
         """Live changes (the frame history, store path and vector dtype are read-only)."""
         return {
-            EpisodeConfig: self._assembler.reconfigure,
+            EpisodeConfig: self._cameras.reconfigure,
             EmbedderConfig: lambda c: setattr(self._embedder, "batch_size", c.embedder_batch),
             StoreConfig: self._store.reconfigure,
             FleetConfig: self._reconfigure_fleet,
@@ -220,7 +275,7 @@ class MemoryPart:
         """The writable settings as the live objects use them (``applied.<name>``)."""
         values: dict[str, object] = {
             "embedder_batch": self._embedder.batch_size,
-            **self._assembler.config.as_dict(),
+            **self._cameras.config.as_dict(),
             **self._store.config.as_dict(),
             **self._fleet_config.as_dict(),
         }
@@ -240,27 +295,13 @@ class MemoryPart:
         ]
 
     # --- camera and events (executor thread) ---
-    def frame_from_msg(self, msg: Image | CompressedImage) -> Frame | CompressedFrame | None:
-        """A camera message as the frame to keep, or None (counted and logged).
-
-        With ``image_transport: compressed`` the bytes are kept as they came; only the
-        frames an episode keeps are decoded.
-        """
-        if not self._compressed:
-            return cast("Frame | None", frame_from_msg(msg, self._stats))
-        self._stats.count("frames_in")
-        try:
-            return compressed_frame_from_msg(msg)
-        except SurpriseMemoryError as exc:
-            self._stats.reject("image", str(exc))
-            return None
-
-    def add_frame(self, frame: Frame | CompressedFrame) -> None:
-        """Keep a camera frame (stamps increasing) and build the episodes it completes."""
-        if not self._camera_clock.started:  # the first frame since the start or a reset
+    def add_frame(self, frame: Frame | CompressedFrame, camera: str = "") -> None:
+        """Keep a camera's frame (its stamps increasing); build the episodes it completes."""
+        held = self._cameras[camera]
+        if not held.clock.started:  # the camera's first frame since the start or a reset
             self._note_origin(frame.stamp_ns)
-        self._camera_clock.observe(frame.stamp_ns, time.monotonic_ns())
-        self._enqueue(self._assembler.add_frame(frame))
+        held.clock.observe(frame.stamp_ns, time.monotonic_ns())
+        self._enqueue(camera, held.assembler.add_frame(frame))
 
     def _note_origin(self, stamp_ns: int) -> None:
         """The store's time origin is the first frame it ever saw (persisted, moves earlier).
@@ -270,11 +311,12 @@ class MemoryPart:
         if not self._writer.put(_TimeOrigin(stamp_ns)):
             self._stats.reject("store", "the time origin was not recorded: the writer is full")
 
-    def reset(self) -> None:
-        """Start a new sequence (time went backwards): the frame history is dropped."""
-        self._assembler.reset()
-        self._camera_clock.clear()
-        self._enqueue([])  # counts the triggers the reset dropped
+    def reset(self, camera: str = "") -> None:
+        """A camera starts a new sequence (its time went back): its frame history is dropped."""
+        held = self._cameras[camera]
+        held.assembler.reset()
+        held.clock.clear()
+        self._enqueue(camera, [])  # counts the triggers the reset dropped
 
     def on_event(self, msg: SurpriseEvent) -> None:
         """Note an event: its episode is built once the frames after it have come."""
@@ -282,12 +324,18 @@ class MemoryPart:
         if not math.isfinite(msg.score):
             self._stats.reject("event", f"event at {stamp} ns has score {msg.score}")
             return
-        if self._already_stored(stamp):
+        held = self._cameras.get(msg.camera)
+        if held is None:
+            reason = not_one_of(msg.camera, self._cameras)
+            self._stats.reject("event", f"event at {stamp} ns: {reason}")
+            return
+        key = (msg.camera, stamp)
+        if key in self._events or key in self._recent:
             # a restarted node gets the recent events again (transient local): one episode
             # per trigger, as before the restart
             self._stats.count("events_already_stored")
             return
-        self._events[stamp] = msg
+        self._events[key] = msg
         while len(self._events) > 2 * LATCHED_DEPTH:  # triggers that got no frames
             self._events.pop(next(iter(self._events)))
         trigger = SurpriseTrigger(
@@ -298,30 +346,27 @@ class MemoryPart:
             kl=msg.kl,
         )
         self._stats.count("events_in")
-        self._enqueue(self._assembler.add_trigger(trigger))
-
-    def _already_stored(self, stamp_ns: int) -> bool:
-        return stamp_ns in self._events or stamp_ns in self._recent
+        self._enqueue(msg.camera, held.assembler.add_trigger(trigger))
 
     def _on_timer(self) -> None:
         # a camera that stopped: build episodes whose window ended long enough ago, judged
         # in the camera's time base (its stamps may come from another clock than ours)
-        now = self._camera_clock.now(time.monotonic_ns())
-        self._enqueue(self._assembler.take_ready(now_ns=now))
-        self._stats.set(frame_history_mb=f"{self._assembler.history.nbytes / 2**20:.1f}")
+        for name, episodes in self._cameras.ready(time.monotonic_ns()):
+            self._enqueue(name, episodes)
+        self._stats.set(frame_history_mb=f"{self._cameras.nbytes / 2**20:.1f}")
         self._fleet_diagnostics.poll()  # a change of the fleet link: reported now
 
-    def _enqueue(self, episodes: list[EpisodeFrames]) -> None:
-        for trigger in self._assembler.take_lost():
-            self._events.pop(trigger.stamp_ns, None)
+    def _enqueue(self, camera: str, episodes: list[EpisodeFrames]) -> None:
+        for trigger in self._cameras[camera].assembler.take_lost():
+            self._events.pop((camera, trigger.stamp_ns), None)
             self._stats.reject(
                 "episode_frames_gone",
                 f"event at {trigger.stamp_ns} ns: its frames are no longer held (a slow "
                 "encoder, a late start, or time went backwards); no episode",
             )
         for episode in episodes:
-            if not self._writer.put(episode):
-                self._events.pop(episode.trigger.stamp_ns, None)
+            if not self._writer.put(_CameraEpisode(camera, episode)):
+                self._events.pop((camera, episode.trigger.stamp_ns), None)
                 self._stats.reject(
                     "episode",
                     f"the episode writer cannot keep up ({_PENDING_EPISODES} waiting, the "
@@ -333,12 +378,13 @@ class MemoryPart:
     def _on_stored(self, item: _WriterItem, record: EpisodeRecord | None) -> None:
         if record is None:  # a time origin
             return
-        self._recent.append(record.stamp_ns)
+        self._recent.append((record.camera.name, record.stamp_ns))
         self._episode_pub.publish(episode_to_msg(record))
         self._stats.count("episodes_stored")
         self._stats.set(episodes_in_store=str(len(self._store)))
+        seen = f" of camera {record.camera.name}" if record.camera.name else ""
         self._node.get_logger().info(
-            f"stored episode {record.id}: {len(record.frame_paths)} frames, "
+            f"stored episode {record.id}{seen}: {len(record.frame_paths)} frames, "
             f"surprise {record.surprise:.3f}"
         )
         self._display.on_stored(record)
@@ -354,11 +400,12 @@ class MemoryPart:
             return None
         return self._store_episode(item)
 
-    def _store_episode(self, episode: EpisodeFrames) -> EpisodeRecord:
-        event = self._events.pop(episode.trigger.stamp_ns, None)
+    def _store_episode(self, item: _CameraEpisode) -> EpisodeRecord:
+        episode = item.frames
+        event = self._events.pop((item.camera, episode.trigger.stamp_ns), None)
         with self._embed_lock:
             embeddings = self._embedder.embed_images([f.rgb for f in episode.frames])
-        pose, encoder_model, encoder_pretrained = _scored_by(event)
+        pose, encoder_model, encoder_pretrained, camera = _scored_by(event)
         trig = episode.trigger
         return self._store.add(
             list(episode.frames),
@@ -371,6 +418,7 @@ class MemoryPart:
             embedder_pretrained=self._embedder.pretrained,
             encoder_model=encoder_model,
             encoder_pretrained=encoder_pretrained,
+            camera=camera or CameraView(item.camera),
         )
 
     def flush(self) -> None:
@@ -389,7 +437,8 @@ class MemoryPart:
             self._store.close()
             return
         self._closing = self._fleet_diagnostics.closing = True
-        self._enqueue(self._assembler.flush())
+        for name, episodes in self._cameras.flush():
+            self._enqueue(name, episodes)
         left = self._writer.waiting
         if left:
             self._node.get_logger().info(f"storing {left} pending episode(s) before exiting")

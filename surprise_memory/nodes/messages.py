@@ -106,7 +106,14 @@ def episode_to_msg(record: EpisodeRecord, jpegs: Sequence[bytes] = ()) -> Episod
         threshold=record.threshold,
         frame_stamps=[ns_to_time(t) for t in record.frame_stamps_ns],
         frame_uris=list(record.frame_paths),
+        camera=record.camera.name,
+        camera_frame_id=record.camera.frame_id,
+        camera_pose_valid=record.camera.pose is not None,
     )
+    if record.camera.pose is not None:
+        msg.camera_pose = pose_to_msg(record.camera.pose)
+    else:
+        msg.camera_pose.orientation.w = 1.0
     msg.header.stamp = ns_to_time(record.stamp_ns)
     msg.header.frame_id = record.pose.frame_id
     msg.frames = jpeg_msgs(jpegs, record.frame_stamps_ns, record.pose.frame_id)

@@ -277,6 +277,7 @@ class NavigationPart:
             allow_other_robots=request.allow_other_robots,
             transform_of=transform_of,
             chosen=partial,
+            facing=config.goal_facing,
         )
 
 
@@ -304,4 +305,5 @@ def goal_query_from_request(
         radius_m=float(request.radius) if use_location and request.radius != 0 else None,
         robot_id=request.robot_id or None,
         allow_other_robots=request.allow_other_robots,
+        camera=request.camera or None,
     )

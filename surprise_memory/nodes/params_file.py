@@ -10,12 +10,15 @@ each of the three nodes, merged by :func:`one_process_parameters`. ROS-free (PyY
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 
-from surprise_memory.config import SPLIT_NODE_CONFIGS
+from surprise_memory.config import SPLIT_NODE_CONFIGS, parse_cameras
 from surprise_memory.errors import ConfigError
+
+__all__ = ["camera_remappings", "one_process_parameters"]
 
 PIPELINE_NODE = "pipeline_node"
 _ORDER = (*SPLIT_NODE_CONFIGS, PIPELINE_NODE)
@@ -74,3 +77,35 @@ def one_process_parameters(path: str | os.PathLike[str]) -> dict[str, Any]:
             )
         _flatten("", body["ros__parameters"], merged)
     return merged
+
+
+def camera_remappings(
+    cameras: str, image_topic: str, topic_of: Callable[[str], str | None]
+) -> list[tuple[str, str]]:
+    """The camera inputs' remappings the launch file gives the nodes that take frames.
+
+    One unnamed camera (``cameras`` empty): its ``image`` input onto ``image_topic``, as
+    before cameras were named. Named cameras: each one's default input ``<name>/image``
+    onto the launch argument ``<name>_image_topic`` (``topic_of(name)``), else onto
+    ``/<name>/image_raw``; a camera given its own ``topic=`` is not remapped.
+
+    Args:
+        cameras: The ``cameras`` value (the launch argument, else the params file's).
+        image_topic: The ``image_topic`` launch argument.
+        topic_of: A camera name -> its ``<name>_image_topic`` argument, None when not given.
+
+    Returns:
+        ``(from, to)`` pairs.
+
+    Raises:
+        ConfigError: ``cameras`` does not parse.
+
+    """
+    specs = parse_cameras(cameras)
+    if len(specs) == 1 and not specs[0].name:
+        return [("image", image_topic)]
+    return [
+        (spec.topic, topic_of(spec.name) or f"/{spec.name}/image_raw")
+        for spec in specs
+        if spec.topic == f"{spec.name}/image"
+    ]

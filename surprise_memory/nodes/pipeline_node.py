@@ -1,7 +1,8 @@
-"""pipeline_node: encoder, scorer and memory in one process, one camera subscription.
+"""pipeline_node: encoder, scorer and memory in one process, one subscription per camera.
 
 For the common robot with one GPU: each camera frame is converted once and handed in
-memory to the encoder's window buffer and to the memory's frame history; each embedding
+memory to the encoder's window buffer and to the memory's frame history (each camera's
+own, one model batching every camera's windows); each embedding
 is handed to the scorer and each event to the memory without crossing DDS. The topics,
 the service and the diagnostics counters are those of the three-node split
 (``encoder_node``, ``scorer_node``, ``memory_node``), which stays for distributed setups;
@@ -16,16 +17,16 @@ from typing import Any
 
 from sensor_msgs.msg import CompressedImage, Image
 
-from surprise_memory.config import NODE_CONFIGS, CameraConfig, NodeConfig
+from surprise_memory.config import NODE_CONFIGS, NodeConfig
 from surprise_memory.errors import SurpriseMemoryError
 from surprise_memory.msg import FrameEmbedding
-from surprise_memory.nodes.delivery import CameraDelivery
+from surprise_memory.nodes.camera_inputs import CameraInputs
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.encoder_part import EncoderPart
 from surprise_memory.nodes.lifecycle import ManagedNode
 from surprise_memory.nodes.memory_part import MemoryPart
-from surprise_memory.nodes.qos import RELIABLE, subscribe_camera
-from surprise_memory.nodes.runtime import StampOrder, frame_from_msg, run_node
+from surprise_memory.nodes.qos import RELIABLE
+from surprise_memory.nodes.runtime import frame_from_msg, run_node
 from surprise_memory.nodes.scorer_part import ScorerPart
 from surprise_memory.perception.frames import CompressedFrame, Frame, compressed_frame_from_msg
 
@@ -59,22 +60,19 @@ class PipelineNode(ManagedNode):
 
     def setup(self, values: dict[str, Any]) -> None:
         """Configure: open the store, load both models (slow; any can fail), publishers."""
-        self._camera = CameraConfig.from_mapping(values)
-        self._compressed = self._camera.image_transport == "compressed"
         self._stats = NodeStats(self, NodeConfig.from_mapping(values))
-        self._camera_watch = self._stats.watch_input("image", "no camera", streaming=True)
+        self._cameras = CameraInputs(self, self._stats, values, self._reset)
         self._embedding_pub = self.create_publisher(FrameEmbedding, "embedding", RELIABLE)
         self._handover: deque[FrameEmbedding] = deque()
         self._handover_lock = threading.Lock()
         self._guard = self.create_guard_condition(self._score_handed_over)
         self._memory = MemoryPart(self, self._stats)
         self._scorer = ScorerPart(self, self._stats, on_event=self._memory.on_event)
-        self._delivery = CameraDelivery(self._stats, self._camera.camera_loss_warn)
-        self._encoder = EncoderPart(self, self._stats, self._hand_over, self._delivery)
+        deliveries = self._cameras.deliveries()
+        self._encoder = EncoderPart(self, self._stats, self._hand_over, deliveries)
         self._memory.setup(values)  # first: the store fails fast
         self._scorer.setup(values)
         self._encoder.setup(values)  # last: its thread starts emitting
-        self._order = StampOrder(self, self._stats, self._reset)
         appliers = {
             **self._encoder.appliers(),
             **self._scorer.appliers(),
@@ -83,11 +81,11 @@ class PipelineNode(ManagedNode):
         self.apply_parts(values, self._stats, appliers)
 
     def subscribe(self) -> None:
-        """Activate: camera (and odometry) in, retrievals served."""
+        """Activate: cameras (and odometry) in, retrievals served."""
         self._stats.restart_inputs()
         self._scorer.subscribe()
         self._memory.subscribe()
-        subscribe_camera(self, self._camera, self._on_image, self._delivery)
+        self._cameras.subscribe(self._on_image)
 
     def teardown(self) -> None:
         """Cleanup: stop the model thread, store what is pending, drop both models."""
@@ -106,31 +104,31 @@ class PipelineNode(ManagedNode):
         self._scorer.flush()
         self._memory.flush()
 
-    def _reset(self) -> None:
-        """Time went backwards: new sequences for the encoder and the memory.
+    def _reset(self, camera: str) -> None:
+        """A camera's time went backwards: new sequences for its encoder and memory.
 
         The scorer resets itself when the embeddings' stamps go back, as in the split:
         windows of the old sequence may still be on their way through the model.
         """
-        self._encoder.reset()
-        self._memory.reset()
+        self._encoder.reset(camera)
+        self._memory.reset(camera)
 
-    def _on_image(self, msg: Image | CompressedImage) -> None:
-        self._stats.seen(self._camera_watch)
+    def _on_image(self, camera: str, msg: Image | CompressedImage) -> None:
         frame = frame_from_msg(msg, self._stats)  # decoded once, for the encoder
-        if frame is None or not self._order.check(frame.stamp_ns):
+        order = self._cameras[camera].order
+        if frame is None or not order.check(frame.stamp_ns):
             return
-        self._order.commit(frame.stamp_ns)
-        self._delivery.observe(frame.stamp_ns)
+        order.commit(frame.stamp_ns)
+        self._cameras[camera].delivery.observe(frame.stamp_ns)
         kept: Frame | CompressedFrame = frame
-        if self._compressed:  # the history keeps the bytes, as memory_node does
+        if self._cameras.compressed:  # the history keeps the bytes, as memory_node does
             try:
                 kept = compressed_frame_from_msg(msg)
             except SurpriseMemoryError as exc:
                 self._stats.reject("image", str(exc))
                 return
-        self._encoder.push(frame)
-        self._memory.add_frame(kept)
+        self._encoder.push(frame, camera)
+        self._memory.add_frame(kept, camera)
 
     def _hand_over(self, msg: FrameEmbedding) -> None:
         """From the model thread: queue an embedding for the scorer and wake the executor."""

@@ -131,8 +131,9 @@ def subscribe_camera(
     camera: CameraConfig,
     callback: Any,
     delivery: CameraDelivery | None = None,
+    topic: str = "image",
 ) -> Any:
-    """Subscribe ``callback`` to the node's ``image`` input (Image, or CompressedImage).
+    """Subscribe ``callback`` to a camera input of the node (Image, or CompressedImage).
 
     Sensor-data QoS (best effort, keep last 5) unless the params file overrides it, e.g.
     ``qos_overrides./camera/image_raw.subscription.reliability: reliable``.
@@ -145,6 +146,8 @@ def subscribe_camera(
             passes the ``MessageInfo``: Iron and later), and of the messages the
             middleware saw lost in transport (DDS's sample-lost status, where the RMW
             reports it: Fast DDS does); see :mod:`surprise_memory.nodes.delivery`.
+        topic: The input: ``image`` (the one unnamed camera), else a camera's topic
+            (``CameraSpec.topic``, e.g. ``front/image``).
 
     Returns:
         The subscription.
@@ -156,7 +159,7 @@ def subscribe_camera(
     options = overridable()
     if delivery is None:
         return node.create_subscription(
-            msg_type, "image", callback, SENSOR_DATA, qos_overriding_options=options
+            msg_type, topic, callback, SENSOR_DATA, qos_overriding_options=options
         )
     count = delivery.delivered
     handler: Callable[..., None]
@@ -177,7 +180,7 @@ def subscribe_camera(
     try:
         subscription = node.create_subscription(
             msg_type,
-            "image",
+            topic,
             handler,
             SENSOR_DATA,
             event_callbacks=events,
@@ -185,7 +188,7 @@ def subscribe_camera(
         )
     except UnsupportedEventTypeError:  # an RMW without the message-lost event
         subscription = node.create_subscription(
-            msg_type, "image", handler, SENSOR_DATA, qos_overriding_options=options
+            msg_type, topic, handler, SENSOR_DATA, qos_overriding_options=options
         )
     delivery.watch(subscription)
     return subscription

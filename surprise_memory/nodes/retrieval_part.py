@@ -155,6 +155,7 @@ def query_from_request(
         radius_m=request.radius if request.use_location and request.radius != 0 else None,
         max_results=request.max_results or None,
         robot_id=request.robot_id or None,
+        camera=request.camera or None,
     )
 
 

@@ -9,7 +9,7 @@ from rclpy.node import Node
 from surprise_memory.errors import SurpriseMemoryError
 from surprise_memory.nodes.diagnostics import NodeStats
 
-__all__ = ["StampOrder", "frame_from_msg", "run_node"]
+__all__ = ["StampOrder", "frame_from_msg", "held_frame_from_msg", "run_node"]
 
 
 def run_node(factory: Any, args: list[str] | None = None) -> int:
@@ -161,6 +161,25 @@ def frame_from_msg(msg: Any, stats: NodeStats) -> Any:
     stats.count("frames_in")
     try:
         return frame_from_image_msg(msg)
+    except SurpriseMemoryError as exc:
+        stats.reject("image", str(exc))
+        return None
+
+
+def held_frame_from_msg(msg: Any, compressed: bool, stats: NodeStats) -> Any:
+    """A camera message as the frame a memory keeps, or None (counted and logged).
+
+    With ``image_transport: compressed`` (``compressed``) the bytes are kept as they came
+    (a :class:`~surprise_memory.perception.frames.CompressedFrame`); only the frames an
+    episode keeps are decoded. Otherwise the decoded frame (:func:`frame_from_msg`).
+    """
+    from surprise_memory.perception.frames import compressed_frame_from_msg
+
+    if not compressed:
+        return frame_from_msg(msg, stats)
+    stats.count("frames_in")
+    try:
+        return compressed_frame_from_msg(msg)
     except SurpriseMemoryError as exc:
         stats.reject("image", str(exc))
         return None

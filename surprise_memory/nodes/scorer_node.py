@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from surprise_memory.config import (
-    BudgetConfig,
-    GateConfig,
-    HabituationConfig,
-    NodeConfig,
-    PoseConfig,
-    ScorerConfig,
-)
+from surprise_memory.config import NODE_CONFIGS, NodeConfig
 from surprise_memory.msg import FrameEmbedding
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.lifecycle import ManagedNode
@@ -19,7 +12,7 @@ from surprise_memory.nodes.qos import RELIABLE
 from surprise_memory.nodes.runtime import run_node
 from surprise_memory.nodes.scorer_part import ScorerPart
 
-CONFIGS = (NodeConfig, ScorerConfig, GateConfig, HabituationConfig, BudgetConfig, PoseConfig)
+CONFIGS = NODE_CONFIGS["scorer_node"]
 
 
 class ScorerNode(ManagedNode):

@@ -6,10 +6,13 @@ Foxglove, ``ros2 bag play``, the ``mcap`` tools and ``surprise-memory process`` 
 without this package. Each message is logged at its own stamp:
 
 * ``/surprise_memory/episode_preview/compressed`` (``sensor_msgs/msg/CompressedImage``):
-  each frame at its stamp, the stored JPEG bytes;
+  each frame at its stamp, the stored JPEG bytes, in its camera's optical frame (else
+  ``camera``); a named camera's frames on a topic of their own,
+  ``/surprise_memory/episode_preview/<camera>/compressed`` (:func:`frames_topic`);
 * ``/surprise_memory/episode_pose`` (``geometry_msgs/msg/PoseStamped``) and ``/tf``
-  (``tf2_msgs/msg/TFMessage``: the pose's frame -> :data:`EXPORT_TF_CHILD`): at the
-  trigger, for episodes with a pose;
+  (``tf2_msgs/msg/TFMessage``: the pose's frame -> :data:`EXPORT_TF_CHILD`, and, where the
+  camera's pose is known, -> :data:`EXPORT_TF_CHILD` ``/camera``: where it was and looked):
+  at the trigger, for episodes with a pose;
 * ``/surprise_memory/episode_markers`` (``visualization_msgs/msg/MarkerArray``): at each
   trigger, the episodes so far, drawn as the memory node draws them;
 * ``/surprise_memory/episode_surprise/score`` and ``.../threshold`` (``std_msgs/msg/Float64``):
@@ -40,11 +43,12 @@ import numpy.typing as npt
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.episode_markers import EpisodeMarker, episode_marker
 from surprise_memory.memory.episodes import trigger_frame_index
+from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.records import EpisodeRecord
 from surprise_memory.stamps import NS_PER_SECOND
 
-__all__ = ["EXPORT_TF_CHILD", "EXPORT_TOPICS", "ExportSummary", "export_episodes"]
+__all__ = ["EXPORT_TF_CHILD", "EXPORT_TOPICS", "ExportSummary", "export_episodes", "frames_topic"]
 
 EXPORT_TOPICS: dict[str, tuple[str, str]] = {
     "frames": ("/surprise_memory/episode_preview/compressed", "sensor_msgs/msg/CompressedImage"),
@@ -64,6 +68,14 @@ JPEG_FORMAT = "rgb8; jpeg compressed bgr8"
 """``CompressedImage.format`` of the frames (as ``compressed_image_transport`` writes it)."""
 
 _ARROWS_NS, _LABELS_NS = "episodes", "episode_labels"  # as the memory node's markers
+
+
+def frames_topic(camera: str) -> str:
+    """The topic of a camera's exported frames (the one unnamed camera's: the node's)."""
+    topic = EXPORT_TOPICS["frames"][0]
+    if not camera:
+        return topic
+    return topic.replace("/compressed", f"/{camera}/compressed")
 
 
 @dataclass(frozen=True)
@@ -128,10 +140,13 @@ def export_episodes(
     notes = store.snapshot_notes([r.id for r in records])
     timeline: list[tuple[int, str, Any]] = []  # (log time, role, message)
     shown: list[EpisodeMarker] = []
+    roles = dict(EXPORT_TOPICS)
     for rec in records:
+        role = "frames" if not rec.camera.name else f"frames/{rec.camera.name}"
+        roles.setdefault(role, (frames_topic(rec.camera.name), EXPORT_TOPICS["frames"][1]))
         for i, stamp in enumerate(rec.frame_stamps_ns):
             jpeg = store.frame_jpeg(rec.id, i)
-            timeline.append((stamp, "frames", msgs.compressed(stamp, jpeg)))
+            timeline.append((stamp, role, msgs.compressed(stamp, jpeg, rec.camera.frame_id)))
         if rec.pose_valid and rec.pose.is_finite():
             timeline.append((rec.stamp_ns, "pose", msgs.pose(rec)))
             timeline.append((rec.stamp_ns, "tf", msgs.tf(rec)))
@@ -145,13 +160,13 @@ def export_episodes(
         info = msgs.info(rec, notes.get(rec.id, []), origin_ns)
         timeline.append((rec.stamp_ns, "info", info))
     timeline.sort(key=lambda item: item[0])  # stable: roles keep their order at one stamp
-    counts = {role: 0 for role in EXPORT_TOPICS}
+    counts = {role: 0 for role in roles}
     writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
     try:
         writer.open()
         conns = {
             role: writer.add_connection(topic, msgtype, typestore=typestore)
-            for role, (topic, msgtype) in EXPORT_TOPICS.items()
+            for role, (topic, msgtype) in roles.items()
         }
         for stamp, role, msg in timeline:
             writer.write(conns[role], stamp, typestore.serialize_cdr(msg, msg.__msgtype__))
@@ -163,7 +178,7 @@ def export_episodes(
     finally:
         writer.close()
     mcap = next(path.glob("*.mcap"))
-    topics = {EXPORT_TOPICS[role][0]: n for role, n in counts.items()}
+    topics = {roles[role][0]: n for role, n in counts.items()}
     return ExportSummary(path, mcap, tuple(r.id for r in records), topics)
 
 
@@ -208,9 +223,9 @@ class _Messages:
             ),
         )
 
-    def compressed(self, stamp_ns: int, jpeg: bytes) -> Any:
+    def compressed(self, stamp_ns: int, jpeg: bytes, frame_id: str) -> Any:
         return self._t["sensor_msgs/msg/CompressedImage"](
-            header=self._header(stamp_ns, "camera"),
+            header=self._header(stamp_ns, frame_id or "camera"),
             format=JPEG_FORMAT,
             data=np.frombuffer(jpeg, dtype=np.uint8),
         )
@@ -223,16 +238,22 @@ class _Messages:
         )
 
     def tf(self, rec: EpisodeRecord) -> Any:
-        t, p = self._t, rec.pose
-        transform = t["geometry_msgs/msg/TransformStamped"](
-            header=self._header(rec.stamp_ns, p.frame_id),
-            child_frame_id=EXPORT_TF_CHILD,
+        transforms = [self._transform(rec.stamp_ns, rec.pose, EXPORT_TF_CHILD)]
+        camera = rec.camera.pose
+        if camera is not None and camera.frame_id == rec.pose.frame_id:
+            transforms.append(self._transform(rec.stamp_ns, camera, f"{EXPORT_TF_CHILD}/camera"))
+        return self._t["tf2_msgs/msg/TFMessage"](transforms=transforms)
+
+    def _transform(self, stamp_ns: int, p: Pose, child: str) -> Any:
+        t = self._t
+        return t["geometry_msgs/msg/TransformStamped"](
+            header=self._header(stamp_ns, p.frame_id),
+            child_frame_id=child,
             transform=t["geometry_msgs/msg/Transform"](
                 translation=t["geometry_msgs/msg/Vector3"](x=p.x, y=p.y, z=p.z),
                 rotation=t["geometry_msgs/msg/Quaternion"](x=p.qx, y=p.qy, z=p.qz, w=p.qw),
             ),
         )
-        return t["tf2_msgs/msg/TFMessage"](transforms=[transform])
 
     def markers(self, stamp_ns: int, shown: Sequence[EpisodeMarker]) -> Any:
         t = self._t
@@ -317,6 +338,9 @@ class _Messages:
             if rec.frame_stamps_ns
             else "",
             "pose_frame": rec.pose.frame_id if rec.pose_valid else "",
+            "camera": rec.camera.name,
+            "camera_frame": rec.camera.frame_id,
+            "view_yaw_deg": "" if rec.camera.yaw is None else f"{math.degrees(rec.camera.yaw):.1f}",
             "snapshots": json.dumps([n.as_dict() for n in notes]),
         }
         status = t["diagnostic_msgs/msg/DiagnosticStatus"](

@@ -38,33 +38,23 @@ and reads best beside the settings and the entry points that drive it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from surprise_memory.config import (
-    BaselineConfig,
-    BudgetConfig,
-    ComponentConfig,
-    EmbedderConfig,
-    EncoderConfig,
-    EpisodeConfig,
-    GateConfig,
-    HabituationConfig,
-    PoseConfig,
-    ScorerConfig,
-    StoreConfig,
-)
+from surprise_memory.config import CameraSpec
 from surprise_memory.errors import InputError, StoreError
+from surprise_memory.memory.camera_view import CameraView, mounting_pose
 from surprise_memory.memory.episodes import EpisodeAssembler, EpisodeFrames
+from surprise_memory.memory.pose import compose
+from surprise_memory.offline.pipeline_settings import PIPELINE_CONFIGS, PipelineSettings
 from surprise_memory.offline.run_record import (
     RUN_FORMAT,
     RUN_RECORD,
@@ -97,78 +87,6 @@ __all__ = [
 ]
 
 _MAX_PENDING_FRAMES = 4096  # frames held between two encodes, at most (input_fps skips)
-
-PIPELINE_CONFIGS: tuple[type[ComponentConfig], ...] = (
-    EncoderConfig,
-    ScorerConfig,
-    GateConfig,
-    HabituationConfig,
-    BudgetConfig,
-    BaselineConfig,
-    EpisodeConfig,
-    EmbedderConfig,
-    StoreConfig,
-    PoseConfig,
-)
-"""The component configs whose settings the offline pipeline reads."""
-
-
-@dataclass(frozen=True)
-class PipelineSettings:
-    """Every setting of an offline run, one config per component (defaults = node defaults)."""
-
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    scorer: ScorerConfig = field(default_factory=ScorerConfig)
-    gate: GateConfig = field(default_factory=GateConfig)
-    habituation: HabituationConfig = field(default_factory=HabituationConfig)
-    budget: BudgetConfig = field(default_factory=BudgetConfig)
-    baseline: BaselineConfig = field(default_factory=BaselineConfig)
-    episode: EpisodeConfig = field(default_factory=EpisodeConfig)
-    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
-    store: StoreConfig = field(default_factory=StoreConfig)
-    pose: PoseConfig = field(default_factory=PoseConfig)
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> PipelineSettings:
-        """Build from a flat ``{setting name: value}`` mapping (CLI options, YAML).
-
-        Raises:
-            ConfigError: A value is invalid, or a name belongs to no pipeline setting.
-
-        """
-        from surprise_memory.config import ConfigError
-
-        known = {f.name for c in PIPELINE_CONFIGS for f in dataclasses.fields(c)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"unknown settings: {', '.join(unknown)}")
-        return cls(
-            encoder=EncoderConfig.from_mapping(values),
-            scorer=ScorerConfig.from_mapping(values),
-            gate=GateConfig.from_mapping(values),
-            habituation=HabituationConfig.from_mapping(values),
-            budget=BudgetConfig.from_mapping(values),
-            baseline=BaselineConfig.from_mapping(values),
-            episode=EpisodeConfig.from_mapping(values),
-            embedder=EmbedderConfig.from_mapping(values),
-            store=StoreConfig.from_mapping(values),
-            pose=PoseConfig.from_mapping(values),
-        )
-
-    def as_dict(self) -> dict[str, dict[str, Any]]:
-        """``{component: {setting: value}}`` for the run record."""
-        return {
-            "encoder": self.encoder.as_dict(),
-            "scorer": self.scorer.as_dict(),
-            "gate": self.gate.as_dict(),
-            "habituation": self.habituation.as_dict(),
-            "budget": self.budget.as_dict(),
-            "baseline": self.baseline.as_dict(),
-            "episode": self.episode.as_dict(),
-            "embedder": self.embedder.as_dict(),
-            "store": self.store.as_dict(),
-            "pose": self.pose.as_dict(),
-        }
 
 
 @dataclass(frozen=True)
@@ -249,6 +167,7 @@ class OfflinePipeline:
         progress: Callable[[Progress], None] | None = None,
         store: EpisodeStoreBackend | None = None,
         episode_tag: str | None = None,
+        camera: CameraSpec | None = None,
     ) -> RunSummary:
         """Process a stream of frames into a new store (constant memory).
 
@@ -264,6 +183,8 @@ class OfflinePipeline:
                 by the caller; its settings (robot id) are recorded.
             episode_tag: Episode ids ``ep-<stamp, 19 digits>-<tag>``, so that a re-run finds
                 what an interrupted run stored; None = random ids.
+            camera: The camera of the frames (its name, frame and mounting yaw go with
+                each episode); None = the one unnamed camera.
 
         Returns:
             The summary (also written to ``STORE/run.json``).
@@ -298,6 +219,7 @@ class OfflinePipeline:
                 input_info=dict(input_info or {}),
                 progress=progress,
                 episode_tag=episode_tag,
+                camera=camera or CameraSpec(),
             ).go(frames)
         finally:
             if own is not None:
@@ -318,12 +240,16 @@ class _Run:
         input_info: dict[str, Any],
         progress: Callable[[Progress], None] | None,
         episode_tag: str | None,
+        camera: CameraSpec,
     ) -> None:
         s = pipeline.settings
         self.p = pipeline
         self.store = store
         self.folder = folder
         self.episode_tag = episode_tag
+        if camera.name and episode_tag:  # two cameras may trigger at one stamp
+            self.episode_tag = f"{episode_tag}-{camera.name}"
+        self.camera = camera
         self.pose_lookup = pose_lookup
         self.progress = progress
         self.sampler = pipeline.encoder.make_sampler(s.encoder)
@@ -495,6 +421,7 @@ class _Run:
                 "kl": finite_or_none(trigger.kl),
                 "threshold": finite_or_none(trigger.threshold),
                 "decided_ns": trigger.decided_ns,
+                **({"camera": self.camera.name} if self.camera.name else {}),
             }
         )
         for episode in self.assembler.add_trigger(trigger):
@@ -510,6 +437,11 @@ class _Run:
                 pose = None
         frames = list(episode.frames)
         embeddings = self.p.embedder.embed_images(frames)
+        spec = self.camera
+        camera_pose = None
+        if pose is not None and spec.yaw_deg is not None:  # the mounting yaw given
+            camera_pose = compose(pose, mounting_pose(spec.yaw_deg))
+        camera = CameraView(spec.name, spec.frame or frames[0].frame_id, camera_pose)
         record = self.store.add(
             frames,
             embeddings,
@@ -524,6 +456,7 @@ class _Run:
             episode_id=self.episode_tag and f"ep-{trig.stamp_ns:019d}-{self.episode_tag}",
             # a recording's odom is its own boot's, not this machine's: session unknown
             session_id="",
+            camera=camera,
         )
         self.summary.episodes += 1
         self.summary.stored_frames += len(frames)
@@ -562,6 +495,7 @@ def process(
     store: EpisodeStoreBackend | None = None,
     episode_tag: str | None = None,
     input_notes: Mapping[str, Any] | None = None,
+    camera: CameraSpec | None = None,
 ) -> RunSummary:
     """Process a bag or a video file into a new store (the ``process`` command).
 
@@ -578,6 +512,7 @@ def process(
         store: See :meth:`OfflinePipeline.run`.
         episode_tag: See :meth:`OfflinePipeline.run`.
         input_notes: More facts about the input for the run record's ``input``.
+        camera: The camera whose topic this is (see :meth:`OfflinePipeline.run`).
 
     Returns:
         The run summary.
@@ -627,6 +562,7 @@ def process(
             progress=progress,
             store=store,
             episode_tag=episode_tag,
+            camera=camera,
         )
     finally:
         if lookup is not None:

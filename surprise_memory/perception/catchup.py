@@ -61,6 +61,7 @@ class PendingWindow:
         padded: Leading frames that repeat the first one (warm-up 'pad').
         frame_id: The camera frame's ``frame_id``, carried to the output.
         span_ns: Newest minus oldest distinct frame stamp (how much time it covers).
+        camera: The camera whose frames it holds ("" = the one unnamed camera).
 
     """
 
@@ -70,6 +71,7 @@ class PendingWindow:
     padded: int
     frame_id: str = ""
     span_ns: int = 0
+    camera: str = ""
 
 
 class WindowQueue:
@@ -77,18 +79,20 @@ class WindowQueue:
 
     Args:
         capacity: Most pending windows.
+        condition: The condition a put notifies; shared by the queues of several cameras,
+            so that one worker waits for a window of any of them. Default: its own.
 
     Raises:
         ConfigError: capacity < 1.
 
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, condition: threading.Condition | None = None) -> None:
         if capacity < 1:
             raise ConfigError(f"capacity={capacity}: must be >= 1")
         self._items: deque[PendingWindow] = deque()
         self._capacity = capacity
-        self._cond = threading.Condition()
+        self._cond = condition or threading.Condition()
         self._dropped = 0
         self._closed = False
 
@@ -120,7 +124,7 @@ class WindowQueue:
                 dropped = 1
                 self._dropped += 1
             self._items.append(item)
-            self._cond.notify()
+            self._cond.notify_all()
         return dropped
 
     def take(self, most: int, timeout: float) -> list[PendingWindow]:
@@ -216,7 +220,11 @@ class CatchUpBatcher:
         frame_shape: (h, w) of the stored frames (the encoder's input size).
         transform: ``rgb -> rgb`` applied on insert (``VideoEncoder.prepare_frame``).
         allocate: Allocator of the host buffer that receives a batch's frames (pinned
-            memory for a CUDA upload); numpy by default.
+            memory for a CUDA upload); numpy by default. None with ``stage=False``.
+        camera: The camera whose frames it takes, named in its windows.
+        condition: Shared with other cameras' batchers (see :class:`WindowQueue`).
+        stage: Allocate a staging buffer for :meth:`next_batch`; False when the batches
+            are gathered into another's buffer (:meth:`gather`, several cameras).
 
     Raises:
         ConfigError: A setting is out of range.
@@ -229,18 +237,25 @@ class CatchUpBatcher:
         frame_shape: tuple[int, int],
         transform: FrameTransform | None = None,
         allocate: HostAllocator | None = None,
+        *,
+        camera: str = "",
+        condition: threading.Condition | None = None,
+        stage: bool = True,
     ) -> None:
         self._m = config.clip_frames
         self._batch = config.encoder_batch
         self._interval_s = config.encoder_batch_interval_s
-        self._queue = WindowQueue(config.encoder_queue)
+        self._camera = camera
+        self._queue = WindowQueue(config.encoder_queue, condition)
         # every pending (queue) or taken (batch) window, plus the frames between windows
         spare = (config.encoder_queue + config.encoder_batch) * config.clip_stride
         self._sampler = WindowSampler.from_config(config, frame_shape, transform, spare=spare)
         # a batch's distinct frames: at most B windows of M, and all within the ring
-        most = min(self._m * self._batch, self._m + spare)
+        self.most_frames = min(self._m * self._batch, self._m + spare)
+        """The most distinct frames one batch of this camera's windows holds."""
         alloc = allocate or (lambda shape: np.empty(shape, dtype=np.uint8))
-        self._staging = alloc((most, frame_shape[0], frame_shape[1], 3))
+        shape = (self.most_frames if stage else 0, frame_shape[0], frame_shape[1], 3)
+        self._staging = alloc(shape)
         self._last_start = -float("inf")
         self._overrun = 0
         self.last_window: PendingWindow | None = None
@@ -290,7 +305,13 @@ class CatchUpBatcher:
             return 0
         span = window.stamp_ns - self._sampler.buffer.stamp_at(window.first_index)
         pending = PendingWindow(
-            window.stamp_ns, window.end_index, window.first_index, window.padded, frame_id, span
+            window.stamp_ns,
+            window.end_index,
+            window.first_index,
+            window.padded,
+            frame_id,
+            span,
+            self._camera,
         )
         self.last_window = pending
         return self._queue.put(pending)
@@ -322,6 +343,23 @@ class CatchUpBatcher:
         if not taken:
             return None
         self._last_start = time.monotonic()
+        return self.gather(taken, self._staging)
+
+    def gather(self, taken: list[PendingWindow], out: RgbArray) -> FrameBatch:
+        """Copy the distinct frames of windows taken from the queue into ``out``, once.
+
+        Called by the worker only (:meth:`next_batch`, or a batcher of several cameras
+        that took the windows itself).
+
+        Args:
+            taken: Windows of this camera, oldest first.
+            out: Where the frames go, from its first row; room for :attr:`most_frames`.
+
+        Returns:
+            The batch: its ``frames`` are the rows of ``out`` written (a view), its
+            ``index`` positions within them.
+
+        """
         buffer = self._sampler.buffer
         cap = buffer.capacity
         # windows whose oldest frame is already overwritten cannot be encoded; the rest
@@ -332,19 +370,19 @@ class CatchUpBatcher:
         self._overrun += stale
         if not windows:
             empty = np.zeros((0, self._m), dtype=np.int64)
-            return FrameBatch([], self._staging[:0], empty, np.zeros(0, dtype=bool), stale)
+            return FrameBatch([], out[:0], empty, np.zeros(0, dtype=bool), stale)
         segments, index = gather_plan(windows, self._m)
         fresh = True
         at = 0
         for first, last in segments:
-            fresh &= buffer.copy_frames(first, last, self._staging[at:])
+            fresh &= buffer.copy_frames(first, last, out[at:])
             at += last - first + 1
         valid = np.ones(len(windows), dtype=bool)
         if not fresh:  # overwritten during the copy: judge each window by its oldest frame
             pushed = buffer.frames_pushed
             valid = np.array([pushed < w.first_index + cap for w in windows], dtype=bool)
             self._overrun += int((~valid).sum())
-        return FrameBatch(windows, self._staging[:at], index, valid, stale)
+        return FrameBatch(windows, out[:at], index, valid, stale)
 
     def close(self) -> None:
         """Wake the worker (shutdown)."""

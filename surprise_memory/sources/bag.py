@@ -52,6 +52,7 @@ __all__ = [
     "BAG_SUFFIXES",
     "IMAGE_TYPES",
     "BagSource",
+    "bag_image_topics",
     "bag_paths",
 ]
 
@@ -109,6 +110,20 @@ def _open_reader(paths: Sequence[Path]) -> AnyReader:
     except (AnyReaderError, FileNotFoundError) as err:
         raise InputError(f"cannot read bag {', '.join(map(str, paths))}: {err}") from err
     return reader
+
+
+def bag_image_topics(path: str | Path) -> list[str]:
+    """The image topics of a bag, sorted (one source per camera reads each).
+
+    Raises:
+        InputError: Not a bag, or it cannot be read.
+
+    """
+    reader = _open_reader(bag_paths(path))
+    try:
+        return sorted(n for n, info in reader.topics.items() if info.msgtype in IMAGE_TYPES)
+    finally:
+        reader.close()
 
 
 class BagSource:
@@ -180,7 +195,8 @@ class BagSource:
         if len(images) > 1:
             raise InputError(
                 f"bag {str(self._path)!r} holds {len(images)} image topics; choose one with "
-                f"image_topic (--image-topic): {listing}"
+                f"image_topic (--image-topic), or process several cameras with --cameras "
+                f"NAME[:topic=T],... or --all-cameras: {listing}"
             )
         return images[0]
 

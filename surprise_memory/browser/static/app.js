@@ -16,6 +16,7 @@
     curve: null,
     robotColor: new Map(),
     robot: "",          // the robot filter ("" = every robot)
+    camera: null,       // the camera filter (null = every camera; "" = the unnamed one)
     mapFrame: null,
     selection: null,    // [t0, t1] picked on the timeline
     place: null,        // [x, y] picked on the map
@@ -51,7 +52,7 @@
       out.push({
         id: cols.id[i], robot: cols.robot[i], t: cols.t[i], surprise: cols.surprise[i],
         threshold: cols.threshold[i], x: cols.x[i], y: cols.y[i], z: cols.z[i],
-        frame: cols.frame[i],
+        frame: cols.frame[i], camera: cols.camera[i], view: cols.view[i],
       });
     }
     return out;
@@ -67,7 +68,8 @@
   }
 
   function visible() {
-    return state.robot ? state.eps.filter((e) => e.robot === state.robot) : state.eps;
+    return state.eps.filter((e) => (!state.robot || e.robot === state.robot)
+      && (state.camera === null || e.camera === state.camera));
   }
 
   // ------------------------------------------------------------------ loading
@@ -119,6 +121,7 @@
     $("#episode-count").textContent = String(state.eps.length);
     window.sm.episodes = state.eps.length;
     renderRobots();
+    renderCameras();
     renderFrames();
     drawTimeline();
     drawMap();
@@ -143,6 +146,29 @@
       item.append(dot, r);
       legend.append(item);
     });
+  }
+
+  function renderCameras() {
+    // the one unnamed camera (a one-camera robot) is listed as "(unnamed)", value " "
+    const select = $("#q-camera");
+    const cameras = [...new Set(state.eps.map((e) => e.camera || ""))].sort();
+    const have = [...select.options].map((o) => o.value.trim()).slice(1);
+    if (have.join("\n") !== cameras.join("\n")) {
+      select.length = 1;
+      cameras.forEach((c) => select.add(new Option(c || "(unnamed)", c || " ")));
+      const keep = state.camera !== null && cameras.includes(state.camera);
+      select.value = keep ? state.camera || " " : "";
+      if (!keep) state.camera = null;
+    }
+  }
+
+  function cameraText(camera) {
+    if (!camera) return "–";
+    const name = camera.name || "(unnamed)";
+    const frame = camera.frame ? ` (${camera.frame})` : "";
+    const view = camera.view_yaw_deg === null ? "direction unknown"
+      : `looked toward yaw ${fmt(camera.view_yaw_deg, 0)}°`;
+    return `${name}${frame}, ${view}`;
   }
 
   function renderFrames() {
@@ -368,13 +394,29 @@
       ctx.moveTo(px, py - 6); ctx.lineTo(px, py + 6); ctx.stroke();
     }
     const current = state.episode ? state.episode.id : null;
+    let arrows = 0;
     eps.forEach((e) => {
       ctx.fillStyle = colorOf(e.robot);
+      ctx.strokeStyle = colorOf(e.robot);
+      if (e.view !== null && e.view !== undefined) {  // where its camera looked
+        const a = (e.view * Math.PI) / 180;
+        const [x0, y0] = [sc.px(e.x), sc.py(e.y)];
+        const [x1, y1] = [x0 + 16 * Math.cos(a), y0 - 16 * Math.sin(a)];
+        ctx.lineWidth = 2;
+        ctx.beginPath(); ctx.moveTo(x0, y0); ctx.lineTo(x1, y1); ctx.stroke();
+        ctx.lineWidth = 1;
+        ctx.beginPath(); ctx.moveTo(x1, y1);
+        ctx.lineTo(x1 - 7 * Math.cos(a - 0.45), y1 + 7 * Math.sin(a - 0.45));
+        ctx.lineTo(x1 - 7 * Math.cos(a + 0.45), y1 + 7 * Math.sin(a + 0.45));
+        ctx.closePath(); ctx.fill();
+        arrows += 1;
+      }
       ctx.beginPath();
       ctx.arc(sc.px(e.x), sc.py(e.y), e.id === current ? 6 : 3.5, 0, 2 * Math.PI);
       ctx.fill();
       if (e.id === current) { ctx.strokeStyle = "#000"; ctx.lineWidth = 2; ctx.stroke(); ctx.lineWidth = 1; }
     });
+    window.sm.arrows = arrows;  // the viewing arrows drawn (the page tests read it)
     const without = visible().filter((e) => e.frame === null).length;
     $("#map-note").textContent = `${eps.length} episodes posed in "${state.mapFrame ?? "-"}"`
       + (without ? `; ${without} without a pose` : "") + "; axes in metres";
@@ -412,6 +454,7 @@
     const put = (key, sel) => { const v = $(sel).value.trim(); if (v) p.set(key, v); };
     put("start", "#q-start"); put("end", "#q-end"); put("near", "#q-near");
     put("radius", "#q-radius"); put("robot_id", "#q-robot"); put("k", "#q-k");
+    if (state.camera !== null) p.set("camera", state.camera);
     if (p.has("near") && state.mapFrame !== null) p.set("near_frame", state.mapFrame);
     return p;
   }
@@ -456,7 +499,7 @@
     let text = `t ${fmt(hit.t, 1)} s · s ${fmt(hit.surprise)}`;
     if (withScore && hit.score !== null && hit.score !== undefined) text += ` · score ${fmt(hit.score, 3)}`;
     if (hit.distance_m !== null && hit.distance_m !== undefined) text += ` · ${fmt(hit.distance_m, 1)} m`;
-    caption.textContent = `${text} · ${hit.robot_id}`;
+    caption.textContent = `${text} · ${hit.robot_id}` + (hit.camera ? ` · ${hit.camera}` : "");
     div.append(img, caption);
     div.addEventListener("click", () => openEpisode(hit.id));
     return div;
@@ -473,7 +516,8 @@
     box.textContent = "";
     latest.forEach((e) => {
       const div = card({
-        id: e.id, t: e.t, surprise: e.surprise, robot_id: e.robot, score: null, distance_m: null,
+        id: e.id, t: e.t, surprise: e.surprise, robot_id: e.robot, camera: e.camera,
+        score: null, distance_m: null,
         thumbnail: `/api/episodes/${encodeURIComponent(e.id)}/thumbnail`,  // the trigger's frame
       }, false);
       if (state.fresh.has(e.id)) div.classList.add("new");
@@ -504,6 +548,13 @@
     });
     $("#q-robot").addEventListener("change", (ev) => {
       state.robot = ev.target.value;
+      renderFrames();
+      drawTimeline();
+      drawMap();
+    });
+    $("#q-camera").addEventListener("change", (ev) => {
+      // "" in the list is "every camera"; the unnamed camera is "(unnamed)" = " "
+      state.camera = ev.target.value === "" ? null : ev.target.value.trim();
       renderFrames();
       drawTimeline();
       drawMap();
@@ -541,6 +592,7 @@
       ["time", `${fmt(ep.t)} s from the start (stamp ${ep.stamp_ns} ns)`],
       ["frames", `${ep.frames.length}, ${fmt(ep.start_t)} … ${fmt(ep.end_t)} s`],
       ["robot", ep.robot_id],
+      ["camera", cameraText(ep.camera)],
       ["pose", pose.valid
         ? `x ${fmt(pose.position[0])}, y ${fmt(pose.position[1])}, z ${fmt(pose.position[2])} m, `
           + `yaw ${fmt(pose.yaw_deg, 0)}° in ${pose.frame || "?"}`

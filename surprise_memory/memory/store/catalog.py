@@ -145,6 +145,7 @@ class Catalog:
         unit_embeddings: npt.NDArray[np.float32],
         robot_id: str = "",
         pose_frame: str = "",
+        camera: str = "",
     ) -> None:
         """Add one episode (see :meth:`EmbeddingIndex.add` for the index fields).
 
@@ -161,6 +162,7 @@ class Catalog:
             unit_embeddings=unit_embeddings,
             robot_id=robot_id,
             pose_frame=pose_frame,
+            camera=camera,
         )
         self._key_of[episode_id] = key
         self._id_of[key] = episode_id
@@ -186,7 +188,7 @@ class Catalog:
         if load is None:
             raise TypeError("this catalog's index cannot load rows without embeddings")
         load(rows)
-        for seq, ep_id, stamp, _x, _y, _z, _valid, surprise, nbytes, robot, _frame in rows:
+        for seq, ep_id, stamp, _x, _y, _z, _valid, surprise, nbytes, robot, *_ in rows:
             self._key_of[ep_id] = seq
             self._id_of[seq] = ep_id
             self._sort_fields[seq] = (surprise, stamp)

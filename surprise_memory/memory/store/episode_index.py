@@ -104,6 +104,7 @@ class EpisodeIndex(EmbeddingIndex):
         unit_embeddings: npt.NDArray[np.float32],
         robot_id: str = "",
         pose_frame: str = "",
+        camera: str = "",
     ) -> None:
         """Add one episode: its filter fields here, its pooled vector to the index."""
         super().add(
@@ -115,6 +116,7 @@ class EpisodeIndex(EmbeddingIndex):
             unit_embeddings=unit_embeddings[:0],  # no frame rows in RAM
             robot_id=robot_id,
             pose_frame=pose_frame,
+            camera=camera,
         )
         if self._ann is not None:
             self._ann.add(key, pooled(unit_embeddings))
@@ -255,3 +257,5 @@ class EpisodeIndex(EmbeddingIndex):
         frames = self._frame_codes
         self._robots.append([robots.setdefault(r, len(robots)) for r in cols[9]])
         self._pose_frames.append([frames.setdefault(f, len(frames)) for f in cols[10]])
+        cameras = self._camera_codes
+        self._cameras.append([cameras.setdefault(c, len(cameras)) for c in cols[11]])

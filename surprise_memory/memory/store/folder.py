@@ -113,6 +113,7 @@ def _take(catalog: Catalog, rows: Iterable[IndexRow], root: Path) -> None:
             unit_embeddings=EmbeddingIndex.normalise(np.stack(row.embeddings)),
             robot_id=row.robot_id,
             pose_frame=row.pose_frame,
+            camera=row.camera,
         )
 
 
@@ -353,6 +354,7 @@ class StoreFolder:
             unit_embeddings=unit,
             robot_id=record.robot_id,
             pose_frame=record.pose.frame_id,
+            camera=record.camera.name,
         )
         return seq
 

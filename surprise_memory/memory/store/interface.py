@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.config import StoreConfig
+from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
@@ -143,6 +144,7 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
         episode_id: str | None = None,
         robot_id: str | None = None,
         session_id: str | None = None,
+        camera: CameraView | None = None,
     ) -> EpisodeRecord:
         """Store one episode durably, then apply its robot's disk budget.
 
@@ -166,6 +168,8 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
             session_id: The session that recorded it (its poses in ``odom`` belong to it);
                 None = this machine's boot (``records.host_session_id()``), "" = unknown
                 (a recording from elsewhere).
+            camera: The camera that saw it: its name, optical frame and pose at the
+                trigger; None = the one unnamed camera, pose unknown.
 
         Returns:
             The stored episode.
@@ -191,7 +195,7 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
     ) -> EpisodeRecord:
         """Store an episode copied from another store (``migrate``, a fleet's sender).
 
-        Its fields (id, robot, stamps, pose, models, creation time), JPEG bytes and stored
+        Its fields (id, robot, stamps, pose, camera, models, creation time), JPEG bytes and stored
         embeddings are kept as given.
 
         Args:

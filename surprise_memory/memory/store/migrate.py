@@ -34,6 +34,7 @@ import numpy as np
 
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import StoreError
+from surprise_memory.memory.store.camera_columns import camera_values
 from surprise_memory.memory.store.factory import describe_location, open_store
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
 
@@ -65,7 +66,7 @@ class MigrationReport:
 
 
 def episode_digest(store: EpisodeStoreBackend, episode_id: str) -> str:
-    """SHA-256 of an episode as stored: fields, JPEG bytes, float16 embeddings.
+    """SHA-256 of an episode as stored: fields (its camera too), JPEG bytes, float16 embeddings.
 
     Raises:
         StoreError: No such episode, or reading failed.
@@ -89,6 +90,7 @@ def episode_digest(store: EpisodeStoreBackend, episode_id: str) -> str:
         rec.embedder_model,
         rec.embedder_pretrained,
         rec.created_wall_ns,
+        list(camera_values(rec.camera)),
     ]
     h = hashlib.sha256(json.dumps(fields).encode())
     for jpeg in rec.load_jpegs():

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import io
 import math
 import secrets
@@ -27,10 +26,13 @@ import numpy.typing as npt
 from PIL import Image
 
 from surprise_memory.errors import InputError, StoreError
+from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import check_robot_id
+from surprise_memory.memory.store.camera_columns import check_camera, pose_values
 from surprise_memory.memory.store.frame_files import EPISODE_ID_RE, FRAMES_DIR, FrameFiles
 from surprise_memory.memory.store.search import EmbeddingIndex
+from surprise_memory.memory.store.sessions import check_session_id, host_session_id
 from surprise_memory.perception.frames import Frame
 
 __all__ = [
@@ -123,6 +125,7 @@ class EpisodeRecord:
     created_wall_ns: int
     robot_id: str = ""
     session_id: str = ""
+    camera: CameraView = field(default_factory=CameraView)
     root: Path | None = field(default=None, repr=False, compare=False)
     jpeg_source: JpegSource | None = field(default=None, repr=False, compare=False)
 
@@ -212,19 +215,11 @@ def episode_values(rec: EpisodeRecord) -> tuple[object, ...]:
     pose frame and validity, surprise, threshold (NaN, "no threshold", as NULL), the two
     models and whether they were trained, and the wall time of the write.
     """
-    p = rec.pose
     return (
         rec.stamp_ns,
         rec.start_ns,
         rec.end_ns,
-        float(p.x),
-        float(p.y),
-        float(p.z),
-        float(p.qx),
-        float(p.qy),
-        float(p.qz),
-        float(p.qw),
-        p.frame_id,
+        *pose_values(rec.pose),
         rec.pose_valid,
         rec.surprise,
         None if math.isnan(rec.threshold) else rec.threshold,
@@ -414,49 +409,6 @@ def host_robot_id() -> str:
         return "robot"
 
 
-_SESSION_ID_MAX = 128
-
-
-@functools.cache
-def host_session_id() -> str:
-    """The session of this machine: ``boot-<id>``, its boot (Linux's ``boot_id``).
-
-    The same for every process until the next reboot, when ``odom`` starts at a new origin;
-    where no boot id can be read, ``process-<random>``, new for each process (stricter: a
-    pose in ``odom`` is then only reused by the process that stored it).
-    """
-    try:
-        boot = Path(_BOOT_ID_FILE).read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        boot = ""
-    if boot and len(boot) <= 64 and all(c.isalnum() or c == "-" for c in boot):
-        return f"boot-{boot}"
-    return f"process-{secrets.token_hex(8)}"
-
-
-_BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
-
-
-def check_session_id(session_id: str) -> str:
-    """Return ``session_id`` when valid: printable, no whitespace, at most 128 characters.
-
-    Raises:
-        InputError: Otherwise.
-
-    """
-    if (
-        not isinstance(session_id, str)
-        or len(session_id) > _SESSION_ID_MAX
-        or not session_id.isprintable()
-        or any(c.isspace() for c in session_id)
-    ):
-        raise InputError(
-            f"session_id={session_id!r}: must be a string of at most {_SESSION_ID_MAX} "
-            'printable characters without spaces ("" = unknown)'
-        )
-    return session_id
-
-
 def resolve_robot_id(robot_id: str | None, configured: str) -> str:
     """The robot id of a new episode: the one given, else the configured one, else the host's.
 
@@ -492,6 +444,7 @@ def new_episode(
     robot_id: str | None,
     configured_robot_id: str,
     session_id: str | None = None,
+    camera: CameraView | None = None,
 ) -> tuple[EpisodeRecord, npt.NDArray[np.float32]]:
     """Check what an add received and make its record (both backends' first step).
 
@@ -512,6 +465,7 @@ def new_episode(
         configured_robot_id: ``StoreConfig.robot_id``.
         session_id: The session that recorded it; None = this machine's
             (:func:`host_session_id`), "" = unknown (e.g. a recording from elsewhere).
+        camera: The camera that saw it (None = the one unnamed camera, pose unknown).
 
     Returns:
         The record (frame paths ``frames/<id>/NN.jpg``, no ``root`` or ``jpeg_source``
@@ -535,6 +489,7 @@ def new_episode(
         encoder_model=encoder_model,
     )
     check_pose(pose)
+    camera = CameraView() if camera is None else check_camera(camera)
     episode_id = checked_episode_id(episode_id, stamp_ns)
     stamps = tuple(int(fr.stamp_ns) for fr in frames)
     record = EpisodeRecord(
@@ -555,6 +510,7 @@ def new_episode(
         created_wall_ns=time.time_ns(),
         robot_id=resolve_robot_id(robot_id, configured_robot_id),
         session_id=host_session_id() if session_id is None else check_session_id(session_id),
+        camera=camera,
     )
     return record, unit
 
@@ -581,12 +537,14 @@ def checked_import(
 
     Raises:
         InputError: Counts of frames, JPEGs and embeddings differ, a JPEG is empty, the
-            embeddings are not finite non-zero rows, or the id or robot id is invalid.
+            embeddings are not finite non-zero rows, or the id, robot id or camera is
+            invalid.
 
     """
     checked_episode_id(record.id, record.stamp_ns)
     check_robot_id(record.robot_id)
     check_session_id(record.session_id)
+    check_camera(record.camera)
     EmbeddingIndex.normalise(embeddings)  # the checks; the values are kept as given
     emb = np.asarray(embeddings, dtype=np.float32)
     n = len(record.frame_stamps_ns)

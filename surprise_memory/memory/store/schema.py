@@ -29,6 +29,12 @@ import numpy.typing as npt
 
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.store.camera_columns import (
+    CAMERA_COLUMN_TYPES,
+    CAMERA_COLUMNS,
+    camera_from_row,
+    camera_values,
+)
 from surprise_memory.memory.store.records import EpisodeRecord, episode_values, host_robot_id
 from surprise_memory.memory.store.snapshots import SNAPSHOTS_TABLE
 from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
@@ -55,7 +61,7 @@ __all__ = [
     "upsert_meta",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version of the database schema written by this code (``PRAGMA user_version``).
 
 1. The tables below; ``meta.origin_ns`` was the earliest *trigger* stamp.
@@ -70,6 +76,9 @@ SCHEMA_VERSION = 5
 5. ``episodes.session_id``: the session (the machine's boot) that stored the episode, so
    a pose in a frame that starts anew each session (``odom``) is not taken for today's
    (episodes of older versions get "", unknown). Migrated by :func:`_add_session_id`.
+6. ``episodes.camera`` and the camera's optical frame and pose at the trigger
+   (:mod:`~surprise_memory.memory.store.camera_columns`): episodes of older versions were
+   seen by one unnamed camera whose pose is unknown. Migrated by :func:`_add_cameras`.
 """
 
 DB_NAME = "episodes.sqlite3"
@@ -154,11 +163,23 @@ def _add_session_id(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE episodes ADD COLUMN session_id TEXT NOT NULL DEFAULT ''")
 
 
+_SQL_KINDS = {"text": "TEXT", "bool": "INTEGER", "float": "REAL"}
+
+
+def _add_cameras(conn: sqlite3.Connection) -> None:
+    """5 -> 6: add the camera columns; older episodes: one unnamed camera, pose unknown."""
+    for name, kind, default in CAMERA_COLUMN_TYPES:
+        conn.execute(  # constants of camera_columns, no value from outside
+            f"ALTER TABLE episodes ADD COLUMN {name} {_SQL_KINDS[kind]} NOT NULL DEFAULT {default}"
+        )
+
+
 _MIGRATIONS: dict[int, Migration] = {
     1: _origin_from_frames,
     2: _add_robot_id,
     3: _add_snapshots,
     4: _add_session_id,
+    5: _add_cameras,
 }
 """Schema steps: ``_MIGRATIONS[v]`` turns a version-v database into version v+1.
 
@@ -170,7 +191,8 @@ the previous version intact.
 _EPISODE_COLUMNS = (
     "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
     "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
-    "embedder_model, embedder_pretrained, created_wall_ns, nbytes, robot_id, session_id"
+    "embedder_model, embedder_pretrained, created_wall_ns, nbytes, robot_id, session_id, "
+    + CAMERA_COLUMNS
 )
 _SELECT_EPISODES_BY_SEQ = (
     "SELECT " + _EPISODE_COLUMNS + " FROM episodes WHERE seq IN (SELECT value FROM json_each(?))"
@@ -183,8 +205,11 @@ _INSERT_EPISODE = (
     "INSERT INTO episodes (id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, "
     "ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, threshold, "
     "encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
-    "created_wall_ns, nbytes, robot_id, session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "created_wall_ns, nbytes, robot_id, session_id, "
+    + CAMERA_COLUMNS
+    + ") VALUES ("
+    + ", ".join("?" * (23 + len(CAMERA_COLUMN_TYPES)))
+    + ")"
 )
 
 
@@ -307,6 +332,7 @@ class IndexRow(NamedTuple):
     """Its frame embeddings as stored (dtype and dimension of the blobs), in frame order."""
     robot_id: str
     pose_frame: str
+    camera: str
 
 
 def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
@@ -336,7 +362,7 @@ def index_rows(conn: sqlite3.Connection, after_seq: int = 0) -> Iterator[IndexRo
     """
     rows = conn.execute(
         "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
-        "robot_id, pose_frame_id FROM episodes WHERE seq > ? ORDER BY seq",
+        "robot_id, pose_frame_id, camera FROM episodes WHERE seq > ? ORDER BY seq",
         (after_seq,),
     )
     emb_rows = conn.execute(
@@ -345,14 +371,14 @@ def index_rows(conn: sqlite3.Connection, after_seq: int = 0) -> Iterator[IndexRo
         (after_seq,),
     )
     pending = next(emb_rows, None)
-    for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes, robot, frame in rows:
+    for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes, robot, frame, camera in rows:
         vecs = []
         while pending is not None and pending[0] == seq:
             _, d, dtype, blob = pending
             vecs.append(np.frombuffer(blob, dtype=dtype, count=d))
             pending = next(emb_rows, None)
         yield IndexRow(
-            seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs, robot, frame
+            seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs, robot, frame, camera
         )
 
 
@@ -383,9 +409,8 @@ def insert_episode(
         sqlite3.Error: An insert failed (e.g. the id exists).
 
     """
-    cur = conn.execute(
-        _INSERT_EPISODE, (rec.id, *episode_values(rec), nbytes, rec.robot_id, rec.session_id)
-    )
+    values = (rec.id, *episode_values(rec), nbytes, rec.robot_id, rec.session_id)
+    cur = conn.execute(_INSERT_EPISODE, (*values, *camera_values(rec.camera)))
     seq = cur.lastrowid
     assert seq is not None
     conn.executemany(
@@ -466,6 +491,7 @@ def select_records(
             created_wall_ns=row[20],
             robot_id=row[22],
             session_id=row[23],
+            camera=camera_from_row(row[24:]),
             root=root,
         )
     return out
@@ -506,15 +532,16 @@ def select_embeddings(conn: sqlite3.Connection, seq: int) -> npt.NDArray[np.floa
     return np.stack([np.frombuffer(b, dtype=t, count=d).astype(np.float32) for d, t, b in rows])
 
 
-EpisodeRow = tuple[int, str, int, float, float, float, int, float, int, str, str]
-"""seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, robot_id, pose frame."""
+EpisodeRow = tuple[int, str, int, float, float, float, int, float, int, str, str, str]
+"""seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, robot_id, pose frame,
+camera."""
 
 
 def episode_rows(conn: sqlite3.Connection) -> list[EpisodeRow]:
     """Every episode's key, id and filter fields (no embeddings), in the order added."""
     return conn.execute(
         "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
-        "robot_id, pose_frame_id FROM episodes ORDER BY seq"
+        "robot_id, pose_frame_id, camera FROM episodes ORDER BY seq"
     ).fetchall()
 
 

@@ -7,7 +7,8 @@ needs:
   the frames of an episode in consecutive rows (grown by doubling, so an append is
   amortised O(1));
 * per episode: its key (the store's row id), trigger stamp, position, pose validity,
-  surprise, robot (a small integer code per ``robot_id``), and the first matrix row and
+  surprise, robot and camera (a small integer code per ``robot_id``, per camera name), and
+  the first matrix row and
   number of rows of its frames.
 
 A query is one matrix-vector product over the frame rows (or over the frame rows of the
@@ -137,6 +138,8 @@ class EmbeddingIndex:
         self._robot_codes: dict[str, int] = {}
         self._pose_frames = _Rows((), np.int32)  # code of each episode's pose frame
         self._frame_codes: dict[str, int] = {}
+        self._cameras = _Rows((), np.int32)  # code of each episode's camera
+        self._camera_codes: dict[str, int] = {}
         self._dead_rows = 0
 
     @property
@@ -171,6 +174,7 @@ class EmbeddingIndex:
             self._alive,
             self._robots,
             self._pose_frames,
+            self._cameras,
         )
 
     def reserve(self, episodes: int, frames: int) -> None:
@@ -216,6 +220,7 @@ class EmbeddingIndex:
         unit_embeddings: npt.NDArray[np.float32],
         robot_id: str = "",
         pose_frame: str = "",
+        camera: str = "",
     ) -> None:
         """Append one episode; its embeddings must already be unit rows (see :meth:`normalise`).
 
@@ -242,6 +247,7 @@ class EmbeddingIndex:
         self._alive.append([True])
         self._robots.append([self._robot_codes.setdefault(robot_id, len(self._robot_codes))])
         self._pose_frames.append([self._frame_codes.setdefault(pose_frame, len(self._frame_codes))])
+        self._cameras.append([self._camera_codes.setdefault(camera, len(self._camera_codes))])
 
     def remove(self, keys: Sequence[int]) -> None:
         """Mark episodes removed; compact once removed rows pass an eighth of all rows."""
@@ -267,10 +273,14 @@ class EmbeddingIndex:
 
     def _robot_mask(self, robot_id: str) -> npt.NDArray[np.bool_]:
         """Which episodes belong to ``robot_id`` (all false for a robot never seen)."""
-        code = self._robot_codes.get(robot_id)
+        return self._code_mask(self._robots, self._robot_codes, robot_id)
+
+    def _code_mask(self, column: _Rows, codes: dict[str, int], value: str) -> npt.NDArray[np.bool_]:
+        """Which episodes have ``value`` in a coded column (all false for one never seen)."""
+        code = codes.get(value)
         if code is None:
             return np.zeros(len(self._keys), dtype=np.bool_)
-        mask: npt.NDArray[np.bool_] = self._robots.view() == code
+        mask: npt.NDArray[np.bool_] = column.view() == code
         return mask
 
     def eviction_order(
@@ -305,6 +315,8 @@ class EmbeddingIndex:
         mask = self._alive.view().copy()
         if query.robot_id is not None:
             mask &= self._robot_mask(query.robot_id)
+        if query.camera is not None:
+            mask &= self._code_mask(self._cameras, self._camera_codes, query.camera)
         stamps = self._stamps.view()
         if query.start_ns is not None:
             mask &= stamps >= query.start_ns

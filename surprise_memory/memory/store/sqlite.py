@@ -72,6 +72,7 @@ import numpy.typing as npt
 
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import ConfigError, StoreError
+from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
@@ -207,6 +208,7 @@ class EpisodeStore(StoreFront):
         episode_id: str | None = None,
         robot_id: str | None = None,
         session_id: str | None = None,
+        camera: CameraView | None = None,
     ) -> EpisodeRecord:
         """Store one episode durably, then apply its robot's disk budget.
 
@@ -230,6 +232,7 @@ class EpisodeStore(StoreFront):
             robot_id=robot_id,
             configured_robot_id=self._config.robot_id,
             session_id=session_id,
+            camera=camera,
         )
         record = with_source(record, root=self._root)
         folder = self._folder

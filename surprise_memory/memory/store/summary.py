@@ -10,6 +10,9 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from surprise_memory.memory.camera_view import viewing_yaw
+from surprise_memory.memory.pose import Pose
+
 __all__ = ["SUMMARY_COLUMNS", "EpisodeSummary"]
 
 
@@ -30,6 +33,9 @@ class EpisodeSummary(NamedTuple):
         y: Position in metres.
         z: Position in metres.
         pose_frame: The frame of its pose (e.g. ``map``; empty when unknown).
+        camera: The camera that saw it ("" = the one unnamed camera).
+        view_yaw: Where that camera looked, radians about z in ``pose_frame``'s ground
+            plane (NaN when its pose is unknown): a map's arrow.
 
     """
 
@@ -43,6 +49,8 @@ class EpisodeSummary(NamedTuple):
     y: float
     z: float
     pose_frame: str
+    camera: str = ""
+    view_yaw: float = math.nan
 
     @property
     def position(self) -> tuple[float, float, float]:
@@ -56,7 +64,11 @@ class EpisodeSummary(NamedTuple):
         Both backends' drivers give the columns' Python types already (text, int, float);
         only the NULL threshold and SQLite's 0/1 for a boolean need converting.
         """
-        ep_id, robot, stamp, surprise, threshold, valid, x, y, z, frame = row
+        ep_id, robot, stamp, surprise, threshold, valid, x, y, z, frame = row[:10]
+        camera, camera_valid, *q = row[10:]
+        yaw = None
+        if camera_valid:
+            yaw = viewing_yaw(Pose(qx=q[0], qy=q[1], qz=q[2], qw=q[3]))
         return cls(
             ep_id,
             robot,
@@ -68,10 +80,13 @@ class EpisodeSummary(NamedTuple):
             y,
             z,
             frame,
+            camera,
+            math.nan if yaw is None else yaw,
         )
 
 
 SUMMARY_COLUMNS = (
-    "id, robot_id, stamp_ns, surprise, threshold, pose_valid, pos_x, pos_y, pos_z, pose_frame_id"
+    "id, robot_id, stamp_ns, surprise, threshold, pose_valid, pos_x, pos_y, pos_z, "
+    "pose_frame_id, camera, camera_pose_valid, cam_qx, cam_qy, cam_qz, cam_qw"
 )
 """The ``episodes`` columns :meth:`EpisodeSummary.from_row` reads, in order (both backends)."""

@@ -18,6 +18,12 @@ import psycopg
 from pgvector import HalfVector
 
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.store.camera_columns import (
+    CAMERA_COLUMN_TYPES,
+    CAMERA_COLUMNS,
+    camera_from_row,
+    camera_values,
+)
 from surprise_memory.memory.store.frame_files import FrameFiles
 from surprise_memory.memory.store.records import EpisodeRecord, JpegSource, episode_values
 from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
@@ -50,14 +56,17 @@ Conn = psycopg.Connection[Any]
 _EPISODE_COLUMNS = (
     "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
     "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
-    "embedder_model, embedder_pretrained, created_wall_ns, robot_id, session_id"
+    "embedder_model, embedder_pretrained, created_wall_ns, robot_id, session_id, " + CAMERA_COLUMNS
 )
 _INSERT_EPISODE = (
     "INSERT INTO surprise_memory.episodes (id, robot_id, stamp_ns, start_ns, end_ns, "
     "pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, "
     "threshold, encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
-    "created_wall_ns, nbytes, session_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING seq"
+    "created_wall_ns, nbytes, session_id, "
+    + CAMERA_COLUMNS
+    + ") VALUES ("
+    + ", ".join(["%s"] * (23 + len(CAMERA_COLUMN_TYPES)))
+    + ") RETURNING seq"
 )
 _SELECT_RECORDS = (
     "SELECT " + _EPISODE_COLUMNS + ", "
@@ -192,9 +201,8 @@ def insert_episode(
         psycopg.errors.UniqueViolation: The id exists.
 
     """
-    row = conn.execute(
-        _INSERT_EPISODE, (rec.id, rec.robot_id, *episode_values(rec), nbytes, rec.session_id)
-    ).fetchone()
+    values = (rec.id, rec.robot_id, *episode_values(rec), nbytes, rec.session_id)
+    row = conn.execute(_INSERT_EPISODE, (*values, *camera_values(rec.camera))).fetchone()
     assert row is not None
     seq = int(row[0])
     with conn.cursor() as cur:
@@ -339,7 +347,7 @@ def select_records(
     out = {}
     for row in conn.execute(_SELECT_RECORDS, ([int(s) for s in seqs],)):
         (seq, ep_id, stamp, start, end, px, py, pz, ox, oy, oz, ow, frame_id, valid) = row[:14]
-        stamps = tuple(int(s) for s in row[23])
+        stamps = tuple(int(s) for s in row[-1])
         out[int(seq)] = EpisodeRecord(
             id=ep_id,
             stamp_ns=int(stamp),
@@ -358,6 +366,7 @@ def select_records(
             created_wall_ns=int(row[20]),
             robot_id=row[21],
             session_id=row[22],
+            camera=camera_from_row(row[23:-1]),
             jpeg_source=source,
         )
     return out

@@ -50,6 +50,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from surprise_memory.errors import StoreError
+from surprise_memory.memory.store.camera_columns import CAMERA_COLUMN_TYPES
 from surprise_memory.memory.store.postgres.snapshots import SNAPSHOTS_TABLE
 from surprise_memory.memory.store.postgres.watchdog import TimedConnection
 
@@ -71,13 +72,16 @@ __all__ = [
 SCHEMA = "surprise_memory"
 """The PostgreSQL schema (namespace) holding the store's tables."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the PostgreSQL schema written by this code (``meta.schema_version``).
 
 2. ``episode_vectors``: one pooled vector per episode (:func:`_v1_to_v2`).
 3. ``snapshots``: a bag recorder's answers per episode (:func:`_v2_to_v3`).
 4. ``episodes.session_id``: the session (the machine's boot) that stored the episode, ""
    (unknown) for older ones (:func:`_v3_to_v4`).
+5. ``episodes.camera``, its optical frame and pose at the trigger
+   (:mod:`~surprise_memory.memory.store.camera_columns`): older episodes were seen by one
+   unnamed camera whose pose is unknown (:func:`_v4_to_v5`).
 """
 
 # pg_advisory_lock key of schema creation and migration: "SMEM" in ASCII
@@ -212,8 +216,23 @@ def _v3_to_v4(conn: psycopg.Connection[Any]) -> None:
     )
 
 
+_SQL_KINDS = {"text": "text", "bool": "boolean", "float": "double precision"}
+_SQL_DEFAULTS = {"0": "0", "1": "1", "''": "''"}
+
+
+def _v4_to_v5(conn: psycopg.Connection[Any]) -> None:
+    """Schema 4 -> 5: the camera columns; older episodes: one unnamed camera, pose unknown."""
+    for name, kind, default in CAMERA_COLUMN_TYPES:
+        value = "false" if kind == "bool" else _SQL_DEFAULTS[default]
+        conn.execute(
+            sql.SQL(
+                "ALTER TABLE surprise_memory.episodes ADD COLUMN {} {} NOT NULL DEFAULT {}"
+            ).format(sql.Identifier(name), sql.SQL(_SQL_KINDS[kind]), sql.SQL(value))
+        )
+
+
 Migration = Callable[[psycopg.Connection[Any]], None]
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 """Schema steps: ``MIGRATIONS[v]`` turns a version-v store into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own

@@ -3,8 +3,8 @@
 A :class:`~surprise_memory.memory.retrieval.RetrievalQuery` becomes one statement, built
 from constant fragments (one per filter the query has; the values are bound parameters):
 
-* **filters**: ``robot_id``, the time window on the trigger stamp, and the place (valid
-  pose, distance to ``near`` within ``radius_m``), as in
+* **filters**: ``robot_id``, ``camera``, the time window on the trigger stamp, and the
+  place (valid pose, distance to ``near`` within ``radius_m``), as in
   :class:`~surprise_memory.memory.store.search.EmbeddingIndex`;
 * **ranking with an embedding**: an episode's score is the paper's max cosine over its
   frames, ``max(1 - (embedding <=> q))`` between ``halfvec`` values (pgvector computes
@@ -57,6 +57,7 @@ robot-year in benchmarks/bench_lifetime.py (a one-day window holds about 1,840 e
 
 _EPISODE_FILTERS = {
     "robot": "e.robot_id = %(robot)s",
+    "camera": "e.camera = %(camera)s",
     "start": "e.stamp_ns >= %(start)s",
     "end": "e.stamp_ns <= %(end)s",
     "pose": "e.pose_valid",
@@ -124,6 +125,9 @@ class SqlSearch(NamedTuple):
             params["robot"] = query.robot_id
             ep_where.append(_EPISODE_FILTERS["robot"])
             fr_where.append(_FRAME_FILTERS["robot"])
+        if query.camera is not None:  # on the episode rows only: the graph's candidates
+            params["camera"] = query.camera  # are filtered after, widened when too few pass
+            ep_where.append(_EPISODE_FILTERS["camera"])
         if query.start_ns is not None:
             params["start"] = query.start_ns
             ep_where.append(_EPISODE_FILTERS["start"])

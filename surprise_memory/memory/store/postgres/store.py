@@ -45,6 +45,7 @@ import psycopg
 
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import ConfigError, StoreError
+from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
@@ -200,6 +201,7 @@ class PostgresEpisodeStore(StoreFront):
         episode_id: str | None = None,
         robot_id: str | None = None,
         session_id: str | None = None,
+        camera: CameraView | None = None,
     ) -> EpisodeRecord:
         """Store one episode in one transaction with its robot's evictions.
 
@@ -223,6 +225,7 @@ class PostgresEpisodeStore(StoreFront):
             robot_id=robot_id,
             configured_robot_id=self._config.robot_id,
             session_id=session_id,
+            camera=camera,
         )
         self._session.meta.check_embedder(embedder_model, embedder_pretrained, unit.shape[1])
         jpegs = [encode_jpeg(fr.rgb, self._config.jpeg_quality) for fr in frames]
