@@ -100,7 +100,11 @@ def http_session(url: str, token: str | None) -> Iterator[McpCaller]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def transport() -> Any:
-        return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers))
+        # httpx's default 5 s read timeout is shorter than the server's first text search
+        # on a loaded machine (it loads the query embedder then): a client waits as a
+        # desktop client does
+        client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60.0))
+        return streamable_http_client(url, http_client=client)
 
     with _caller(transport) as caller:
         yield caller
