@@ -4,7 +4,8 @@ Run (venv active and the colcon install sourced, ``install/setup.bash``)::
 
     python benchmarks/soak_nodes.py [--minutes 60] [--fps 30] [--size 640x480] [--out DIR]
         [--shape split|one_process] [--transport raw|compressed]
-        [--fastdds-profile shipped|none] [--bare-subscriber]
+        [--fastdds-profile shipped|none] [--bare-subscriber] [--cameras 1-4]
+        [--camera-processes]
 
 The installed ``encoder_node``, ``scorer_node`` and ``memory_node`` (``--shape split``) or
 ``pipeline_node`` (``one_process``) run as their own processes (the tiny V-JEPA-2 and
@@ -25,6 +26,14 @@ the delivered share (frames_in / published) against the estimate (received / (re
 lost)), and whether it said WARN "camera frames lost". ``--bare-subscriber`` adds an
 rclpy process that only counts the frames (transport loss alone, against which the
 nodes' loss from a busy CPU shows).
+
+**Several cameras.** ``--cameras 3`` publishes three cameras, ``front``, ``left`` and
+``rear``, each its own stream at ``--fps`` on its own topic (``<name>/image`` in the
+nodes' namespace), and gives every node ``cameras: front,left,rear``; per node and camera
+the share of that camera's frames its subscription delivered (``front.camera_frames_received``
+of its ``/diagnostics``), its own estimate, its WARNs naming the camera, and the bare
+subscriber's share. ``--camera-processes`` publishes each camera from a process of its
+own, as a robot's camera drivers are (:mod:`soak_cameras`).
 
 **Memory.** The fit starts after ``--warmup-s`` (models loaded, the frame history and the
 gate's history filled) and never spans the first stored episode (received on
@@ -59,6 +68,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmarks
 
 import bench_ros_latency as brl
+from soak_cameras import (
+    CameraFrames,
+    camera_delivery,
+    camera_topics,
+    count_frames,
+    publish_camera,
+)
 
 SHAPES = {
     "split": ("encoder_node", "scorer_node", "memory_node"),
@@ -69,7 +85,6 @@ SHAPES = {
 CAMERA_NODES = ("encoder_node", "memory_node", "pipeline_node")
 """The nodes that subscribe to the camera (and report their delivery)."""
 
-SCENE_SECONDS = 20.0
 BARE = "bare_subscriber"
 """The name of the ``--bare-subscriber`` process in the results."""
 
@@ -134,14 +149,21 @@ def fit_window(
 
 
 def _params(
-    store: Path, shape: str, transport: str, diagnostics_s: float, camera_depth: int
+    store: Path,
+    shape: str,
+    transport: str,
+    diagnostics_s: float,
+    camera_depth: int,
+    *,
+    topics: dict[str, str],
 ) -> dict[str, Any]:
     from surprise_memory.perception.encoders import TINY_EMBEDDER_MODEL, TINY_VIDEO_WEIGHTS
 
     def camera() -> dict[str, Any]:  # a new dict per node: YAML aliases break rcl's parser
         values: dict[str, Any] = {"image_transport": transport}
-        if camera_depth:  # the camera subscription's queue (sensor-data QoS: 5)
-            values["qos_overrides"] = {brl.CAMERA: {"subscription": {"depth": camera_depth}}}
+        if camera_depth:  # the camera subscriptions' queue (sensor-data QoS: 5)
+            depth = {"subscription": {"depth": camera_depth}}
+            values["qos_overrides"] = {topic: dict(depth) for topic in topics.values()}
         return values
 
     sections: dict[str, dict[str, Any]] = {
@@ -172,70 +194,31 @@ def _params(
     if shape == "one_process":  # the three sections in one, as the launch file merges them
         merged = {k: v for section in sections.values() for k, v in section.items()}
         sections = {"pipeline_node": merged}
+    named = ",".join(name for name in topics if name)  # "": the one unnamed camera
     for name, values in sections.items():
         values["diagnostics_period_seconds"] = diagnostics_s
+        if named:  # every node reads the cameras (the scorer keeps a stream per camera)
+            values["cameras"] = named
         if name in CAMERA_NODES:
             values.update(camera())
     return {f"/**/{name}": {"ros__parameters": values} for name, values in sections.items()}
 
 
-class _Camera:
-    """The published frames: a slow pan over a scene that changes every 20 s.
+class _Diagnostics(brl._Inbox):
+    """The latest diagnostics per node, and every "camera frames lost" WARN each said.
 
-    The scenes are smooth (noise at 1/8 of the size, upscaled), so their JPEG has about
-    the size of a camera's (a 640x480 frame of pure noise would be 500 KB).
+    Args:
+        cameras: The named cameras, whose WARNs ("camera front: camera frames lost") are
+            also counted per camera.
+
     """
 
-    def __init__(self, size: tuple[int, int], fps: float, compressed: bool) -> None:
-        import cv2
-
-        rng = np.random.default_rng(7)
-        w, h = size
-        self._size = size
-        self._fps = fps
-        self._compressed = compressed
-        self._scenes = [
-            cv2.resize(
-                rng.integers(0, 256, size=(h // 8, w // 4, 3), dtype=np.uint8),
-                (w * 2, h),
-                interpolation=cv2.INTER_LINEAR,
-            )
-            for _ in range(3)
-        ]
-        self._last: tuple[tuple[int, int], Any] | None = None
-
-    def frame(self, k: int, stamp_ns: int) -> Any:
-        """The message of frame ``k`` (an Image, or a CompressedImage JPEG) at ``stamp_ns``."""
-        from sensor_msgs.msg import CompressedImage
-
-        from surprise_memory.memory.store.frame_files import encode_jpeg
-        from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time
-
-        t = k / self._fps
-        scene = int(t // SCENE_SECONDS) % len(self._scenes)
-        off = int(t * 20) % self._size[0]  # a slow pan across the scene
-        key = (scene, off)
-        if self._last is None or self._last[0] != key:  # the pan moves every few frames
-            rgb = np.ascontiguousarray(self._scenes[scene][:, off : off + self._size[0]], np.uint8)
-            if self._compressed:
-                msg = CompressedImage(format="rgb8; jpeg compressed bgr8")
-                msg.data = encode_jpeg(rgb, 90)
-            else:
-                msg = image_msg_from_rgb(rgb, stamp_ns, "camera")
-            self._last = (key, msg)
-        msg = self._last[1]
-        msg.header.stamp = ns_to_time(stamp_ns)
-        msg.header.frame_id = "camera"
-        return msg
-
-
-class _Diagnostics(brl._Inbox):
-    """The latest diagnostics per node, and every "camera frames lost" WARN each said."""
-
-    def __init__(self) -> None:
+    def __init__(self, cameras: tuple[str, ...] = ()) -> None:
         super().__init__()
+        self._cameras = cameras
         self.loss_warnings: dict[str, list[str]] = {}
         self.loss_times: dict[str, list[float]] = {}  # when each came (monotonic)
+        self.camera_loss_warnings: dict[str, dict[str, int]] = {}  # node -> camera -> periods
 
     def on_diag(self, msg: Any) -> None:
         super().on_diag(msg)
@@ -244,6 +227,10 @@ class _Diagnostics(brl._Inbox):
                 name = status.name.split(": ")[-1]
                 self.loss_warnings.setdefault(name, []).append(status.message)
                 self.loss_times.setdefault(name, []).append(time.monotonic())
+                per_camera = self.camera_loss_warnings.setdefault(name, {})
+                for camera in self._cameras:
+                    if f"camera {camera}: camera frames lost" in status.message:
+                        per_camera[camera] = per_camera.get(camera, 0) + 1
 
 
 def profile_env(profile: str) -> dict[str, str | None]:
@@ -264,68 +251,69 @@ def profile_env(profile: str) -> dict[str, str | None]:
 
 
 def delivery(
-    published: int, diagnostics: _Diagnostics, names: tuple[str, ...], bare: int | None
+    published: dict[str, int],
+    diagnostics: _Diagnostics,
+    names: tuple[str, ...],
+    bare: dict[str, int] | None,
 ) -> dict[str, dict[str, Any]]:
     """Per camera node: the share of the published frames it took in, against its estimate.
 
     Args:
-        published: Frames published (all after every camera node had subscribed).
+        published: Camera name -> frames it published (all after every camera node had
+            subscribed); ``""`` the one unnamed camera.
         diagnostics: The nodes' last diagnostics and their loss WARNs.
         names: The node processes.
-        bare: Frames the bare subscriber counted (None: none ran).
+        bare: Camera name -> frames the bare subscriber counted (None: none ran).
 
     Returns:
-        Node -> ``frames_in``, ``delivered`` (frames_in / published), the node's own
-        ``received`` and ``lost`` (from the stamps), ``estimated`` (received / (received +
-        lost)), ``loss_warnings`` (how many periods said WARN "camera frames lost") and
-        the last such message; ``bare_subscriber`` -> its count and share.
+        Node -> ``frames_in``, ``delivered`` (frames_in / published, all cameras), the
+        node's own ``received`` and ``lost`` (summed over the cameras), ``estimated``
+        (received / (received + lost)), ``loss_warnings`` (how many periods said WARN
+        "camera frames lost") and the last such message, and with named cameras
+        ``cameras`` (:func:`soak_cameras.camera_delivery`); ``bare_subscriber`` -> its
+        count and share (and ``cameras``: name -> its share).
 
     """
+    total = sum(published.values())
+    named = {name: sent for name, sent in published.items() if name}
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         if name not in CAMERA_NODES:
             continue
-        received = diagnostics.count(name, "camera_frames_received")
-        lost = diagnostics.count(name, "camera_frames_lost")
         warnings = diagnostics.loss_warnings.get(name, [])
         frames_in = diagnostics.count(name, "frames_in")
-        out[name] = {
-            "frames_in": frames_in,
-            "delivered": frames_in / published if published else float("nan"),
+        got: dict[str, Any] = {"frames_in": frames_in}
+        if named:
+            cameras = camera_delivery(
+                named,
+                diagnostics.diagnostics.get(name, {}),
+                diagnostics.camera_loss_warnings.get(name, {}),
+                bare,
+            )
+            received = sum(c["received"] for c in cameras.values())
+            lost = sum(c["lost"] for c in cameras.values())
+        else:
+            received = diagnostics.count(name, "camera_frames_received")
+            lost = diagnostics.count(name, "camera_frames_lost")
+        got |= {
+            "delivered": frames_in / total if total else float("nan"),
             "received": received,
             "lost": lost,
             "estimated": received / (received + lost) if received + lost else float("nan"),
             "loss_warnings": len(warnings),
             "last_loss_warning": warnings[-1] if warnings else "",
         }
+        if named:
+            got["cameras"] = cameras
+        out[name] = got
     if bare is not None:
-        out[BARE] = {"frames_in": bare, "delivered": bare / published if published else 0.0}
+        count = sum(bare.values())
+        out[BARE] = {"frames_in": count, "delivered": count / total if total else 0.0}
+        if named:
+            out[BARE]["cameras"] = {
+                name: bare.get(name, 0) / sent if sent else 0.0 for name, sent in named.items()
+            }
     return out
-
-
-def count_frames(topic: str, compressed: bool, out: Path) -> None:
-    """The ``--bare-subscriber`` process: count the distinct frames received until SIGINT."""
-    import rclpy
-    from rclpy.executors import ExternalShutdownException
-    from rclpy.qos import qos_profile_sensor_data
-    from sensor_msgs.msg import CompressedImage, Image
-
-    stamps: set[tuple[int, int]] = set()
-    rclpy.init()
-    node = rclpy.create_node("soak_bare_subscriber")
-    node.create_subscription(
-        CompressedImage if compressed else Image,
-        topic,
-        lambda m: stamps.add((m.header.stamp.sec, m.header.stamp.nanosec)),
-        qos_profile_sensor_data,
-    )
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        out.write_text(json.dumps({"frames_in": len(stamps)}), encoding="utf-8")
-        rclpy.try_shutdown()
 
 
 def run(
@@ -343,6 +331,8 @@ def run(
     bare_subscriber: bool = False,
     diagnostics_s: float = 2.0,
     camera_depth: int = 0,
+    cameras: int = 1,
+    camera_processes: bool = False,
     log: Any = None,
 ) -> dict[str, Any]:
     """Run the soak and return its figures (also written to ``out/soak.json``).
@@ -365,6 +355,10 @@ def run(
         bare_subscriber: Also count the frames in a process that does nothing else.
         diagnostics_s: The nodes' ``diagnostics_period_seconds``.
         camera_depth: The camera subscriptions' queue depth (0: sensor-data QoS's 5).
+        cameras: How many cameras (1: the unnamed one; more: ``front``, ``left``, ...,
+            each its own topic, the nodes given ``cameras``; :mod:`soak_cameras`).
+        camera_processes: Each camera publishes from a process of its own (else all
+            from this one).
         log: Where progress lines go (a text stream; None = silent).
 
     Returns:
@@ -373,7 +367,7 @@ def run(
 
     Raises:
         FileNotFoundError: The node executables are not installed.
-        RuntimeError: A node exited during the run.
+        RuntimeError: A node or a camera process exited during the run.
 
     """
     import rclpy
@@ -403,10 +397,16 @@ def run(
             os.environ[key] = env[key]
         else:
             os.environ.pop(key, None)
-    inbox = _Diagnostics()
+    topics = camera_topics(cameras)
+    inbox = _Diagnostics(tuple(name for name in topics if name))
     samples: dict[str, list[float]] = {n: [] for n in names}
     times: list[float] = []
-    camera = _Camera(size, fps, compressed=transport == "compressed")
+    compressed = transport == "compressed"
+    frames = {  # the cameras this process publishes (none with camera_processes)
+        name: CameraFrames(size, fps, compressed, seed=7 + i, frame_id=name or "camera")
+        for i, name in enumerate(topics)
+        if not camera_processes
+    }
     subscribers = sum(n in CAMERA_NODES for n in names) + bare_subscriber
     context = Context()
     rclpy.init(context=context)
@@ -414,39 +414,57 @@ def run(
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     msg_type = CompressedImage if transport == "compressed" else Image
-    pub = node.create_publisher(msg_type, brl.CAMERA, qos_profile_sensor_data)
+    pubs = (
+        {}
+        if camera_processes
+        else {
+            name: node.create_publisher(msg_type, topic, qos_profile_sensor_data)
+            for name, topic in topics.items()
+        }
+    )
     node.create_subscription(DiagnosticArray, "/diagnostics", inbox.on_diag, 50)
     stored_s: list[float] = []  # when each stored episode arrived, seconds from t0
     t0 = time.monotonic()  # (set again when the first frame goes out)
     node.create_subscription(
         Episode, f"{brl.NS}/episodes", lambda _: stored_s.append(time.monotonic() - t0), LATCHED
     )
-    published = 0
+    published = dict.fromkeys(topics, 0)
     first_frame_s = None
     bare_out = out / f"{BARE}.json"
     bare_cmd = [sys.executable, __file__, "--count-frames", "--transport", transport]
-    bare_cmd += ["--out", str(bare_out)]
+    bare_cmd += ["--cameras", str(cameras), "--out", str(bare_out)]
+    helpers: list[subprocess.Popen[bytes]] = []  # the bare subscriber, the camera processes
     try:
         with brl.node_processes(
             out,
-            _params(out / "store", shape, transport, diagnostics_s, camera_depth),
+            _params(out / "store", shape, transport, diagnostics_s, camera_depth, topics=topics),
             env,
             names=names,
         ) as procs:
             bare = None
             if bare_subscriber:
-                with open(out / f"{BARE}.log", "wb") as bare_log:
-                    bare = subprocess.Popen(
-                        bare_cmd, cwd=out, env=env, stdout=bare_log, stderr=subprocess.STDOUT
-                    )
+                bare = _start(bare_cmd, out / f"{BARE}.log", env)
+                helpers.append(bare)
+            cams = {}
+            if camera_processes:
+                for i, name in enumerate(topics):
+                    cmd = [sys.executable, __file__, "--publish-camera", name or "camera"]
+                    cmd += ["--cameras", str(cameras), "--fps", str(fps), "--seed", str(7 + i)]
+                    cmd += ["--size", f"{size[0]}x{size[1]}", "--transport", transport]
+                    cmd += ["--subscribers", str(subscribers)]
+                    cmd += ["--out", str(out / f"camera_{name or 'camera'}.json")]
+                    cams[name] = _start(cmd, out / f"camera_{name or 'camera'}.log", env)
+                helpers.extend(cams.values())
             pids = dict(zip(names, (p.pid for p in procs), strict=True))
             t0 = time.monotonic()
             next_frame, next_sample = t0, t0
             end = t0 + minutes * 60.0
             stamp0 = time.time_ns()
             while (now := time.monotonic()) < end:
-                if any(p.poll() is not None for p in procs):
-                    raise RuntimeError(f"a node exited during the soak; see the logs in {out}")
+                if any(p.poll() is not None for p in (*procs, *cams.values())):
+                    raise RuntimeError(
+                        f"a node or camera exited during the soak; see the logs in {out}"
+                    )
                 if now >= next_sample:
                     times.append(now - t0)
                     for name, pid in pids.items():
@@ -455,15 +473,25 @@ def run(
                         rss = ", ".join(f"{n} {samples[n][-1]:.0f}" for n in names)
                         print(f"  t={now - t0:5.0f} s  RSS MiB: {rss}", file=log, flush=True)
                     next_sample += sample_s
-                if now >= next_frame:
+                if pubs and now >= next_frame:
                     k = round((next_frame - t0) * fps)  # the camera's schedule
                     # publish once every camera subscriber is there: each frame is for all
-                    if published or pub.get_subscription_count() >= subscribers:
-                        first_frame_s = now - t0 if first_frame_s is None else first_frame_s
-                        pub.publish(camera.frame(k, stamp0 + round(k * 1e9 / fps)))
-                        published += 1
+                    for name, pub in pubs.items():
+                        if published[name] or pub.get_subscription_count() >= subscribers:
+                            first_frame_s = now - t0 if first_frame_s is None else first_frame_s
+                            pub.publish(frames[name].frame(k, stamp0 + round(k * 1e9 / fps)))
+                            published[name] += 1
                     next_frame += 1.0 / fps
-                executor.spin_once(timeout_sec=max(0.0, min(next_frame, next_sample) - now))
+                wake = min(next_frame, next_sample) if pubs else next_sample
+                executor.spin_once(timeout_sec=max(0.0, min(wake, end) - now))
+            for cam in cams.values():  # the cameras stop; their counts are written
+                brl.stop_process(cam)
+            for name in cams:
+                sent = json.loads((out / f"camera_{name or 'camera'}.json").read_text())
+                published[name] = sent["published"]
+                if sent["first_frame_monotonic"] is not None:
+                    first = sent["first_frame_monotonic"] - t0
+                    first_frame_s = first if first_frame_s is None else min(first, first_frame_s)
             # the nodes' last word: a whole diagnostics period after the last frame
             settle = time.monotonic() + diagnostics_s + 1.5
             while time.monotonic() < settle:
@@ -471,6 +499,8 @@ def run(
             if bare is not None:
                 brl.stop_process(bare)
     finally:
+        for helper in helpers:
+            brl.stop_process(helper)
         executor.shutdown()
         node.destroy_node()
         rclpy.shutdown(context=context)
@@ -479,9 +509,10 @@ def run(
         warmup_s, minutes * 60.0, stored_s[0] if stored_s else None, sample_s
     )
     fit = [i for i, t in enumerate(times) if fit_from <= t < fit_to]
-    bare_count = None
+    bare_counts = None
     if bare_subscriber:
-        bare_count = json.loads(bare_out.read_text())["frames_in"] if bare_out.exists() else 0
+        counted = json.loads(bare_out.read_text()) if bare_out.exists() else {}
+        bare_counts = counted.get("cameras", dict.fromkeys(topics, 0))
     result: dict[str, Any] = {
         "settings": {
             "minutes": minutes,
@@ -494,9 +525,12 @@ def run(
             "transport": transport,
             "fastdds_profile": profile,
             "camera_depth": camera_depth,
+            "cameras": [name for name in topics if name],
+            "camera_processes": camera_processes,
         },
         "load_average": os.getloadavg(),
-        "frames_published": published,
+        "frames_published": sum(published.values()),
+        "frames_published_per_camera": published,
         "first_frame_s": first_frame_s,
         "episodes_stored_s": stored_s,
         "fit_from_s": fit_from,
@@ -504,7 +538,7 @@ def run(
         "times_s": times,
         "rss_mb": samples,
         "nodes": {},
-        "delivery": delivery(published, inbox, names, bare_count),
+        "delivery": delivery(published, inbox, names, bare_counts),
         "loss_warnings_s": {n: [t - t0 for t in ts] for n, ts in inbox.loss_times.items()},
         "diagnostics": inbox.diagnostics,
     }
@@ -520,6 +554,12 @@ def run(
     (out / "soak.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     _plot(result, out / "soak.png")
     return result
+
+
+def _start(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A helper process (bare subscriber, camera) in ``log``'s folder, its output in ``log``."""
+    with open(log, "wb") as stream:
+        return subprocess.Popen(cmd, cwd=log.parent, env=env, stdout=stream, stderr=stream)
 
 
 def _plot(result: dict[str, Any], path: Path) -> None:
@@ -562,13 +602,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bare-subscriber", action="store_true")
     parser.add_argument("--diagnostics-s", type=float, default=2.0)
     parser.add_argument("--camera-depth", type=int, default=0, help="0: sensor-data QoS's 5")
+    parser.add_argument(
+        "--cameras", type=int, default=1, help="1 (the unnamed camera) to 4: front,left,rear,right"
+    )
+    parser.add_argument(
+        "--camera-processes", action="store_true", help="each camera publishes from its own process"
+    )
     parser.add_argument("--out", type=Path, default=None, help="default: a temporary folder")
     parser.add_argument("--count-frames", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--publish-camera", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=7, help=argparse.SUPPRESS)
+    parser.add_argument("--subscribers", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.count_frames:  # the bare subscriber's own process
-        count_frames(brl.CAMERA, args.transport == "compressed", args.out)
-        return 0
     width, height = (int(v) for v in args.size.lower().split("x"))
+    compressed = args.transport == "compressed"
+    if args.count_frames:  # the bare subscriber's own process
+        count_frames(camera_topics(args.cameras), compressed, args.out)
+        return 0
+    if args.publish_camera is not None:  # a --camera-processes camera's own process
+        name = "" if args.publish_camera == "camera" else args.publish_camera
+        publish_camera(
+            name,
+            camera_topics(args.cameras)[name],
+            fps=args.fps,
+            size=(width, height),
+            compressed=compressed,
+            subscribers=args.subscribers,
+            seed=args.seed,
+            out=args.out,
+        )
+        return 0
     out = args.out or Path(tempfile.mkdtemp(prefix="soak_"))
     res = run(
         args.minutes,
@@ -584,12 +647,19 @@ def main(argv: list[str] | None = None) -> int:
         bare_subscriber=args.bare_subscriber,
         diagnostics_s=args.diagnostics_s,
         camera_depth=args.camera_depth,
+        cameras=args.cameras,
+        camera_processes=args.camera_processes,
         log=sys.stdout,
     )
     load = ", ".join(f"{v:.1f}" for v in res["load_average"])
+    several = (
+        f"{args.cameras} cameras ({'a process each' if args.camera_processes else 'one process'}), "
+        if args.cameras > 1
+        else ""
+    )
     print(
         f"soak: {args.minutes:g} min at {args.fps:g} Hz {width}x{height} {args.transport}, "
-        f"{args.shape}, Fast DDS profile {args.fastdds_profile}, load {load}, out {out}"
+        f"{several}{args.shape}, Fast DDS profile {args.fastdds_profile}, load {load}, out {out}"
     )
     print(
         f"  {len(res['episodes_stored_s'])} episodes stored; "
@@ -611,6 +681,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"{got['loss_warnings']} loss WARN(s)"
             )
         print(line)
+        for camera, cam in got.get("cameras", {}).items():
+            if isinstance(cam, float):  # the bare subscriber's share
+                print(f"    {camera:6s} {cam:.1%}")
+                continue
+            print(
+                f"    {camera:6s} {cam['received']} of {cam['published']} "
+                f"({cam['delivered']:.1%}), its estimate {cam['estimated']:.1%} "
+                f"({cam['lost']} lost, {cam['lost_in_transport']} in transport), "
+                f"{cam['loss_warnings']} loss WARN(s)"
+            )
     return 0
 
 

@@ -37,6 +37,8 @@ MAX_FLOOR_SLOPE_MB_PER_MIN = 5.0
 CAMERA_LOSS_WARN = CameraConfig().camera_loss_warn
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_frame_delivery import rows  # noqa: E402
+from soak_cameras import camera_delivery, camera_topics  # noqa: E402
 from soak_nodes import fit_window  # noqa: E402
 
 
@@ -46,6 +48,65 @@ def test_the_fit_never_spans_the_first_episode() -> None:
     assert fit_window(60.0, 180.0, 95.0, 5.0) == (100.0, 180.0)  # early: after it
     assert fit_window(60.0, 180.0, 171.0, 5.0) == (60.0, 171.0)  # late: before it
     assert fit_window(60.0, 3600.0, 95.0, 5.0) == (100.0, 3600.0)
+
+
+def test_cameras_are_named_and_get_their_own_topics() -> None:
+    assert camera_topics(1) == {"": "/bench_camera/image_raw"}  # the unnamed one, as before
+    assert camera_topics(3) == {
+        "front": "/surprise_memory/front/image",
+        "left": "/surprise_memory/left/image",
+        "rear": "/surprise_memory/rear/image",
+    }
+    for wrong in (0, 5):
+        with pytest.raises(ValueError, match="1 to 4"):
+            camera_topics(wrong)
+
+
+def test_each_cameras_delivery_comes_from_its_own_diagnostics_keys() -> None:
+    values = {
+        "frames_in": "290",  # the node's total: not any one camera's
+        "front.camera_frames_received": "100",
+        "front.camera_frames_lost": "0",
+        "left.camera_frames_received": "90",
+        "left.camera_frames_lost": "10",
+        "left.camera_frames_lost_in_transport": "4",
+        # rear said nothing: none received
+    }
+    got = camera_delivery(
+        {"front": 100, "left": 100, "rear": 100}, values, {"left": 2}, {"front": 100, "left": 95}
+    )
+    assert got["front"] == {
+        "published": 100,
+        "received": 100,
+        "delivered": 1.0,
+        "lost": 0,
+        "lost_in_transport": 0,
+        "estimated": 1.0,
+        "loss_warnings": 0,
+        "bare": 1.0,
+    }
+    assert (got["left"]["delivered"], got["left"]["estimated"]) == (0.9, 0.9)
+    assert (got["left"]["lost_in_transport"], got["left"]["loss_warnings"]) == (4, 2)
+    assert got["left"]["bare"] == 0.95
+    assert got["rear"]["received"] == 0 and got["rear"]["delivered"] == 0.0
+    assert got["rear"]["bare"] == 0.0
+    # a row per node and camera in the benchmark's table; one camera keeps its one row
+    result = {
+        "frames_published": 300,
+        "diagnostics": {"encoder_node": values},
+        "delivery": {"encoder_node": {"cameras": got}, "bare_subscriber": {"delivered": 0.65}},
+    }
+    assert rows(result)[1] == ("encoder_node left", "90.0%", "90.0%", "40% of lost", "95.0%")
+    assert [r[0] for r in rows(result)] == [f"encoder_node {c}" for c in ("front", "left", "rear")]
+    one = {
+        "frames_published": 100,
+        "diagnostics": {"pipeline_node": {"camera_frames_lost_in_transport": "0"}},
+        "delivery": {
+            "pipeline_node": {"delivered": 0.98, "estimated": 0.98, "lost": 2},
+            "bare_subscriber": {"delivered": 1.0},
+        },
+    }
+    assert rows(one) == [("pipeline_node", "98.0%", "98.0%", "0% of lost", "100.0%")]
 
 
 @pytest.mark.ros  # the live nodes over DDS: the main stage only
