@@ -36,9 +36,10 @@ def test_the_aftermath_call_follows_and_calls_never_overlap() -> None:
     assert planner.due(3 * S) == SnapshotCall("event", ("a",))
     planner.add("b", 4 * S)
     assert planner.due(6 * S) == SnapshotCall("event", ("b",))  # due first: its hold is over
-    assert planner.due(8 * S) == SnapshotCall("aftermath", ("a",))  # 3 s + 5 s
+    assert planner.due(8 * S) is None  # 3 s + 5 s: due strictly after
+    assert planner.due(8 * S + 1) == SnapshotCall("aftermath", ("a",))
     assert planner.due(10 * S) is None
-    assert planner.due(11 * S) == SnapshotCall("aftermath", ("b",))
+    assert planner.due(11 * S + 1) == SnapshotCall("aftermath", ("b",))  # 6 s + 5 s
     planner.reconfigure(0, 0)  # live: no hold, no aftermath
     planner.add("c", 12 * S)
     assert planner.due(12 * S) == SnapshotCall("event", ("c",))

@@ -80,7 +80,11 @@ class SnapshotPlanner:
 
     Args:
         hold_ns: A call waits this long after the first episode that wants it, int ns >= 0.
-        aftermath_ns: A second call this long after each event call (0 = none), int ns >= 0.
+        aftermath_ns: A second call more than this long after each event call (0 = none),
+            int ns >= 0. Strictly more: a host polling from a fixed-period timer whose
+            period divides the delay hits it exactly, and the calls' wall-clock stamps
+            (read beside the steady clock that schedules) then showed a few tens of ns
+            less than the delay; the first tick past it keeps them apart by the delay.
 
     Raises:
         InputError: A negative duration.
@@ -123,6 +127,6 @@ class SnapshotPlanner:
             if self._aftermath_ns > 0:
                 self._aftermath.append((now_ns + self._aftermath_ns, ids))
             return SnapshotCall("event", ids)
-        if self._aftermath and now_ns >= self._aftermath[0][0]:
+        if self._aftermath and now_ns > self._aftermath[0][0]:
             return SnapshotCall("aftermath", self._aftermath.pop(0)[1])
         return None

@@ -160,14 +160,13 @@ class SnapshotPart:
     # --- the timer (its own callback group) ---
     def _on_timer(self) -> None:
         self._collect()
-        now = time.monotonic_ns()
+        now, requested = time.monotonic_ns(), time.time_ns()  # the note's stamp: this tick's
         with self._lock:
             call = self._planner.due(now, busy=self._inflight is not None)
         if call is not None:
-            self._ask(call)
+            self._ask(call, requested)
 
-    def _ask(self, call: SnapshotCall) -> None:
-        requested = time.time_ns()
+    def _ask(self, call: SnapshotCall, requested: int) -> None:
         self._stats.count("snapshots_requested")
         service = self._config.snapshot_service
         if self._client is None or not self._client.service_is_ready():
