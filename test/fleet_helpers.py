@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
+import threading
 import time
+import traceback
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +17,7 @@ from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import numpy.typing as npt
+import psycopg
 
 from surprise_memory.config import FleetConfig, StoreConfig
 from surprise_memory.memory.camera_view import CameraView
@@ -116,6 +120,31 @@ def server_ids(url: str) -> list[str]:
     """The ids of the episodes the store at ``url`` holds, in the order added (read-only)."""
     with open_store(url, read_only=True) as store:
         return store.episode_ids()
+
+
+def stuck_report(url: str) -> str:
+    """Where the fleet senders are and who holds the server's advisory locks, for a failure.
+
+    A delivery that never came is the fleet's hang to find: the stacks of this process's
+    ``fleet-sender`` threads, and the server's sessions with their state and locks.
+    """
+    frames = sys._current_frames()
+    lines = []
+    for thread in threading.enumerate():
+        if thread.name.startswith("fleet-sender") and thread.ident in frames:
+            lines.append(f"--- {thread.name} ({thread.ident})")
+            lines += traceback.format_stack(frames[thread.ident])
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            rows = conn.execute(
+                "SELECT a.pid, a.state, a.wait_event, left(a.query, 80), l.locktype, l.granted "
+                "FROM pg_stat_activity a LEFT JOIN pg_locks l "
+                "ON l.pid = a.pid AND l.locktype = 'advisory' WHERE a.datname = current_database()"
+            ).fetchall()
+        lines += [f"server session: {row}" for row in rows]
+    except psycopg.Error as exc:
+        lines.append(f"server sessions: not read ({exc})")
+    return "\n".join(lines)
 
 
 def camera_rgb(i: int, fps: int, size: int, scenes: int = 2) -> npt.NDArray[np.uint8]:

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_helpers import Robot, hung, server_ids, socket_path, stopped, via, wait_until
+from fleet_helpers import (
+    Robot,
+    hung,
+    server_ids,
+    socket_path,
+    stopped,
+    stuck_report,
+    via,
+    wait_until,
+)
 from link_proxy import LinkProxy
 from store_backends import new_database
 
@@ -253,7 +262,10 @@ def test_three_robots_each_with_its_own_flaky_link(tmp_path: Path, pg_server: An
                 robot.add(k)
         links[0].pass_traffic()
         links[2].pass_traffic()
-        assert wait_until(lambda: all(r.delivered() for r in robots), 40.0), [
+        delivered = wait_until(lambda: all(r.delivered() for r in robots), 40.0)
+        if not delivered:
+            print(stuck_report(db))  # in the captured output: where it hangs, untruncated
+        assert delivered, [
             (r.name, r.store.status().backlog.episodes, r.store.status().link) for r in robots
         ]
         with open_store(db, read_only=True) as server:

@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
+from psycopg import pq
 
 from surprise_memory.errors import StoreError, StoreUnreachableError
 from surprise_memory.memory.store.catalog import StoreMeta
@@ -123,6 +124,12 @@ class Session:
                 f"{self._watchdog.limit_s:g} s (the link or the server is down)"
             )
         if conn is None or conn.broken or conn.closed:
+            return StoreUnreachableError(f"{self.where}: cannot {what}: {exc}")
+        if _left_mid_exchange(exc, conn):
+            # a link cut mid-exchange can leave libpq with a command in progress on a
+            # connection not marked broken: every later statement then fails ("another
+            # command is already in progress"); closed here, the next call reconnects
+            conn.close()
             return StoreUnreachableError(f"{self.where}: cannot {what}: {exc}")
         return StoreError(f"{self.where}: cannot {what}: {exc}")
 
@@ -242,3 +249,16 @@ class Session:
                 self._conn.close()
                 self._conn = None
             self._watchdog.close()
+
+
+def _left_mid_exchange(exc: psycopg.Error, conn: psycopg.Connection[Any]) -> bool:
+    """Whether a failed call left ``conn`` unusable though not broken.
+
+    The client failed (no SQLSTATE: the server refused nothing), or libpq is still in a
+    command.
+    """
+    busy = conn.pgconn.transaction_status in (
+        pq.TransactionStatus.ACTIVE,
+        pq.TransactionStatus.UNKNOWN,
+    )
+    return busy or (isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None)
