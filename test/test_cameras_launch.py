@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-import time
 import unittest
 from pathlib import Path
 
@@ -33,7 +32,7 @@ import synthetic_frames as sf
 from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from ros_helpers import include_launch_file
+from ros_helpers import include_launch_file, spin_until, wait_for_subscribers
 from sensor_msgs.msg import Image
 
 from launch import LaunchDescription
@@ -97,13 +96,8 @@ class TestThreeCameras(unittest.TestCase):
             node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 50)
             cameras = {n: node.create_publisher(Image, t, reliable) for n, t in TOPICS.items()}
             odom = node.create_publisher(Odometry, "/odom", reliable)
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline and not (
-                all(p.get_subscription_count() >= 1 for p in cameras.values())
-                and odom.get_subscription_count() >= 1
-            ):
-                rclpy.spin_once(node, timeout_sec=0.1)
-            self.assertTrue(all(p.get_subscription_count() >= 1 for p in cameras.values()))
+            for publisher in [*cameras.values(), odom]:
+                wait_for_subscribers(node, publisher, timeout=90)
             # one encoder in the graph, for the three cameras
             names = [n for n, _ in node.get_node_names_and_namespaces()]
             self.assertEqual([n for n in names if n in ENCODER.values()], [encoder])
@@ -116,14 +110,14 @@ class TestThreeCameras(unittest.TestCase):
                 odom.publish(o)
                 for name, publisher in cameras.items():
                     publisher.publish(image_msg_from_rgb(scenes[name][i], t, f"{name}_optical"))
-                end = time.monotonic() + 1.0 / sf.FPS
-                while time.monotonic() < end:
-                    rclpy.spin_once(node, timeout_sec=0.01)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not (
-                {e.camera for e in episodes} >= set(MOUNTS) and "batch_cameras_max" in values
-            ):
-                rclpy.spin_once(node, timeout_sec=0.1)
+                spin_until(node, lambda: False, 1.0 / sf.FPS)
+            spin_until(
+                node,
+                lambda: (
+                    {e.camera for e in episodes} >= set(MOUNTS) and "batch_cameras_max" in values
+                ),
+                60.0,
+            )
             self.assertGreaterEqual(int(values["batch_cameras_max"]), 2)
             for name, mount in MOUNTS.items():
                 self.assertGreater(int(values[f"{name}.windows_encoded"]), 0)
