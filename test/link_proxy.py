@@ -156,6 +156,12 @@ class _Connection:
             with contextlib.suppress(OSError):
                 if reset:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                # close() alone does not wake a pump blocked in recv() on the socket, and
+                # until that recv returns the kernel keeps the connection open: the peer
+                # hears of no cut (a client waiting for an answer waited for ever).
+                # shutdown(SHUT_RD) wakes it, sends nothing; the last close sends FIN or RST
+                sock.shutdown(socket.SHUT_RD)
+            with contextlib.suppress(OSError):
                 sock.close()
 
 

@@ -7,6 +7,9 @@ into a schema-1 store, and what the candidate count does to the approximate answ
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import psycopg
 import pytest
@@ -166,3 +169,24 @@ def test_the_candidate_count_bounds_what_the_index_can_find(pg_url: str) -> None
     wide = StoreConfig(ann_min_frames=0, ann_candidates=60)
     with open_store(pg_url, wide, read_only=True) as approx:
         assert [h.episode.id for h in approx.retrieve(query)] == [h.episode.id for h in want]
+
+
+def test_only_a_store_with_rows_migrates_under_the_long_bound(pg_url: str) -> None:
+    """A new store's migrations run on empty tables under the ordinary bound per answer; an
+    hour's (a migration over a robot-year) would let a link gone silent while a robot sets
+    up a fresh fleet server hold its sender that long."""
+    entered: list[int] = []
+
+    @contextlib.contextmanager
+    def long_work() -> Iterator[None]:
+        entered.append(1)
+        yield
+
+    with pg_schema.connect(pg_url, read_only=False, timeout_s=5.0) as conn:
+        pg_schema.ensure_schema(conn, "new", read_only=False, long_work=long_work)
+        assert entered == [] and pg_schema.schema_version(conn) == pg_schema.SCHEMA_VERSION
+        for name, _, _ in CAMERA_COLUMN_TYPES:  # back to schema 4: one step to migrate
+            conn.execute(f"ALTER TABLE surprise_memory.episodes DROP COLUMN {name}")
+        conn.execute("UPDATE surprise_memory.meta SET value = '4' WHERE key = 'schema_version'")
+        pg_schema.ensure_schema(conn, "old", read_only=False, long_work=long_work)
+        assert entered == [1] and pg_schema.schema_version(conn) == pg_schema.SCHEMA_VERSION

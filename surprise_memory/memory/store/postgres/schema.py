@@ -389,8 +389,9 @@ def ensure_schema(
         conn: An autocommit connection.
         where: The store's location, for the messages (no password in it).
         read_only: Refuse to create or migrate (a reader never writes).
-        long_work: Entered around each migration step, which may take long (the
-            session's watchdog allows it more time there).
+        long_work: Entered around each migration step of a store that was already there,
+            which may take long with its rows (the session's watchdog allows it more
+            time there); a store created here migrates its empty tables without it.
 
     Raises:
         StoreError: No store here (read-only), a newer schema, a migration needed but the
@@ -429,6 +430,10 @@ def ensure_schema(
                     "INSERT INTO surprise_memory.meta (key, value) VALUES ('schema_version', '1')"
                 )
             version = 1
+            # the migrations then run on empty tables: quick, so each answer keeps the
+            # ordinary bound (an hour's would let a link gone silent while a robot sets up
+            # a fresh fleet server hold its sender that long)
+            long_work = contextlib.nullcontext
         for v in range(version, SCHEMA_VERSION):
             step = MIGRATIONS.get(v)
             if step is None:
