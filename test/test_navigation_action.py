@@ -641,6 +641,144 @@ def test_goto_store_cancels_a_late_acceptance_before_it_exits(
     nav.wait_for(goal_id, "canceled")  # cancelled by the CLI process, before it exited
 
 
+class LossyNavigator:
+    """A navigator whose goal answers are lost on the way: NavigateToPose's services and
+    topics by hand, the goal service's answer held back until :meth:`release` (as DDS
+    drops a service response to a client its server has not discovered yet). It lists an
+    accepted goal on the status topic ``accept_after_s`` after the request, as a real one
+    does, and cancels on request."""
+
+    def __init__(self, node: Node, action: Any, name: str, accept_after_s: float) -> None:
+        from rclpy.qos import qos_profile_action_status_default
+
+        impl = action.Impl
+        self._impl, self.accept_after_s = impl, accept_after_s
+        self._released = threading.Event()
+        self._lock = threading.Lock()
+        self._ended = threading.Condition(self._lock)  # a goal ended, or the test did
+        self._closed = False
+        self._goals: dict[bytes, Any] = {}  # goal id -> status entry
+        self.log: list[str] = []
+        group = ReentrantCallbackGroup()
+        self._status = node.create_publisher(
+            impl.GoalStatusMessage, f"{name}/_action/status", qos_profile_action_status_default
+        )
+        self._entities = [
+            self._status,
+            node.create_publisher(impl.FeedbackMessage, f"{name}/_action/feedback", 10),
+            node.create_service(
+                impl.SendGoalService,
+                f"{name}/_action/send_goal",
+                self._on_goal,
+                callback_group=group,
+            ),
+            node.create_service(
+                impl.CancelGoalService,
+                f"{name}/_action/cancel_goal",
+                self._on_cancel,
+                callback_group=group,
+            ),
+            node.create_service(
+                impl.GetResultService,
+                f"{name}/_action/get_result",
+                self._on_result,
+                callback_group=group,
+            ),
+        ]
+
+    def _publish(self) -> None:
+        msg = self._impl.GoalStatusMessage()
+        with self._lock:
+            msg.status_list = list(self._goals.values())
+        self._status.publish(msg)
+
+    def _on_goal(self, request: Any, response: Any) -> Any:
+        from action_msgs.msg import GoalStatus as GoalStatusMsg
+
+        time.sleep(self.accept_after_s)
+        status = GoalStatusMsg(status=GoalStatusMsg.STATUS_EXECUTING)
+        status.goal_info.goal_id = request.goal_id
+        with self._lock:
+            self._goals[bytes(request.goal_id.uuid)] = status
+            self.log.append("accepted")
+        self._publish()
+        self._released.wait(30.0)  # the answer, held back
+        response.accepted = True
+        return response
+
+    def _on_cancel(self, request: Any, response: Any) -> Any:
+        with self._lock:
+            status = self._goals.get(bytes(request.goal_info.goal_id.uuid))
+            if status is not None:
+                status.status = status.STATUS_CANCELED
+                response.goals_canceling = [status.goal_info]
+                self.log.append("canceled")
+                self._ended.notify_all()
+        self._publish()
+        return response
+
+    def _on_result(self, request: Any, response: Any) -> Any:
+        """The goal's result, once it has ended (as a real server holds the request)."""
+        key = bytes(request.goal_id.uuid)
+        with self._ended:
+            self._ended.wait_for(lambda: self._closed or self._goals[key].status >= 4, 30.0)
+            response.status = self._goals[key].status
+        return response
+
+    def release(self) -> None:
+        """Let the held answers go."""
+        self._released.set()
+
+    def close(self) -> None:
+        """Let every held request go (the test is over)."""
+        self._released.set()
+        with self._ended:
+            self._closed = True
+            self._ended.notify_all()
+
+
+@pytest.mark.parametrize("accept_after_s", [0.0, 2.5], ids=["in_time", "late"])
+def test_an_acceptance_whose_answer_is_lost_is_seen_on_the_status_topic(
+    ros: tuple[Node, ScriptedNavigator], accept_after_s: float
+) -> None:
+    """The navigator accepted, its answer never came: the status topic tells, and the goal
+    is followed (in time) or cancelled at once (late), never left "pending"."""
+    from surprise_memory.config import NavigationConfig
+    from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
+
+    node, scripted = ros
+    name = f"/lossy_{int(accept_after_s * 10)}/navigate_to_pose"
+    lossy = LossyNavigator(node, scripted.action, name, accept_after_s)
+    config = NavigationConfig(
+        goal_transport="action",
+        goal_action=name,
+        goal_action_type=scripted.action_type_name,
+        goal_timeout_seconds=TIMEOUT_S,
+    )
+    sender = GoalSender(node, config, callback_group=ReentrantCallbackGroup())
+    try:
+        sent = sender.send(goal_msg(node, yawed(1.0, 2.0, 0.0)), timeout_s=TIMEOUT_S)
+        gid = sent.goal_id
+        want = "running" if accept_after_s < TIMEOUT_S else "cancelled_after_late_acceptance"
+        deadline = time.monotonic() + 10.0
+        while (now := sender.book.get(gid)) is not None and now.state != want:
+            assert time.monotonic() < deadline, (now.state, now.message)
+            time.sleep(0.05)
+        assert now is not None and "seen on its status topic" in now.message, now
+        if accept_after_s < TIMEOUT_S:
+            assert sent.state == "running"  # told by the status, within the send's wait
+            assert lossy.log == ["accepted"]
+        else:
+            assert sent.state == "pending"
+            assert lossy.log == ["accepted", "canceled"]
+        lossy.release()  # the lost answer comes after all: taken once, nothing changes
+        time.sleep(0.5)
+        assert sender.book.get(gid).state == want  # type: ignore[union-attr]
+    finally:
+        lossy.close()
+        sender.destroy()
+
+
 def test_a_rejected_goal_is_refused_with_its_id(
     ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path], tmp_path: Path
 ) -> None:

@@ -7,7 +7,10 @@
   id, state, feedback and outcome; one goal at a time (a new one preempts ours); a goal
   cancelled by id. A goal that reaches no navigator is refused ("not sent"); one the
   navigator has not answered within the timeout is "pending", and cancelled at once if
-  the navigator accepts it late: never reported as not sent while it may run.
+  the navigator accepts it late: never reported as not sent while it may run. The
+  action's status topic also tells of an acceptance whose answer was lost on the way
+  (DDS drops a service response to a client its navigator has not discovered yet, as
+  under load or over a slow link): such a goal is followed (or cancelled) as if answered.
 
 It takes a host node (the memory node, or the CLI's short-lived node) whose executor spins
 in another thread than the caller's: it waits with deadlines, from any thread. The tf
@@ -151,19 +154,31 @@ class GoalSender:
         self._kind = kind.rsplit("/", 1)[-1]
         self._action_name = ""
         self._client: Any = None
+        self._status_sub: Any = None
         self._publisher: Any = None
         self._navigator = config.navigator_node
         self._late_wait_s = config.goal_timeout_seconds
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}  # accepted goals not finished: id -> handle
         self._waiting: dict[str, str] = {}  # sent, not answered: id -> "waiting" | "late"
+        self._answered: dict[str, threading.Event] = {}  # id -> set once answered, either way
         if action is not None:
+            from action_msgs.msg import GoalStatusArray
             from rclpy.action.client import ActionClient
+            from rclpy.qos import qos_profile_action_status_default
 
             self._client = ActionClient(
                 node, action, config.goal_action, callback_group=callback_group
             )
             self._action_name = node.resolve_topic_name(config.goal_action)
+            # the navigator's list of the goals it holds: an acceptance whose answer was lost
+            self._status_sub = node.create_subscription(
+                GoalStatusArray,
+                f"{self._action_name}/_action/status",
+                self._on_status,
+                qos_profile_action_status_default,
+                callback_group=callback_group,
+            )
         else:
             self._publisher = node.create_publisher(PoseStamped, config.goal_topic, GOAL)
         self.via = (
@@ -268,12 +283,13 @@ class GoalSender:
         self.book.add(status)
         with self._lock:
             self._waiting[gid] = "waiting"
+            self._answered[gid] = answered
         future = self._client.send_goal_async(
             request,
             feedback_callback=lambda msg: self._on_feedback(gid, msg),
             goal_uuid=UUID(uuid=list(uuid.UUID(gid).bytes)),
         )
-        future.add_done_callback(lambda f: self._on_answer(gid, f, answered))
+        future.add_done_callback(lambda f: self._on_answer(gid, f))
         answered.wait(max(timeout_s - (time.monotonic() - start), 0.5))
         with self._lock:
             late = self._waiting.get(gid) == "waiting"
@@ -292,27 +308,55 @@ class GoalSender:
         return now
 
     # ------------------------------------------------------------------ the navigator's answers
-    def _on_answer(self, gid: str, future: Any, answered: threading.Event) -> None:
+    def _on_answer(self, gid: str, future: Any) -> None:
         """The goal's answer (executor thread): accepted, rejected, or failed."""
         handle: Any = future.result() if future.exception() is None else None
-        accepted = handle is not None and handle.accepted
-        with self._lock:
-            late = self._waiting.pop(gid, "") == "late"
-            if accepted:
-                self._handles[gid] = handle
-        if not accepted:
-            why = "rejected the goal" if handle is not None else f"failed: {future.exception()}"
-            self.book.update(gid, state="rejected", message=f"the navigator {why}")
-        elif late:
-            self.book.update(gid, force=True, message="accepted late: cancelling it")
-            self._cancel_late(gid, handle)
+        if handle is None:
+            self._answer(gid, None, f"failed: {future.exception()}")
         else:
-            self._preempting(gid, state="running", message="accepted by the navigator")
-        if accepted:
+            self._answer(gid, handle, "" if handle.accepted else "rejected the goal")
+
+    def _on_status(self, msg: Any) -> None:
+        """The navigator's list of its goals (executor thread).
+
+        One of ours there was accepted, answered or not (a rejected goal is never listed).
+        """
+        from rclpy.action.client import ClientGoalHandle
+
+        for entry in msg.status_list:
+            goal_id = entry.goal_info.goal_id
+            gid = str(uuid.UUID(bytes=bytes(goal_id.uuid)))
+            with self._lock:
+                unanswered = gid in self._waiting
+            if unanswered:
+                response = self._action.Impl.SendGoalService.Response(
+                    accepted=True, stamp=entry.goal_info.stamp
+                )
+                handle = ClientGoalHandle(self._client, goal_id, response)
+                self._answer(gid, handle, "", seen="its answer lost, seen on its status topic")
+
+    def _answer(self, gid: str, handle: Any, refused: str, seen: str = "") -> None:
+        """Take the navigator's answer once, from its response or its status topic."""
+        with self._lock:
+            waited = self._waiting.pop(gid, None)
+            if waited is None:
+                return  # answered already: the other way told first
+            answered = self._answered.pop(gid)
+            if not refused:
+                self._handles[gid] = handle
+        how = f" ({seen})" if seen else ""
+        if refused:
+            self.book.update(gid, state="rejected", message=f"the navigator {refused}")
+        elif waited == "late":
+            self.book.update(gid, force=True, message=f"accepted late{how}: cancelling it")
+            self._cancel_late(gid, handle, how)
+        else:
+            self._preempting(gid, state="running", message=f"accepted by the navigator{how}")
+        if not refused:
             handle.get_result_async().add_done_callback(lambda f: self._on_result(gid, f))
         answered.set()
 
-    def _cancel_late(self, gid: str, handle: Any) -> None:
+    def _cancel_late(self, gid: str, handle: Any, how: str) -> None:
         """Cancel a goal accepted after its caller was answered; unknown if not acknowledged."""
         acknowledged = threading.Event()
 
@@ -320,7 +364,7 @@ class GoalSender:
             if _cancel_verdict(gid, future) != "accepted":
                 return  # the timer below says what that means
             acknowledged.set()
-            late = "accepted after the answer's timeout; cancelled at once, acknowledged"
+            late = f"accepted after the answer's timeout{how}; cancelled at once, acknowledged"
             now = self.book.get(gid)
             if now is not None and now.state == "preempted":  # its caller knows that
                 self.book.update(gid, force=True, message=late)
@@ -453,7 +497,8 @@ class GoalSender:
         return confirmed or (verdict == "ended" and now.done), now
 
     def destroy(self) -> None:
-        """Remove the action client (its entities are not in the node's lists)."""
+        """Remove the action client (not in the node's lists) and the status subscription."""
         if self._client is not None:
             self._client.destroy()
             self._client = None
+            self._node.destroy_subscription(self._status_sub)
