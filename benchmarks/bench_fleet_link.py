@@ -445,7 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before-s", type=float, default=30.0)
     parser.add_argument("--after-s", type=float, default=40.0)
     parser.add_argument("--faults", nargs="+", choices=FAULTS, default=list(FAULTS))
-    parser.add_argument("--commits", type=int, default=10, help="episodes per commit-cost row")
+    parser.add_argument(
+        "--commits", type=int, default=10, help="episodes per commit-cost row (0: no such rows)"
+    )
     parser.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="fleet_link_")))
     args = parser.parse_args(argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -469,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
             row = measure_fault(work, server, fault, args)
             results["faults"].append(row)
             print(json.dumps(row), flush=True)
-        results["commit"] = measure_commit_cost(args.out, server, args.commits)
+        if args.commits > 0:
+            results["commit"] = measure_commit_cost(args.out, server, args.commits)
     finally:
         rclpy.shutdown()
         server.cleanup()
