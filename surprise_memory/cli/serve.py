@@ -5,12 +5,11 @@ by uvicorn on ``--host``/``--port`` (127.0.0.1:8765 by default: this machine onl
 Access follows :mod:`surprise_memory.access`, as ``mcp`` does: another address needs a
 token (:data:`TOKEN_ENV` or ``--token-file``, never the command line), or the command
 refuses to start; with a token, on any address, a person signs in once on the page and
-scripts send ``Authorization: Bearer <token>``. The
-first line printed is the page's address (with the real port when ``--port 0`` asked for
-any free one), so a script or a test can read it. Ctrl-C (or SIGTERM) stops the server,
-ending the pages' live streams first, and the command exits 130 (or 143) as every other
-does after Ctrl-C (SIGTERM), also when it was started with SIGINT ignored
-(:mod:`~surprise_memory.cli.stopping`).
+scripts send ``Authorization: Bearer <token>``. The first line printed is the page's
+address (with the real port when ``--port 0`` asked for any free one), so a script or a
+test can read it. Ctrl-C (or SIGTERM) stops the server, ending the pages' live streams
+first, and the command exits 130 (or 143) as every other does after Ctrl-C (SIGTERM),
+also when it was started with SIGINT ignored (:mod:`~surprise_memory.cli.stopping`).
 """
 
 from __future__ import annotations
