@@ -160,3 +160,19 @@ def test_the_offline_pipeline_stores_blurred_faces(
                         before, after = region(photo, faces[0]), region(stored, faces[0])
                         assert detail(after) < 0.2 * detail(before)
     assert with_face >= 1
+
+
+def test_a_large_frame_is_searched_at_a_bounded_size(detector: FaceDetector) -> None:
+    """A 1800 px frame is searched at 1280 px: its face is found where it is, at its size.
+
+    (The model boxes a face a little differently at another scale: the centre and the size
+    are compared, each within a tenth of the face; a box left at the search's scale would be
+    0.71 times too small and off by a third of the frame.)
+    """
+    photo = grace_hopper()
+    (face,) = detector.detect(photo)
+    (big,) = detector.detect(np.asarray(Image.fromarray(photo).resize((3 * 512, 3 * 600))))
+    size = 3 * (face.x1 - face.x0)
+    assert abs((big.x0 + big.x1) / 2 - 3 * (face.x0 + face.x1) / 2) < 0.1 * size
+    assert abs((big.y0 + big.y1) / 2 - 3 * (face.y0 + face.y1) / 2) < 0.1 * size
+    assert abs((big.x1 - big.x0) - size) < 0.1 * size

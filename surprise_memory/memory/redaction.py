@@ -58,6 +58,7 @@ _NMS_OVERLAP = 0.3  # boxes overlapping more than this are one face
 _MARGIN = 0.25  # each side of a box grows by this fraction: hair, ears, chin
 _GRID = 4  # a face region is averaged down to at most 4 x 4 cells, then smoothed back
 _NETS = 4  # loaded networks kept, one per input size (a robot's cameras have few sizes)
+_MAX_SIDE = 1280  # larger frames are searched at this size: a face of 10 px there is found
 
 
 def face_model_path(package: str = FACE_MODEL_PACKAGE) -> Path:
@@ -132,7 +133,8 @@ class FaceDetector:
         """The faces in an (H, W, 3) uint8 RGB frame, best first."""
         cv2 = self._cv2
         height, width = rgb.shape[:2]
-        in_w, in_h = (_ALIGN * math.ceil(side / _ALIGN) for side in (width, height))
+        shrink = min(1.0, _MAX_SIDE / max(height, width))  # bounded time per frame
+        in_w, in_h = (_ALIGN * math.ceil(side * shrink / _ALIGN) for side in (width, height))
         net = self._net((in_w, in_h))
         # the model takes RGB 0-255 without normalisation, stretched to the aligned size
         net.setInput(cv2.dnn.blobFromImage(rgb, 1.0, (in_w, in_h), (0, 0, 0), False, False))
