@@ -14,8 +14,9 @@ FAINT = 0.1  # re-detection on the stored frames at a third of the redaction thr
 
 def grace_hopper() -> npt.NDArray[np.uint8]:
     """matplotlib's sample photograph of Grace Hopper (600 x 512, one face)."""
-    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
-        return np.asarray(Image.open(f).convert("RGB"))
+    path = matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB"))
 
 
 def region(rgb: npt.NDArray[np.uint8], box: FaceBox) -> npt.NDArray[np.float64]:

@@ -10,6 +10,7 @@ no face in it any more, and the rest of the photograph is kept.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -65,9 +66,12 @@ def outside(shape: tuple[int, ...], boxes: list[FaceBox]) -> npt.NDArray[np.bool
 
 @pytest.mark.parametrize("photo", [grace_hopper, two_faces], ids=["one_face", "two_faces"])
 def test_no_face_reaches_the_store_unblurred(
-    photo: object, detector: FaceDetector, faint: FaceDetector, store_location: str
+    photo: Callable[[], npt.NDArray[np.uint8]],
+    detector: FaceDetector,
+    faint: FaceDetector,
+    store_location: str,
 ) -> None:
-    original = photo()  # type: ignore[operator]
+    original = photo()
     faces = detector.detect(original)
     assert len(faces) == (2 if photo is two_faces else 1), faces
     redacted = FaceRedactor(detector).redact([Frame(original, 10), Frame(original, 20)])

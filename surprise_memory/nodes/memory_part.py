@@ -189,8 +189,8 @@ class MemoryPart:
         """Configure: open the store, load the embedder (slow; either can fail), writer."""
         store_cfg = StoreConfig.from_mapping(values)
         episodes = EpisodeConfig.from_mapping(values)
-        # first of all: with redact_faces on, a missing face model fails configure here,
-        # before any frame could be stored unblurred
+        # before the store opens: with redact_faces on, a missing face model fails
+        # configure here, and no frame can ever be stored unblurred
         self._redactor = FaceRedactor.from_config(episodes)
         path = describe_location(store_cfg.store_path)  # a folder, or a URL without password
         self._fleet_diagnostics = FleetDiagnostics(self._node, self._stats)
