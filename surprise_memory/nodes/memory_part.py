@@ -41,6 +41,7 @@ from surprise_memory.health import (
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.episodes import CameraClock, EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.redaction import FaceRedactor
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import (
     EpisodeRecord,
@@ -187,6 +188,10 @@ class MemoryPart:
     def setup(self, values: Mapping[str, Any]) -> None:
         """Configure: open the store, load the embedder (slow; either can fail), writer."""
         store_cfg = StoreConfig.from_mapping(values)
+        episodes = EpisodeConfig.from_mapping(values)
+        # before the store opens: with redact_faces on, a missing face model fails
+        # configure here, and no frame can ever be stored unblurred
+        self._redactor = FaceRedactor.from_config(episodes)
         path = describe_location(store_cfg.store_path)  # a folder, or a URL without password
         self._fleet_diagnostics = FleetDiagnostics(self._node, self._stats)
         # first: it fails fast (a fleet store opens its local copy; the server may be down)
@@ -198,7 +203,6 @@ class MemoryPart:
         self._recent = _recent_triggers(self._store, store_cfg)
         self._embedder = ImageTextEmbedder.from_config(EmbedderConfig.from_mapping(values))
         self._embed_lock = threading.Lock()  # one model, two threads (episodes, queries)
-        episodes = EpisodeConfig.from_mapping(values)
         specs = CamerasConfig.from_mapping(values).specs
         self._cameras = _CameraHistories([spec.name for spec in specs], episodes)
         self._embedder.warm_up(episodes.episode_frames)
@@ -207,6 +211,10 @@ class MemoryPart:
         self._stats.set(
             store=path, embedder=self._embedder.model_name, episodes_in_store=str(len(self._store))
         )
+        if self._redactor is not None:  # the counters shown from the start, at 0
+            self._stats.set(redact_faces="on: faces blurred before embedding and storing")
+            self._stats.count("redacted_frames", 0)
+            self._stats.count("redacted_faces", 0)
         self._episode_pub = self._node.create_publisher(
             Episode, "episodes", LATCHED, qos_overriding_options=overridable()
         )
@@ -403,12 +411,18 @@ class MemoryPart:
     def _store_episode(self, item: _CameraEpisode) -> EpisodeRecord:
         episode = item.frames
         event = self._events.pop((item.camera, episode.trigger.stamp_ns), None)
+        frames = episode.frames
+        if self._redactor is not None:  # before the embedder and the store see them
+            redacted = self._redactor.redact(frames)
+            frames = redacted.frames
+            self._stats.count("redacted_frames", redacted.frames_with_faces)
+            self._stats.count("redacted_faces", redacted.faces)
         with self._embed_lock:
-            embeddings = self._embedder.embed_images([f.rgb for f in episode.frames])
+            embeddings = self._embedder.embed_images([f.rgb for f in frames])
         pose, encoder_model, encoder_pretrained, camera = _scored_by(event)
         trig = episode.trigger
         return self._store.add(
-            list(episode.frames),
+            list(frames),
             embeddings,
             stamp_ns=trig.stamp_ns,
             surprise=trig.score,

@@ -142,6 +142,8 @@ def _combined(parts: Sequence[RunSummary], load_s: float) -> RunSummary:
         "suppressed_budget",
         "episodes",
         "stored_frames",
+        "redacted_frames",
+        "redacted_faces",
         "rejected",
     ):
         setattr(sm, name, sum(getattr(p, name) for p in parts))

@@ -54,6 +54,7 @@ from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.camera_view import CameraView, mounting_pose
 from surprise_memory.memory.episodes import EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.pose import compose
+from surprise_memory.memory.redaction import FaceRedactor
 from surprise_memory.offline.pipeline_settings import PIPELINE_CONFIGS, PipelineSettings
 from surprise_memory.offline.run_record import (
     RUN_FORMAT,
@@ -110,7 +111,8 @@ class OfflinePipeline:
         seed: Seed of random (untrained) weights.
 
     Raises:
-        ModelLoadError: Weights cannot be loaded.
+        ModelLoadError: Weights cannot be loaded, or ``redact_faces`` is on and the face
+            model is missing.
         ConfigError: A setting is invalid (e.g. ``clip_frames`` not a multiple of the
             tubelet size).
 
@@ -130,6 +132,8 @@ class OfflinePipeline:
         t0 = time.perf_counter()
         self.encoder = encoder or VideoEncoder.from_config(self.settings.encoder, seed=seed)
         self.embedder = embedder or ImageTextEmbedder.from_config(self.settings.embedder, seed=seed)
+        # a missing face model fails here, before any frame is read
+        self.redactor = FaceRedactor.from_config(self.settings.episode)
         self.load_s = time.perf_counter() - t0
         self.encoder.make_sampler(self.settings.encoder)  # checks clip_frames vs tubelet now
 
@@ -436,6 +440,11 @@ class _Run:
             except InputError:
                 pose = None
         frames = list(episode.frames)
+        if self.p.redactor is not None:  # before the embedder and the store see them
+            redacted = self.p.redactor.redact(frames)
+            frames = list(redacted.frames)
+            self.summary.redacted_frames += redacted.frames_with_faces
+            self.summary.redacted_faces += redacted.faces
         embeddings = self.p.embedder.embed_images(frames)
         spec = self.camera
         camera_pose = None

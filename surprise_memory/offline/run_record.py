@@ -82,6 +82,8 @@ class RunSummary:
         episodes_per_minute: ``episodes`` per minute of ``duration_s``.
         stored_frames: Frames stored in episodes.
         stored_fraction: ``stored_frames / frames``.
+        redacted_frames: Stored frames in which a face was blurred (``redact_faces``).
+        redacted_faces: Faces blurred in the stored frames.
         rejected: Frames or embeddings a core object refused (counted, skipped).
         wall_s: Seconds of processing (models already loaded).
         load_s: Seconds to load the models.
@@ -104,6 +106,8 @@ class RunSummary:
     episodes_per_minute: float = 0.0
     stored_frames: int = 0
     stored_fraction: float = 0.0
+    redacted_frames: int = 0
+    redacted_faces: int = 0
     rejected: int = 0
     wall_s: float = 0.0
     load_s: float = 0.0
