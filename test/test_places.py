@@ -132,7 +132,7 @@ def test_the_cameras_viewing_yaw_wins_over_the_robots() -> None:
 def test_driving_the_same_loop_adds_nothing_after_the_first_pass_but_history(history: int) -> None:
     # a 40 m square at 1 m/s: 160 s a pass, longer than place_revisit_seconds (60 s), so
     # every pass refreshes every place; the store keeps `history` views of each
-    selector = PlaceKeyframeSelector(PlacesConfig(place_history=history))
+    selector = PlaceKeyframeSelector(PlacesConfig())
     stored: dict[str, deque[int]] = {}
     counts = []
     places = []
@@ -277,8 +277,8 @@ def test_reconfiguring_the_grid_forgets_the_places() -> None:
     selector = PlaceKeyframeSelector()
     run(selector, loop_route(40.0, 1.0, 1))
     assert selector.places_remembered > 0
-    selector.reconfigure(PlacesConfig(place_history=5))
-    assert selector.places_remembered > 0 and selector.config.place_history == 5
+    selector.reconfigure(PlacesConfig(place_revisit_seconds=5.0))
+    assert selector.places_remembered > 0 and selector.config.place_revisit_seconds == 5.0
     selector.reconfigure(PlacesConfig(place_cell_m=4.0))
     assert selector.places_remembered == 0
 
@@ -290,7 +290,7 @@ def test_a_stamp_must_be_int_nanoseconds() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("place_cell_m", 0.0), ("place_sectors", 0), ("place_history", 0),
+    [("place_cell_m", 0.0), ("place_sectors", 0), ("place_revisit_seconds", -1.0),
      ("place_still_there_similarity", 1.5), ("place_keyframes", 1)],
 )  # fmt: skip
 def test_bad_settings_are_refused(field: str, value: object) -> None:

@@ -3,7 +3,9 @@
 Beside the paper's surprise episodes, the memory keeps one frame per place cell and
 viewing direction (:class:`~surprise_memory.memory.places.PlaceKeyframeSelector` decides
 which), replaced when the robot comes back, at most ``place_history`` per place; their
-number grows with the area covered, not with time. See ``doc/guides/places.md``.
+number grows with the area covered, not with time (``place_history`` is the store's
+setting, :class:`~surprise_memory.config.memory.StoreConfig`). See
+``doc/guides/places.md``.
 
 Defaults, from ``benchmarks/bench_place_keyframes.py`` (RESULTS.md, "Place keyframes"):
 2 m cells and 8 sectors of 45 degrees keep about one frame per 2 m of new route and
@@ -50,13 +52,6 @@ class PlacesConfig(ComponentConfig):
         low=1,
         high=64,
         read_only=True,
-    )
-    place_history: int = setting(
-        3,
-        "Views kept per place (cell and direction) and robot: a new keyframe of a place "
-        "deletes its oldest beyond this many.",
-        low=1,
-        high=1000,
     )
     place_revisit_seconds: float = setting(
         60.0,

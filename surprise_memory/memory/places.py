@@ -41,16 +41,29 @@ from surprise_memory.memory.pose import Pose, yaw_of
 from surprise_memory.stamps import NS_PER_SECOND
 
 __all__ = [
+    "EPISODE",
+    "PLACE",
     "RECENT_PLACES",
+    "RECORD_KINDS",
     "SKIP_REASONS",
     "PlaceCell",
     "PlaceKeyframeDecision",
     "PlaceKeyframeSelector",
+    "check_record_kind",
     "parse_place_key",
     "place_cell",
     "place_key",
     "sector_of",
 ]
+
+EPISODE = "episode"
+"""The kind of a stored record that is a surprise episode (the paper's)."""
+PLACE = "place"
+"""The kind of a stored record that is a place keyframe (one frame, the view of a place)."""
+RECORD_KINDS = (EPISODE, PLACE)
+"""Every kind a stored record may have (``EpisodeRecord.kind``)."""
+
+_PLACE_KEY_MAX = 256
 
 RECENT_PLACES = 65_536
 """Places whose last keyframe time the selector remembers (least recently kept forgotten
@@ -168,6 +181,35 @@ def parse_place_key(key: str) -> PlaceCell:
     if not (0 <= parsed.sector < parsed.sectors and parsed.cell_m > 0.0):
         raise InputError(f"place key {key!r}: sector or cell size out of range")
     return parsed
+
+
+def check_record_kind(kind: object, place_key: object, *, pose_valid: bool) -> str:
+    """Check a record's kind and place key (what the store checks on every add).
+
+    Args:
+        kind: ``"episode"`` or ``"place"``.
+        place_key: The place's key (:func:`place_key`) for a place, "" for an episode.
+        pose_valid: Whether the record has a pose (a place needs one).
+
+    Returns:
+        The kind.
+
+    Raises:
+        InputError: An unknown kind, a place without a key or a pose, an episode with a
+            key, or a key that is not a printable string of at most 256 characters.
+
+    """
+    if kind not in RECORD_KINDS:
+        raise InputError(f"kind={kind!r}: must be one of {', '.join(RECORD_KINDS)}")
+    if not isinstance(place_key, str) or len(place_key) > _PLACE_KEY_MAX:
+        raise InputError(f"place_key={place_key!r}: must be a string of at most 256 characters")
+    if kind == EPISODE and place_key:
+        raise InputError(f"place_key={place_key!r}: an episode has none (kind={PLACE!r} has)")
+    if kind == PLACE and (not place_key or not place_key.isprintable()):
+        raise InputError(f"place_key={place_key!r}: a place needs its printable key")
+    if kind == PLACE and not pose_valid:
+        raise InputError("a place keyframe needs a pose (pose=None given)")
+    return str(kind)
 
 
 @dataclass(frozen=True)
