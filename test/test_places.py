@@ -132,7 +132,7 @@ def test_the_cameras_viewing_yaw_wins_over_the_robots() -> None:
 def test_driving_the_same_loop_adds_nothing_after_the_first_pass_but_history(history: int) -> None:
     # a 40 m square at 1 m/s: 160 s a pass, longer than place_revisit_seconds (60 s), so
     # every pass refreshes every place; the store keeps `history` views of each
-    selector = PlaceKeyframeSelector(PlacesConfig())
+    selector = PlaceKeyframeSelector(PlacesConfig(place_revisit_seconds=60.0))
     stored: dict[str, deque[int]] = {}
     counts = []
     places = []
@@ -303,3 +303,19 @@ def test_the_places_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> N
     selector = PlaceKeyframeSelector(PlacesConfig(place_min_interval_seconds=0.0))
     kept = run(selector, loop_route(40.0, 1.0, 1))
     assert len(kept) > 10 and selector.places_remembered == 10
+
+
+@pytest.mark.parametrize(("y", "wobble", "rows"), [(2.0, 0.3, 1), (1.0, 0.3, 1), (4.0, 0.7, 2)])
+def test_wobbling_along_a_cells_edge_keeps_one_row(y: float, wobble: float, rows: int) -> None:
+    """Driving along y = 2 (a cell's edge) with +-0.3 m of wobble: one row of places, not
+    two; +-0.7 m goes beyond the hysteresis (0.5 m) into the other row."""
+    config = PlacesConfig(place_min_interval_seconds=0.0, place_max_speed_mps=100.0)
+    selector = PlaceKeyframeSelector(config)
+    kept = []
+    for i in range(40 * HZ):  # 40 m at 1 m/s
+        side = (-1) ** i
+        pose = yaw_pose(0.1 + i / HZ, y + wobble * side, 0, 0.3 * side, "map")
+        if (d := selector.push(i * NS_PER_SECOND // HZ, pose)) is not None:
+            kept.append(d)
+    assert len({d.cell.iy for d in kept}) == rows
+    assert {d.cell.sector for d in kept} == {0}  # +-17 degrees of yaw: one sector

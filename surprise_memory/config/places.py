@@ -54,9 +54,10 @@ class PlacesConfig(ComponentConfig):
         read_only=True,
     )
     place_revisit_seconds: float = setting(
-        60.0,
+        300.0,
         "Least time between two keyframes of the same place: a place is kept again when the "
-        "robot comes back (or is still there) this long after its last keyframe.",
+        "robot comes back (or is still there) this long after its last keyframe, so its "
+        "latest view is at most this old plus the time until the robot passes again.",
         low=0.0,
         high=30 * 86400.0,
     )

@@ -1,4 +1,4 @@
-""" "Is it still there?": when an episode's place was last seen, and whether it still looks so.
+"""Is it still there? When an episode's place was last seen, and whether it still looks so.
 
 An episode (or any stored record with a pose) shows a place. The place keyframes
 (:mod:`~surprise_memory.memory.places`) hold the latest views of every place the robot

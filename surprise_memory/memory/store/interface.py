@@ -180,7 +180,7 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
                 pose: then its place's views beyond the ``place_history`` newest are
                 deleted in the same transaction; the budget is left alone).
             place_key: A place keyframe's place
-                (:attr:`~surprise_memory.memory.places.PlaceKeyframeDecision.place_key`);
+                (a :class:`~surprise_memory.memory.places.PlaceKeyframeDecision`'s);
                 "" for an episode.
 
         Returns:
