@@ -226,3 +226,47 @@ def test_each_camera_gets_its_own_frames_topic_and_its_pose(tmp_path: Path) -> N
         ("rear", "180.0"),
         ("", ""),
     ]
+
+
+def test_place_keyframes_are_exported_apart_and_marked(tmp_path: Path) -> None:
+    """A place keyframe's frame goes on the place topic, its pose on the place pose topic
+    and under its own tf child, its info says kind place; no marker, no curve (issue 47)."""
+    import numpy as np
+
+    from surprise_memory.memory.pose import Pose
+    from surprise_memory.offline.export import (
+        EXPORT_PLACE_TF_CHILD,
+        PLACE_TOPICS,
+        export_episodes,
+        places_topic,
+    )
+    from surprise_memory.perception.frames import Frame
+
+    rng = np.random.default_rng(4)
+    at = Pose(3.0, 5.0, 0.0, frame_id="map")
+    with EpisodeStore(tmp_path / "store") as s:
+        for i, kind in enumerate(("episode", "place", "place")):
+            n = 2 if kind == "episode" else 1
+            s.add(
+                [Frame(rng.integers(0, 255, (12, 16, 3), dtype=np.uint8), i * 10**9 + j)
+                 for j in range(n)],
+                rng.standard_normal((n, 8)), stamp_ns=i * 10**9, surprise=2.0 * (kind == "episode"),
+                threshold=1.0, pose=at, embedder_model="m", embedder_pretrained=False,
+                kind=kind, place_key="" if kind == "episode" else f"map@2m:1,2:{i}/8",
+            )  # fmt: skip
+        summary = export_episodes(s, [s.get(e) for e in s.episode_ids()], tmp_path / "out")
+    assert places_topic("") == PLACE_TOPICS["places"][0]
+    assert summary.messages[PLACE_TOPICS["places"][0]] == 2 and summary.messages[FRAMES] == 2
+    assert summary.messages[PLACE_TOPICS["place_pose"][0]] == 2 and summary.messages[POSE] == 1
+    got: dict[str, list[object]] = {}
+    with AnyReader([tmp_path / "out"]) as reader:
+        for conn, _, raw in reader.messages():
+            got.setdefault(conn.topic, []).append(reader.deserialize(raw, conn.msgtype))
+    children = [m.transforms[0].child_frame_id for m in got["/tf"]]
+    assert children == [EXPORT_TF_CHILD, EXPORT_PLACE_TF_CHILD, EXPORT_PLACE_TF_CHILD]
+    info = [{kv.key: kv.value for kv in m.status[0].values} for m in got[EXPORT_TOPICS["info"][0]]]
+    assert [(v["kind"], v["place_key"]) for v in info] == [
+        ("episode", ""), ("place", "map@2m:1,2:1/8"), ("place", "map@2m:1,2:2/8"),
+    ]  # fmt: skip
+    assert len(got[EXPORT_TOPICS["markers"][0]]) == 1  # the episode's only
+    assert len(got[EXPORT_TOPICS["score"][0]]) == 1

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fleet_helpers import (
     Robot,
@@ -29,9 +30,11 @@ from link_proxy import LinkProxy
 from store_backends import new_database
 
 from surprise_memory.errors import StoreUnreachableError
+from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store import open_store, partial_of
 from surprise_memory.memory.store.fleet.ledger import LEDGER_NAME
 from surprise_memory.memory.store.migrate import episode_digest
+from surprise_memory.perception.frames import Frame
 
 
 @pytest.fixture
@@ -286,3 +289,45 @@ def test_three_robots_each_with_its_own_flaky_link(tmp_path: Path, pg_server: An
         for proxy in links:
             proxy.close()
     assert all(r.not_sent == [] for r in robots)
+
+
+def _add_view(robot: Robot, k: int) -> Any:
+    """A place keyframe of one place at k s (one frame, its pose, its place's key)."""
+    stamp = k * 1_000_000_000
+    return robot.store.add(
+        [Frame(np.full((24, 32, 3), k, dtype=np.uint8), stamp)],
+        np.random.default_rng(k).normal(size=(1, 16)).astype(np.float32),
+        stamp_ns=stamp, surprise=0.0, embedder_model="m", embedder_pretrained=True,
+        pose=Pose(3.0, 5.0, frame_id="map"), kind="place", place_key="map@2m:1,2:0/8",
+        episode_id=f"{robot.name}-view-{k}",
+    )  # fmt: skip
+
+
+def test_place_keyframes_are_delivered_and_their_replaced_views_are_not_lost(
+    tmp_path: Path, link: LinkProxy, db: str
+) -> None:
+    """A place's views reach the server with their kind; views the robot replaced while
+    the link was down are dropped from the backlog, not named as not sent (issue 47)."""
+    robot = Robot(tmp_path, via(db, link.port), "r1")
+    try:
+        first = _add_view(robot, 1)
+        assert wait_until(robot.delivered, 20.0)
+        link.refuse()
+        for k in range(2, 8):  # place_history 3: the robot keeps views 5, 6, 7
+            _add_view(robot, k)
+        assert robot.store.status().backlog.episodes == 3
+        assert robot.store.local.place_views(first.place_key, "r1") == [
+            f"r1-view-{k}" for k in (7, 6, 5)
+        ]
+        assert [r.id for r in robot.store.latest_places([first.place_key])] == ["r1-view-7"]
+        link.pass_traffic()
+        assert wait_until(robot.delivered, 30.0), robot.store.status()
+        with open_store(db, read_only=True) as server:  # its own bound: the newest 3
+            assert server.episode_ids() == [f"r1-view-{k}" for k in (5, 6, 7)]
+            assert episode_digest(server, "r1-view-7") == episode_digest(
+                robot.store.local, "r1-view-7"
+            )
+            assert {h.episode.kind for h in server.search(kinds={"place"})} == {"place"}
+    finally:
+        robot.store.close()
+    assert robot.not_sent == []

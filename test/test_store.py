@@ -182,9 +182,9 @@ def test_migration_path_runs_each_step(tmp_path: Path, monkeypatch: pytest.Monke
 def test_schema_versions_are_origin_then_robot_id_then_snapshots_then_session_id() -> None:
     """Version 2 moved the origin to the first frame (issue 13), version 3 added robot ids,
     version 4 the snapshot notes (issue 30), version 5 session ids (issue 29), version 6
-    the episode's camera (issue 42)."""
-    assert store_mod.SCHEMA_VERSION == 6
-    assert sorted(store_mod._MIGRATIONS) == [1, 2, 3, 4, 5]
+    the episode's camera (issue 42), version 7 the record's kind and place (issue 47)."""
+    assert store_mod.SCHEMA_VERSION == 7
+    assert sorted(store_mod._MIGRATIONS) == [1, 2, 3, 4, 5, 6]
 
 
 def test_time_origin_is_the_first_frame_seen_and_persisted(store_location: str) -> None:
@@ -214,8 +214,20 @@ def test_time_origin_is_the_first_frame_seen_and_persisted(store_location: str) 
         assert store.origin_ns == 0
 
 
+def as_version_6(db: Path) -> None:
+    """Turn a store's database back into what schema version 6 wrote (no kinds, no places)."""
+    conn = sqlite3.connect(db)
+    conn.execute("DROP INDEX episodes_place")
+    conn.execute("ALTER TABLE episodes DROP COLUMN place_key")
+    conn.execute("ALTER TABLE episodes DROP COLUMN kind")
+    conn.execute("PRAGMA user_version = 6")
+    conn.commit()
+    conn.close()
+
+
 def _as_version_5(db: Path) -> None:
     """Turn a store's database back into what schema version 5 wrote (no cameras)."""
+    as_version_6(db)
     conn = sqlite3.connect(db)
     for name, _, _ in CAMERA_COLUMN_TYPES:
         conn.execute(f"ALTER TABLE episodes DROP COLUMN {name}")

@@ -251,3 +251,37 @@ def test_query_command_reads_postgres_and_filters_by_robot(
     assert "password" not in out["store"]
     assert main(["query", pg_url, "--near", "7,-1", "--radius", "0.5"]) == 0
     assert "(7.00, -1.00, 0.00) map" in capsys.readouterr().out
+
+
+def test_place_keyframes_are_copied_with_their_kind_and_every_view(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """A copy keeps every place view as the source holds it, even into a store whose own
+    place_history is smaller (it bounds adds, not copies), and answers the same (issue 47)."""
+    src = str(tmp_path / "robot")
+    _fill(src, 6)
+    rng = np.random.default_rng(3)
+    keys = ("map@2m:0,0:0/8", "map@2m:5,0:4/8")
+    with open_store(src, StoreConfig(place_history=2)) as store:
+        for i in range(6):
+            store.add(
+                [Frame(rng.integers(0, 256, (16, 20, 3), dtype=np.uint8), 100 * S + i * S)],
+                rng.standard_normal((1, DIM)), stamp_ns=100 * S + i * S, surprise=0.0,
+                embedder_model=MODEL, embedder_pretrained=True, robot_id="alpha",
+                pose=Pose(10.0 * (i % 2), 0.0, 0.0, frame_id="map"), kind="place",
+                place_key=keys[i % 2],
+            )  # fmt: skip
+        places = {h.episode.id for h in store.search(kinds={"place"}, max_results=20)}
+        held = len(store)
+    assert len(places) == 4  # two views of each place
+    report = migrate_store(src, pg_url, config=StoreConfig(place_history=1))
+    assert report.episodes == report.copied == held
+    back = str(tmp_path / "back")
+    migrate_store(pg_url, back, config=StoreConfig(place_history=1))
+    for copy in (pg_url, back):
+        with open_store(src, read_only=True) as a, open_store(copy, read_only=True) as b:
+            _same(a, b)
+            got = {h.episode.id for h in b.search(kinds={"place"}, max_results=20)}
+            assert got == places
+            assert a.latest_places(keys) == b.latest_places(keys)
+            assert len(a.latest_places(keys)) == 2

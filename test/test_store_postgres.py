@@ -164,8 +164,23 @@ def test_schema_3_store_gains_unknown_session_ids(pg_url: str) -> None:
         assert store.get(new.id).session_id == "boot-elsewhere"
 
 
+def as_schema_5(pg_url: str) -> None:
+    """Turn the store into what schema 5 wrote: no kinds or places, an eviction index of all."""
+    for column in ("kind", "place_key"):  # their indexes go with them
+        _sql(pg_url, f"ALTER TABLE surprise_memory.episodes DROP COLUMN {column}")
+    for column in ("places", "place_bytes"):
+        _sql(pg_url, f"ALTER TABLE surprise_memory.robots DROP COLUMN {column}")
+    _sql(
+        pg_url,
+        "CREATE INDEX episodes_eviction ON surprise_memory.episodes "
+        "(robot_id, surprise, stamp_ns, seq)",
+    )
+    _sql(pg_url, "UPDATE surprise_memory.meta SET value = '5' WHERE key = 'schema_version'")
+
+
 def _drop_cameras(pg_url: str) -> None:
     """Turn the store's episodes into what schema 4 wrote: no camera columns."""
+    as_schema_5(pg_url)
     for name, _, _ in CAMERA_COLUMN_TYPES:
         _sql(pg_url, f"ALTER TABLE surprise_memory.episodes DROP COLUMN {name}")
 
@@ -188,7 +203,7 @@ def test_schema_4_store_opens_with_one_unnamed_camera(pg_url: str) -> None:
         assert [h.episode.id for h in store.search(camera="")] == [old.id]
     with open_store(pg_url, read_only=True) as store:
         assert store.get(new.id).camera == camera
-    assert pg_schema.SCHEMA_VERSION == 5
+    assert pg_schema.SCHEMA_VERSION == 6
 
 
 def test_connection_strings_carry_no_password(pg_url: str) -> None:

@@ -162,6 +162,14 @@ class StoreConfig(ComponentConfig):
         low=0,
         high=1e15,
     )
+    place_history: int = setting(
+        3,
+        "Place keyframes kept per place (cell and viewing direction) and robot: adding one "
+        "deletes that place's oldest beyond this many. Place keyframes are outside the "
+        "max_episodes / max_store_bytes budget, which counts the surprise episodes only.",
+        low=1,
+        high=1000,
+    )
     jpeg_quality: int = setting(
         90, "JPEG quality (1-100) of the stored episode frames.", low=1, high=100
     )

@@ -13,6 +13,7 @@ The search itself lives with the store's backends: :mod:`surprise_memory.memory.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import numpy.typing as npt
 
 from surprise_memory.config import CAMERA_NAME_PATTERN, ROBOT_ID_PATTERN
 from surprise_memory.errors import InputError, StoreError
+from surprise_memory.memory.places import RECORD_KINDS
 from surprise_memory.stamps import NS_PER_SECOND
 
 __all__ = [
@@ -133,6 +135,9 @@ class RetrievalQuery:
             robot of the store (a fleet's shared memory).
         camera: Only the episodes this camera saw (a name of the ``cameras`` setting; ""
             = the one unnamed camera of a one-camera robot); None = every camera.
+        kinds: Only records of these kinds: ``{"episode"}`` (the surprise episodes),
+            ``{"place"}`` (the place keyframes) or both; None = both. Each hit's record
+            says its ``kind``.
 
     Raises:
         InputError: A field is invalid (the message names it and the rule).
@@ -150,6 +155,7 @@ class RetrievalQuery:
     robot_id: str | None = None
     near_frame: str | None = None
     camera: str | None = None
+    kinds: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if self.embedding is not None:
@@ -231,11 +237,24 @@ class RetrievalQuery:
                 f"camera={self.camera!r}: a camera name (a letter, then letters, digits or "
                 "'_'), or None for every camera"
             )
+        if self.kinds is not None:
+            object.__setattr__(self, "kinds", _checked_kinds(self.kinds))
 
     @property
     def query_vector(self) -> npt.NDArray[np.float32] | None:
         """The unit-norm float32 query vector, or None."""
         return self.embedding
+
+
+def _checked_kinds(kinds: object) -> frozenset[str]:
+    """A query's kinds as a set: not empty, each one of :data:`RECORD_KINDS`."""
+    values = (kinds,) if isinstance(kinds, str) else kinds
+    got: frozenset[object] = frozenset()
+    with contextlib.suppress(TypeError):  # not a collection, or unhashable members
+        got = frozenset(values)  # type: ignore[call-overload]
+    if not got or not got <= set(RECORD_KINDS):
+        raise InputError(f"kinds={kinds!r}: a set of {', '.join(RECORD_KINDS)} (None = both)")
+    return frozenset(str(k) for k in got)
 
 
 def one_pose_frame(query: RetrievalQuery, frames: set[str]) -> str | None:

@@ -20,7 +20,14 @@ without this package. Each message is logged at its own stamp:
   else at the trigger only;
 * ``/surprise_memory/episode_info`` (``diagnostic_msgs/msg/DiagnosticArray``): at the
   trigger, the episode's id, robot, models, scores, snapshot notes and its picture
-  (``trigger_frame``: the index and stamp of the trigger's frame, the rule of every view).
+  (``trigger_frame``: the index and stamp of the trigger's frame, the rule of every view),
+  its ``kind`` and ``place_key``.
+
+Place keyframes (kind ``place``, :mod:`~surprise_memory.memory.places`) among the records
+are marked apart: their frame on ``/surprise_memory/place_keyframes/compressed`` (a named
+camera's on ``.../place_keyframes/<camera>/compressed``, :func:`places_topic`), their pose
+on ``/surprise_memory/place_pose`` and in ``/tf`` as :data:`EXPORT_PLACE_TF_CHILD`, their
+info with ``kind: place``; no marker and no surprise curve (they did not surprise).
 
 The frame and marker topics are the live memory node's, so one Foxglove layout
 (``config/foxglove_layout.json``) shows the robot live and an exported file alike.
@@ -43,12 +50,22 @@ import numpy.typing as npt
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.episode_markers import EpisodeMarker, episode_marker
 from surprise_memory.memory.episodes import trigger_frame_index
+from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.records import EpisodeRecord
 from surprise_memory.stamps import NS_PER_SECOND
 
-__all__ = ["EXPORT_TF_CHILD", "EXPORT_TOPICS", "ExportSummary", "export_episodes", "frames_topic"]
+__all__ = [
+    "EXPORT_PLACE_TF_CHILD",
+    "EXPORT_TF_CHILD",
+    "EXPORT_TOPICS",
+    "PLACE_TOPICS",
+    "ExportSummary",
+    "export_episodes",
+    "frames_topic",
+    "places_topic",
+]
 
 EXPORT_TOPICS: dict[str, tuple[str, str]] = {
     "frames": ("/surprise_memory/episode_preview/compressed", "sensor_msgs/msg/CompressedImage"),
@@ -61,8 +78,17 @@ EXPORT_TOPICS: dict[str, tuple[str, str]] = {
 }
 """Each exported stream: (topic, message type), by role."""
 
+PLACE_TOPICS: dict[str, tuple[str, str]] = {
+    "places": ("/surprise_memory/place_keyframes/compressed", "sensor_msgs/msg/CompressedImage"),
+    "place_pose": ("/surprise_memory/place_pose", "geometry_msgs/msg/PoseStamped"),
+}
+"""The streams of place keyframes, written when the records hold any: (topic, type) by role."""
+
 EXPORT_TF_CHILD = "surprise_memory/episode"
 """The tf child frame placed at each episode's pose (parent: the pose's frame)."""
+
+EXPORT_PLACE_TF_CHILD = "surprise_memory/place"
+"""The tf child frame placed at each place keyframe's pose."""
 
 JPEG_FORMAT = "rgb8; jpeg compressed bgr8"
 """``CompressedImage.format`` of the frames (as ``compressed_image_transport`` writes it)."""
@@ -76,6 +102,26 @@ def frames_topic(camera: str) -> str:
     if not camera:
         return topic
     return topic.replace("/compressed", f"/{camera}/compressed")
+
+
+def places_topic(camera: str) -> str:
+    """The topic of a camera's exported place keyframes."""
+    topic = PLACE_TOPICS["places"][0]
+    return topic.replace("/compressed", f"/{camera}/compressed") if camera else topic
+
+
+def _frames_role(rec: EpisodeRecord, roles: dict[str, tuple[str, str]]) -> str:
+    """The role (and, added to ``roles``, the topic) of a record's frames."""
+    msgtype = EXPORT_TOPICS["frames"][1]
+    name = rec.camera.name
+    if rec.kind == PLACE:
+        roles.setdefault("place_pose", PLACE_TOPICS["place_pose"])
+        role = "places" if not name else f"places/{name}"
+        roles.setdefault(role, (places_topic(name), msgtype))
+        return role
+    role = "frames" if not name else f"frames/{name}"
+    roles.setdefault(role, (frames_topic(name), msgtype))
+    return role
 
 
 @dataclass(frozen=True)
@@ -142,14 +188,17 @@ def export_episodes(
     shown: list[EpisodeMarker] = []
     roles = dict(EXPORT_TOPICS)
     for rec in records:
-        role = "frames" if not rec.camera.name else f"frames/{rec.camera.name}"
-        roles.setdefault(role, (frames_topic(rec.camera.name), EXPORT_TOPICS["frames"][1]))
+        role = _frames_role(rec, roles)
+        place = rec.kind == PLACE
         for i, stamp in enumerate(rec.frame_stamps_ns):
             jpeg = store.frame_jpeg(rec.id, i)
             timeline.append((stamp, role, msgs.compressed(stamp, jpeg, rec.camera.frame_id)))
         if rec.pose_valid and rec.pose.is_finite():
-            timeline.append((rec.stamp_ns, "pose", msgs.pose(rec)))
+            timeline.append((rec.stamp_ns, "place_pose" if place else "pose", msgs.pose(rec)))
             timeline.append((rec.stamp_ns, "tf", msgs.tf(rec)))
+        if place:
+            timeline.append((rec.stamp_ns, "info", msgs.info(rec, [], origin_ns)))
+            continue
         marker = episode_marker(rec, origin_ns, marker_size_m)
         if marker is not None:
             shown.append(marker)
@@ -238,10 +287,11 @@ class _Messages:
         )
 
     def tf(self, rec: EpisodeRecord) -> Any:
-        transforms = [self._transform(rec.stamp_ns, rec.pose, EXPORT_TF_CHILD)]
+        child = EXPORT_PLACE_TF_CHILD if rec.kind == PLACE else EXPORT_TF_CHILD
+        transforms = [self._transform(rec.stamp_ns, rec.pose, child)]
         camera = rec.camera.pose
         if camera is not None and camera.frame_id == rec.pose.frame_id:
-            transforms.append(self._transform(rec.stamp_ns, camera, f"{EXPORT_TF_CHILD}/camera"))
+            transforms.append(self._transform(rec.stamp_ns, camera, f"{child}/camera"))
         return self._t["tf2_msgs/msg/TFMessage"](transforms=transforms)
 
     def _transform(self, stamp_ns: int, p: Pose, child: str) -> Any:
@@ -342,11 +392,16 @@ class _Messages:
             "camera_frame": rec.camera.frame_id,
             "view_yaw_deg": "" if rec.camera.yaw is None else f"{math.degrees(rec.camera.yaw):.1f}",
             "snapshots": json.dumps([n.as_dict() for n in notes]),
+            "kind": rec.kind,
+            "place_key": rec.place_key,
         }
+        place = rec.kind == PLACE
         status = t["diagnostic_msgs/msg/DiagnosticStatus"](
             level=0,
-            name=f"surprise_memory: episode {rec.id}",
-            message=f"surprise {rec.surprise:.3f} above its threshold",
+            name=f"surprise_memory: {'place keyframe' if place else 'episode'} {rec.id}",
+            message=f"the view of place {rec.place_key}"
+            if place
+            else f"surprise {rec.surprise:.3f} above its threshold",
             hardware_id=rec.robot_id,
             values=[kv(key=k, value=v) for k, v in values.items()],
         )

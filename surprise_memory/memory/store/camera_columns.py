@@ -39,8 +39,8 @@ CAMERA_COLUMN_TYPES = (
     ("cam_qw", "float", "1"),
     ("camera_pose_frame_id", "text", "''"),
 )
-"""(column, kind: text, bool or float, default of the rows stored before cameras), in row
-order; each backend's schema names the kinds in its own SQL types."""
+"""(column, its type (text, bool or float), default of the rows stored before cameras), in
+row order; each backend's schema names the types in its own SQL."""
 
 CAMERA_COLUMNS = ", ".join(name for name, _, _ in CAMERA_COLUMN_TYPES)
 """The camera's columns, comma-separated, in row order."""

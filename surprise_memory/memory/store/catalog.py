@@ -9,7 +9,9 @@
 * :func:`eviction_victims`: the budget rule, which episodes to evict: lowest surprise
   first, ties to the oldest trigger stamp, then to the earliest added. Both backends
   apply it per robot (the SQLite one through :class:`Catalog`, PostgreSQL over the rows
-  of the adding robot).
+  of the adding robot), to the surprise episodes only: place keyframes neither count
+  against the budget nor are evicted by it (their number is bounded by ``place_history``
+  per place, so by the area covered).
 
 Not thread-safe on its own; the store guards it with its lock.
 """
@@ -22,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery
 from surprise_memory.memory.store.records import EpisodeRecord
 from surprise_memory.memory.store.schema import EpisodeRow
@@ -98,6 +101,7 @@ class Catalog:
         # removed ones skipped when they come up (see :meth:`victims`)
         self._heaps: dict[str, list[tuple[float, int, int]]] = {}
         self._sort_fields: dict[int, tuple[float, int]] = {}
+        self._places: set[int] = set()  # keys of the place keyframes (outside the budget)
 
     @property
     def index(self) -> EmbeddingIndex:
@@ -106,7 +110,7 @@ class Catalog:
 
     @property
     def total_bytes(self) -> int:
-        """Bytes counted by the disk budget, over the live episodes."""
+        """Bytes of every live record (the budget counts its robot's episodes' only)."""
         return self._total_bytes
 
     def __len__(self) -> int:
@@ -146,8 +150,9 @@ class Catalog:
         robot_id: str = "",
         pose_frame: str = "",
         camera: str = "",
+        kind: str = EPISODE,
     ) -> None:
-        """Add one episode (see :meth:`EmbeddingIndex.add` for the index fields).
+        """Add one record (see :meth:`EmbeddingIndex.add` for the index fields).
 
         Raises:
             EmbedderMismatchError: The embedding dimension differs from the index's.
@@ -163,16 +168,30 @@ class Catalog:
             robot_id=robot_id,
             pose_frame=pose_frame,
             camera=camera,
+            kind=kind,
         )
         self._key_of[episode_id] = key
         self._id_of[key] = episode_id
-        self._sort_fields[key] = (surprise, stamp_ns)
-        heap = self._heaps.get(robot_id)
-        if heap is not None:
-            heapq.heappush(heap, (surprise, stamp_ns, key))
         self._last_key = max(self._last_key, key)
         self._bytes_of[key] = nbytes
         self._total_bytes += nbytes
+        self._count(key, robot_id, nbytes, (surprise, stamp_ns), kind)
+
+    def _count(
+        self, key: int, robot_id: str, nbytes: int, order: tuple[float, int], kind: str
+    ) -> None:
+        """Count a new record against its robot's budget (a surprise episode) or not (a place).
+
+        ``order``: its surprise and stamp, the eviction order's fields.
+        """
+        if kind == PLACE:
+            self._places.add(key)
+            return
+        surprise, stamp_ns = order
+        self._sort_fields[key] = order
+        heap = self._heaps.get(robot_id)
+        if heap is not None:
+            heapq.heappush(heap, (surprise, stamp_ns, key))
         self._robot_of[key] = robot_id
         self._robot_count[robot_id] = self._robot_count.get(robot_id, 0) + 1
         self._robot_bytes[robot_id] = self._robot_bytes.get(robot_id, 0) + nbytes
@@ -188,15 +207,12 @@ class Catalog:
         if load is None:
             raise TypeError("this catalog's index cannot load rows without embeddings")
         load(rows)
-        for seq, ep_id, stamp, _x, _y, _z, _valid, surprise, nbytes, robot, *_ in rows:
+        for seq, ep_id, stamp, _x, _y, _z, _valid, surprise, nbytes, robot, *rest in rows:
             self._key_of[ep_id] = seq
             self._id_of[seq] = ep_id
-            self._sort_fields[seq] = (surprise, stamp)
             self._bytes_of[seq] = nbytes
-            self._robot_of[seq] = robot
-            self._robot_count[robot] = self._robot_count.get(robot, 0) + 1
-            self._robot_bytes[robot] = self._robot_bytes.get(robot, 0) + nbytes
             self._total_bytes += nbytes
+            self._count(seq, robot, nbytes, (surprise, stamp), rest[-1])
         self._last_key = max(self._last_key, rows[-1][0])
 
     def remove(self, keys: Sequence[int]) -> list[str]:
@@ -211,13 +227,16 @@ class Catalog:
         for key in keys:
             ep_id = self._id_of.pop(key)
             del self._key_of[ep_id]
-            del self._sort_fields[key]
             nbytes = self._bytes_of.pop(key)
             self._total_bytes -= nbytes
+            ids.append(ep_id)
+            if key in self._places:
+                self._places.discard(key)
+                continue
+            del self._sort_fields[key]
             robot = self._robot_of.pop(key)
             self._robot_count[robot] -= 1
             self._robot_bytes[robot] -= nbytes
-            ids.append(ep_id)
         return ids
 
     def victims(self, *, keep: int, max_episodes: int, max_store_bytes: int) -> list[int]:
@@ -227,7 +246,7 @@ class Catalog:
         and only they are evicted (a fleet's robots never evict each other's episodes).
 
         Args:
-            keep: Key never to evict (the episode just added).
+            keep: Key never to evict (the episode just added; a place keyframe: none).
             max_episodes: Most episodes kept per robot (0 = no limit).
             max_store_bytes: Most bytes kept per robot (0 = no limit).
 
@@ -235,6 +254,8 @@ class Catalog:
             Keys in eviction order; empty when the budget holds already.
 
         """
+        if keep in self._places:
+            return []  # a place keyframe is outside the budget: it takes no episode's room
         limits = {"max_episodes": max_episodes, "max_store_bytes": max_store_bytes}
         robot = self._robot_of[keep]
         count, nbytes = self._robot_count[robot], self._robot_bytes[robot]

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.store.ann import AnnIndex, Segment, pooled, search_segments
 from surprise_memory.memory.store.schema import EpisodeRow
 from surprise_memory.memory.store.search import EmbeddingIndex
@@ -105,8 +106,9 @@ class EpisodeIndex(EmbeddingIndex):
         robot_id: str = "",
         pose_frame: str = "",
         camera: str = "",
+        kind: str = EPISODE,
     ) -> None:
-        """Add one episode: its filter fields here, its pooled vector to the index."""
+        """Add one record: its filter fields here, its pooled vector to the index."""
         super().add(
             key,
             stamp_ns=stamp_ns,
@@ -117,6 +119,7 @@ class EpisodeIndex(EmbeddingIndex):
             robot_id=robot_id,
             pose_frame=pose_frame,
             camera=camera,
+            kind=kind,
         )
         if self._ann is not None:
             self._ann.add(key, pooled(unit_embeddings))
@@ -259,3 +262,4 @@ class EpisodeIndex(EmbeddingIndex):
         self._pose_frames.append([frames.setdefault(f, len(frames)) for f in cols[10]])
         cameras = self._camera_codes
         self._cameras.append([cameras.setdefault(c, len(cameras)) for c in cols[11]])
+        self._places.append(np.asarray(cols[12]) == PLACE)

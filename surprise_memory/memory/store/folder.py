@@ -27,10 +27,12 @@ import numpy.typing as npt
 
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import StoreError
+from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.store.ann import AnnIndex
 from surprise_memory.memory.store.catalog import Catalog, StoreMeta
 from surprise_memory.memory.store.episode_index import EpisodeIndex
 from surprise_memory.memory.store.frame_files import FrameFiles
+from surprise_memory.memory.store.place_rows import surplus_views
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit, checked_origin
 from surprise_memory.memory.store.schema import (
     DB_NAME,
@@ -114,6 +116,7 @@ def _take(catalog: Catalog, rows: Iterable[IndexRow], root: Path) -> None:
             robot_id=row.robot_id,
             pose_frame=row.pose_frame,
             camera=row.camera,
+            kind=row.kind,
         )
 
 
@@ -302,8 +305,12 @@ class StoreFolder:
         blobs: Sequence[bytes],
         jpeg_sizes: Sequence[int],
         origin_ns: int | None = None,
+        bound_places: bool = True,
     ) -> int:
         """Commit an episode whose frames are written: rows and meta, then the catalog.
+
+        With ``bound_places``, a place keyframe's commit deletes its place's views beyond
+        the ``place_history`` newest in the same transaction, then their files.
 
         Args:
             record: The episode.
@@ -312,9 +319,10 @@ class StoreFolder:
             jpeg_sizes: Size of each frame's JPEG; with the blobs, the episode's size for
                 the disk budget.
             origin_ns: An earlier recording start to keep (see :meth:`StoreMeta.updates_for`).
+            bound_places: Apply ``place_history`` (False: a copy keeps every view).
 
         Returns:
-            The episode's key.
+            The episode's key (no longer stored when it was its place's oldest view).
 
         Raises:
             EmbedderMismatchError: The embedder differs from the store's.
@@ -334,6 +342,10 @@ class StoreFolder:
                 seq = insert_episode(
                     conn, record, nbytes=nbytes, blobs=blobs, dtype=dtype, jpeg_sizes=jpeg_sizes
                 )
+                surplus = []
+                if record.kind == PLACE and bound_places:
+                    surplus = surplus_views(conn, record, self._config.place_history)
+                    delete_episodes(conn, surplus)
                 meta = self.meta.updates_for(record, unit.shape[1], origin_ns)
                 upsert_meta(conn, meta)
         except BaseException as exc:
@@ -355,7 +367,10 @@ class StoreFolder:
             robot_id=record.robot_id,
             pose_frame=record.pose.frame_id,
             camera=record.camera.name,
+            kind=record.kind,
         )
+        for episode_id in self.catalog.remove(surplus):  # rows first, then files
+            self.files.remove(episode_id)
         return seq
 
     def note_origin(self, stamp_ns: int) -> None:
@@ -527,6 +542,8 @@ def import_episode(
     jpegs: Sequence[bytes],
     embeddings: npt.NDArray[np.float32],
     origin_ns: int | None,
+    *,
+    bound_places: bool = False,
 ) -> int:
     """Store an episode as another store holds it: the JPEG bytes and embeddings as given.
 
@@ -539,6 +556,8 @@ def import_episode(
         embeddings: Its stored (unit-norm) embeddings, (frames, D); written in this
             store's dtype without normalising again, so float16 values copy exactly.
         origin_ns: The source store's recording start.
+        bound_places: Apply ``place_history`` to a place keyframe (a fleet's delivery);
+            False = keep every view (a copy).
 
     Returns:
         The episode's key.
@@ -558,4 +577,5 @@ def import_episode(
         blobs=folder.embedding_blobs(embeddings),
         jpeg_sizes=[len(j) for j in jpegs],
         origin_ns=origin_ns,
+        bound_places=bound_places,
     )

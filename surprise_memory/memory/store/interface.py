@@ -81,7 +81,10 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
       a mismatch raises :class:`~surprise_memory.memory.retrieval.EmbedderMismatchError`;
     * every episode has a ``robot_id``; a query may filter by it;
     * after each add the adding robot's disk budget holds: its lowest-surprise episode
-      goes first, never the one just added, never another robot's;
+      goes first, never the one just added, never another robot's; the budget counts
+      surprise episodes only;
+    * a place keyframe's add (and a budgeted import) keeps the ``place_history`` newest
+      views of its place and robot by stamp, deleting the others in the same transaction;
     * calls from several threads are safe;
     * errors are :class:`~surprise_memory.errors.InputError` (the request is wrong) or
       :class:`~surprise_memory.errors.StoreError` (the store cannot do it).
@@ -145,8 +148,10 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
         robot_id: str | None = None,
         session_id: str | None = None,
         camera: CameraView | None = None,
+        kind: str = "episode",
+        place_key: str = "",
     ) -> EpisodeRecord:
-        """Store one episode durably, then apply its robot's disk budget.
+        """Store one record durably (an episode or a place keyframe), then apply its bounds.
 
         Args:
             frames: The episode's frames, in time order (usually 8).
@@ -170,13 +175,20 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
                 (a recording from elsewhere).
             camera: The camera that saw it: its name, optical frame and pose at the
                 trigger; None = the one unnamed camera, pose unknown.
+            kind: ``"episode"`` (a surprise episode: then the robot's disk budget is
+                applied) or ``"place"`` (a place keyframe, usually one frame, with its
+                pose: then its place's views beyond the ``place_history`` newest are
+                deleted in the same transaction; the budget is left alone).
+            place_key: A place keyframe's place
+                (a :class:`~surprise_memory.memory.places.PlaceKeyframeDecision`'s);
+                "" for an episode.
 
         Returns:
-            The stored episode.
+            The stored record.
 
         Raises:
-            InputError: A frame, the embeddings, a stamp, the pose or the id is invalid
-                (nothing was written).
+            InputError: A frame, the embeddings, a stamp, the pose, the kind or the id is
+                invalid (nothing was written).
             EmbedderMismatchError: The embedder differs from the store's.
             StoreError: The store is read-only or closed, the id exists, or the disk
                 write or the transaction failed (nothing was committed).
@@ -203,9 +215,10 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
             jpegs: Its frames' JPEG bytes, stored unchanged.
             embeddings: Its stored unit-norm embeddings (frames, D), not normalised again.
             origin_ns: The source's recording start, kept when earlier than this store's.
-            budget: Apply this store's disk budget to the episode's robot afterwards, as
-                :meth:`add` does (a robot's episodes delivered to a fleet store); False =
-                none (a copy keeps every episode).
+            budget: Apply this store's disk budget to the episode's robot afterwards, and
+                ``place_history`` to a place keyframe, as :meth:`add` does (a robot's
+                records delivered to a fleet store); False = none (a copy keeps every
+                record).
 
         Returns:
             The stored episode (reading its frames from this store).
@@ -220,6 +233,15 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
 
     def get(self, episode_id: str) -> EpisodeRecord:
         """The episode with this id."""
+        ...
+
+    def latest_places(
+        self, place_keys: Sequence[str], robot_id: str | None = None
+    ) -> list[EpisodeRecord]:
+        """The newest place keyframe of each of these places, by an index on the place.
+
+        Places without a view are left out; ``robot_id`` None = the newest of any robot.
+        """
         ...
 
     def note_origin(self, stamp_ns: int) -> None:

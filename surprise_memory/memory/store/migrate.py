@@ -1,7 +1,7 @@
 """Copy a store to another location and backend: ``surprise-memory migrate SRC DST``.
 
-:func:`migrate_store` copies every episode of SRC (a folder or a PostgreSQL database) into
-DST (either, created if missing) with
+:func:`migrate_store` copies every record of SRC (a folder or a PostgreSQL database), the
+surprise episodes and the place keyframes alike, into DST (either, created if missing) with
 :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episode`: the
 record as it is (id, robot, stamps, pose, models, creation time), the JPEG bytes unchanged
 and the stored embeddings unchanged, one transaction per episode, no budget applied, and
@@ -66,7 +66,7 @@ class MigrationReport:
 
 
 def episode_digest(store: EpisodeStoreBackend, episode_id: str) -> str:
-    """SHA-256 of an episode as stored: fields (its camera too), JPEG bytes, float16 embeddings.
+    """SHA-256 of a record as stored: fields (camera, kind, place), JPEGs, float16 embeddings.
 
     Raises:
         StoreError: No such episode, or reading failed.
@@ -91,6 +91,8 @@ def episode_digest(store: EpisodeStoreBackend, episode_id: str) -> str:
         rec.embedder_pretrained,
         rec.created_wall_ns,
         list(camera_values(rec.camera)),
+        rec.kind,
+        rec.place_key,
     ]
     h = hashlib.sha256(json.dumps(fields).encode())
     for jpeg in rec.load_jpegs():

@@ -27,6 +27,7 @@ from PIL import Image
 
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.camera_view import CameraView
+from surprise_memory.memory.places import EPISODE, check_record_kind
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import check_robot_id
 from surprise_memory.memory.store.camera_columns import check_camera, pose_values
@@ -102,6 +103,12 @@ class EpisodeRecord:
             machine), "" = unknown (stored before sessions were recorded, or from a
             recording whose session is not this machine's): a pose in a frame that starts
             anew each session (``odom``) is only meaningful within its own session.
+        camera: The camera that saw it (its name, optical frame and pose at the trigger).
+        kind: ``"episode"`` (a surprise episode, the paper's) or ``"place"`` (a place
+            keyframe: one frame, the latest view of a place;
+            :mod:`~surprise_memory.memory.places`).
+        place_key: A place keyframe's place (:func:`~surprise_memory.memory.places.place_key`);
+            "" for an episode.
         root: The store folder, to load the frames (not part of equality).
         jpeg_source: Where the frames are read from when they are not files (the
             PostgreSQL backend); not part of equality.
@@ -126,6 +133,8 @@ class EpisodeRecord:
     robot_id: str = ""
     session_id: str = ""
     camera: CameraView = field(default_factory=CameraView)
+    kind: str = EPISODE
+    place_key: str = ""
     root: Path | None = field(default=None, repr=False, compare=False)
     jpeg_source: JpegSource | None = field(default=None, repr=False, compare=False)
 
@@ -445,6 +454,8 @@ def new_episode(
     configured_robot_id: str,
     session_id: str | None = None,
     camera: CameraView | None = None,
+    kind: str = EPISODE,
+    place_key: str = "",
 ) -> tuple[EpisodeRecord, npt.NDArray[np.float32]]:
     """Check what an add received and make its record (both backends' first step).
 
@@ -466,13 +477,15 @@ def new_episode(
         session_id: The session that recorded it; None = this machine's
             (:func:`host_session_id`), "" = unknown (e.g. a recording from elsewhere).
         camera: The camera that saw it (None = the one unnamed camera, pose unknown).
+        kind: ``"episode"`` or ``"place"`` (see :class:`EpisodeRecord`).
+        place_key: A place's key; "" for an episode.
 
     Returns:
         The record (frame paths ``frames/<id>/NN.jpg``, no ``root`` or ``jpeg_source``
         yet) and the unit-norm embeddings, (frames, D) float32.
 
     Raises:
-        InputError: A frame, the embeddings, a field, the pose or an id is invalid.
+        InputError: A frame, the embeddings, a field, the pose, the kind or an id is invalid.
 
     """
     check_frames(frames)
@@ -489,6 +502,7 @@ def new_episode(
         encoder_model=encoder_model,
     )
     check_pose(pose)
+    kind = check_record_kind(kind, place_key, pose_valid=pose is not None)
     camera = CameraView() if camera is None else check_camera(camera)
     episode_id = checked_episode_id(episode_id, stamp_ns)
     stamps = tuple(int(fr.stamp_ns) for fr in frames)
@@ -511,6 +525,8 @@ def new_episode(
         robot_id=resolve_robot_id(robot_id, configured_robot_id),
         session_id=host_session_id() if session_id is None else check_session_id(session_id),
         camera=camera,
+        kind=kind,
+        place_key=place_key,
     )
     return record, unit
 
@@ -537,11 +553,12 @@ def checked_import(
 
     Raises:
         InputError: Counts of frames, JPEGs and embeddings differ, a JPEG is empty, the
-            embeddings are not finite non-zero rows, or the id, robot id or camera is
-            invalid.
+            embeddings are not finite non-zero rows, or the id, robot id, camera or kind
+            is invalid.
 
     """
     checked_episode_id(record.id, record.stamp_ns)
+    check_record_kind(record.kind, record.place_key, pose_valid=record.pose_valid)
     check_robot_id(record.robot_id)
     check_session_id(record.session_id)
     check_camera(record.camera)

@@ -46,7 +46,6 @@ __all__ = [
     "IndexRow",
     "Migration",
     "connect",
-    "count_rows",
     "delete_episodes",
     "ensure_schema",
     "episode_rows",
@@ -61,7 +60,7 @@ __all__ = [
     "upsert_meta",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Version of the database schema written by this code (``PRAGMA user_version``).
 
 1. The tables below; ``meta.origin_ns`` was the earliest *trigger* stamp.
@@ -79,6 +78,10 @@ SCHEMA_VERSION = 6
 6. ``episodes.camera`` and the camera's optical frame and pose at the trigger
    (:mod:`~surprise_memory.memory.store.camera_columns`): episodes of older versions were
    seen by one unnamed camera whose pose is unknown. Migrated by :func:`_add_cameras`.
+7. ``episodes.kind`` (``episode`` or ``place``: a place keyframe,
+   :mod:`~surprise_memory.memory.places`) and ``episodes.place_key``, indexed with the
+   stamp for the places' latest views: the rows of older versions are episodes.
+   Migrated by :func:`_add_places`.
 """
 
 DB_NAME = "episodes.sqlite3"
@@ -174,12 +177,23 @@ def _add_cameras(conn: sqlite3.Connection) -> None:
         )
 
 
+def _add_places(conn: sqlite3.Connection) -> None:
+    """6 -> 7: add ``kind`` and ``place_key``; the rows stored before are episodes."""
+    conn.execute("ALTER TABLE episodes ADD COLUMN kind TEXT NOT NULL DEFAULT 'episode'")
+    conn.execute("ALTER TABLE episodes ADD COLUMN place_key TEXT NOT NULL DEFAULT ''")
+    conn.execute(  # the places' views, newest first per place; episodes are not in it
+        "CREATE INDEX episodes_place ON episodes(place_key, robot_id, stamp_ns) "
+        "WHERE kind = 'place'"
+    )
+
+
 _MIGRATIONS: dict[int, Migration] = {
     1: _origin_from_frames,
     2: _add_robot_id,
     3: _add_snapshots,
     4: _add_session_id,
     5: _add_cameras,
+    6: _add_places,
 }
 """Schema steps: ``_MIGRATIONS[v]`` turns a version-v database into version v+1.
 
@@ -192,7 +206,7 @@ _EPISODE_COLUMNS = (
     "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
     "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
     "embedder_model, embedder_pretrained, created_wall_ns, nbytes, robot_id, session_id, "
-    + CAMERA_COLUMNS
+    "kind, place_key, " + CAMERA_COLUMNS
 )
 _SELECT_EPISODES_BY_SEQ = (
     "SELECT " + _EPISODE_COLUMNS + " FROM episodes WHERE seq IN (SELECT value FROM json_each(?))"
@@ -205,10 +219,10 @@ _INSERT_EPISODE = (
     "INSERT INTO episodes (id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, "
     "ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, threshold, "
     "encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
-    "created_wall_ns, nbytes, robot_id, session_id, "
+    "created_wall_ns, nbytes, robot_id, session_id, kind, place_key, "
     + CAMERA_COLUMNS
     + ") VALUES ("
-    + ", ".join("?" * (23 + len(CAMERA_COLUMN_TYPES)))
+    + ", ".join("?" * (25 + len(CAMERA_COLUMN_TYPES)))
     + ")"
 )
 
@@ -333,19 +347,12 @@ class IndexRow(NamedTuple):
     robot_id: str
     pose_frame: str
     camera: str
+    kind: str
 
 
 def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
     """The ``meta`` table as a dict (empty for a store without episodes)."""
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())
-
-
-def count_rows(conn: sqlite3.Connection) -> tuple[int, int]:
-    """Number of episodes and of frame embeddings stored."""
-    n_ep, n_fr = conn.execute(
-        "SELECT (SELECT count(*) FROM episodes), (SELECT count(*) FROM embeddings)"
-    ).fetchone()
-    return int(n_ep), int(n_fr)
 
 
 def index_rows(conn: sqlite3.Connection, after_seq: int = 0) -> Iterator[IndexRow]:
@@ -362,7 +369,7 @@ def index_rows(conn: sqlite3.Connection, after_seq: int = 0) -> Iterator[IndexRo
     """
     rows = conn.execute(
         "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
-        "robot_id, pose_frame_id, camera FROM episodes WHERE seq > ? ORDER BY seq",
+        "robot_id, pose_frame_id, camera, kind FROM episodes WHERE seq > ? ORDER BY seq",
         (after_seq,),
     )
     emb_rows = conn.execute(
@@ -371,15 +378,14 @@ def index_rows(conn: sqlite3.Connection, after_seq: int = 0) -> Iterator[IndexRo
         (after_seq,),
     )
     pending = next(emb_rows, None)
-    for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes, robot, frame, camera in rows:
+    for seq, ep_id, stamp, x, y, z, valid, surprise, nbytes, *labels in rows:
         vecs = []
         while pending is not None and pending[0] == seq:
             _, d, dtype, blob = pending
             vecs.append(np.frombuffer(blob, dtype=dtype, count=d))
             pending = next(emb_rows, None)
-        yield IndexRow(
-            seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs, robot, frame, camera
-        )
+        # labels: robot, pose frame, camera, kind
+        yield IndexRow(seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs, *labels)
 
 
 # ----------------------------------------------------------------- writing rows
@@ -409,8 +415,8 @@ def insert_episode(
         sqlite3.Error: An insert failed (e.g. the id exists).
 
     """
-    values = (rec.id, *episode_values(rec), nbytes, rec.robot_id, rec.session_id)
-    cur = conn.execute(_INSERT_EPISODE, (*values, *camera_values(rec.camera)))
+    values = (rec.id, *episode_values(rec), nbytes, rec.robot_id, rec.session_id, rec.kind)
+    cur = conn.execute(_INSERT_EPISODE, (*values, rec.place_key, *camera_values(rec.camera)))
     seq = cur.lastrowid
     assert seq is not None
     conn.executemany(
@@ -491,7 +497,9 @@ def select_records(
             created_wall_ns=row[20],
             robot_id=row[22],
             session_id=row[23],
-            camera=camera_from_row(row[24:]),
+            kind=row[24],
+            place_key=row[25],
+            camera=camera_from_row(row[26:]),
             root=root,
         )
     return out
@@ -532,16 +540,16 @@ def select_embeddings(conn: sqlite3.Connection, seq: int) -> npt.NDArray[np.floa
     return np.stack([np.frombuffer(b, dtype=t, count=d).astype(np.float32) for d, t, b in rows])
 
 
-EpisodeRow = tuple[int, str, int, float, float, float, int, float, int, str, str, str]
+EpisodeRow = tuple[int, str, int, float, float, float, int, float, int, str, str, str, str]
 """seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, robot_id, pose frame,
-camera."""
+camera, kind."""
 
 
 def episode_rows(conn: sqlite3.Connection) -> list[EpisodeRow]:
     """Every episode's key, id and filter fields (no embeddings), in the order added."""
     return conn.execute(
         "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
-        "robot_id, pose_frame_id, camera FROM episodes ORDER BY seq"
+        "robot_id, pose_frame_id, camera, kind FROM episodes ORDER BY seq"
     ).fetchall()
 
 

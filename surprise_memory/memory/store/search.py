@@ -7,8 +7,8 @@ needs:
   the frames of an episode in consecutive rows (grown by doubling, so an append is
   amortised O(1));
 * per episode: its key (the store's row id), trigger stamp, position, pose validity,
-  surprise, robot and camera (a small integer code per ``robot_id``, per camera name), and
-  the first matrix row and
+  surprise, robot and camera (a small integer code per ``robot_id``, per camera name),
+  its kind (a place keyframe or a surprise episode), and the first matrix row and
   number of rows of its frames.
 
 A query is one matrix-vector product over the frame rows (or over the frame rows of the
@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.errors import InputError
+from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery, one_pose_frame
 
 __all__ = ["EmbeddingIndex", "SearchResult"]
@@ -140,6 +141,7 @@ class EmbeddingIndex:
         self._frame_codes: dict[str, int] = {}
         self._cameras = _Rows((), np.int32)  # code of each episode's camera
         self._camera_codes: dict[str, int] = {}
+        self._places = _Rows((), np.bool_)  # a place keyframe (else a surprise episode)
         self._dead_rows = 0
 
     @property
@@ -175,6 +177,7 @@ class EmbeddingIndex:
             self._robots,
             self._pose_frames,
             self._cameras,
+            self._places,
         )
 
     def reserve(self, episodes: int, frames: int) -> None:
@@ -221,8 +224,9 @@ class EmbeddingIndex:
         robot_id: str = "",
         pose_frame: str = "",
         camera: str = "",
+        kind: str = EPISODE,
     ) -> None:
-        """Append one episode; its embeddings must already be unit rows (see :meth:`normalise`).
+        """Append one record; its embeddings must already be unit rows (see :meth:`normalise`).
 
         Raises:
             EmbedderMismatchError: The embedding dimension differs from the index's.
@@ -248,6 +252,7 @@ class EmbeddingIndex:
         self._robots.append([self._robot_codes.setdefault(robot_id, len(self._robot_codes))])
         self._pose_frames.append([self._frame_codes.setdefault(pose_frame, len(self._frame_codes))])
         self._cameras.append([self._camera_codes.setdefault(camera, len(self._camera_codes))])
+        self._places.append([kind == PLACE])
 
     def remove(self, keys: Sequence[int]) -> None:
         """Mark episodes removed; compact once removed rows pass an eighth of all rows."""
@@ -317,6 +322,8 @@ class EmbeddingIndex:
             mask &= self._robot_mask(query.robot_id)
         if query.camera is not None:
             mask &= self._code_mask(self._cameras, self._camera_codes, query.camera)
+        if query.kinds is not None and len(query.kinds) == 1:
+            mask &= self._places.view() if PLACE in query.kinds else ~self._places.view()
         stamps = self._stamps.view()
         if query.start_ns is not None:
             mask &= stamps >= query.start_ns

@@ -73,6 +73,7 @@ import numpy.typing as npt
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import ConfigError, StoreError
 from surprise_memory.memory.camera_view import CameraView
+from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
@@ -80,6 +81,7 @@ from surprise_memory.memory.store.base import StoreFront
 from surprise_memory.memory.store.catalog import StoreMeta
 from surprise_memory.memory.store.episode_index import EpisodeIndex
 from surprise_memory.memory.store.folder import StoreFolder, catch_up, import_episode, search_hits
+from surprise_memory.memory.store.place_rows import latest_views, view_ids
 from surprise_memory.memory.store.records import (
     EpisodeRecord,
     RetrievalHit,
@@ -167,7 +169,10 @@ class EpisodeStore(StoreFront):
 
     @property
     def total_bytes(self) -> int:
-        """Bytes counted by the disk budget (JPEGs + embedding blobs of live episodes)."""
+        """Bytes of the JPEGs + embedding blobs of every record (episodes and places).
+
+        The disk budget counts the surprise episodes' only.
+        """
         return self._folder.catalog.total_bytes
 
     @property
@@ -209,6 +214,8 @@ class EpisodeStore(StoreFront):
         robot_id: str | None = None,
         session_id: str | None = None,
         camera: CameraView | None = None,
+        kind: str = EPISODE,
+        place_key: str = "",
     ) -> EpisodeRecord:
         """Store one episode durably, then apply its robot's disk budget.
 
@@ -233,6 +240,8 @@ class EpisodeStore(StoreFront):
             configured_robot_id=self._config.robot_id,
             session_id=session_id,
             camera=camera,
+            kind=kind,
+            place_key=place_key,
         )
         record = with_source(record, root=self._root)
         folder = self._folder
@@ -245,7 +254,8 @@ class EpisodeStore(StoreFront):
         blobs = folder.embedding_blobs(unit)
         with self._lock:
             seq = folder.commit(record, unit, blobs=blobs, jpeg_sizes=[len(j) for j in jpegs])
-            folder.evict(keep=seq)
+            if record.kind == EPISODE:
+                folder.evict(keep=seq)
         return record
 
     def import_episode(
@@ -267,8 +277,8 @@ class EpisodeStore(StoreFront):
         record = with_source(record, root=self._root)
         with self._lock:
             self._folder.db()
-            seq = import_episode(self._folder, record, jpegs, emb, origin_ns)
-            if budget:
+            seq = import_episode(self._folder, record, jpegs, emb, origin_ns, bound_places=budget)
+            if budget and record.kind == EPISODE:
                 self._folder.evict(keep=seq)
         return record
 
@@ -345,6 +355,47 @@ class EpisodeStore(StoreFront):
         """Ids of all episodes, in the order they were added."""
         with self._lock:
             return self._folder.catalog.ids()
+
+    def latest_places(
+        self, place_keys: Sequence[str], robot_id: str | None = None
+    ) -> list[EpisodeRecord]:
+        """The newest place keyframe of each of these places (places never seen left out).
+
+        Indexed by place: the cost is that of the places' few views, not of the store.
+
+        Args:
+            place_keys: Place keys (:func:`~surprise_memory.memory.places.place_key`).
+            robot_id: Only this robot's views; None = the newest of any robot's.
+
+        Returns:
+            One record per place that has a view, in the order of ``place_keys``.
+
+        Raises:
+            StoreError: The store is closed, or reading failed.
+
+        """
+        with self._lock:
+            catalog = self._folder.catalog
+            try:
+                seqs = latest_views(self._folder.db(), place_keys, robot_id)
+                found = self._folder.records(seqs)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self._root}: cannot read place keyframes: {exc}") from exc
+            # a read-only store answers with what it holds (as of its open or refresh)
+            return [found[s] for s in seqs if s in found and catalog.key(found[s].id) == s]
+
+    def place_views(self, place_key: str, robot_id: str) -> list[str]:
+        """Ids of every view of a place by a robot, newest first (by the place's index).
+
+        Raises:
+            StoreError: The store is closed, or reading failed.
+
+        """
+        with self._lock:
+            try:
+                return view_ids(self._folder.db(), place_key, robot_id)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self._root}: cannot read place keyframes: {exc}") from exc
 
     def summaries(self, robot_id: str | None = None) -> list[EpisodeSummary]:
         """Every episode (or ``robot_id``'s) in brief, in the order added.

@@ -36,6 +36,7 @@ class EpisodeSummary(NamedTuple):
         camera: The camera that saw it ("" = the one unnamed camera).
         view_yaw: Where that camera looked, radians about z in ``pose_frame``'s ground
             plane (NaN when its pose is unknown): a map's arrow.
+        kind: ``"episode"`` (a surprise episode) or ``"place"`` (a place keyframe).
 
     """
 
@@ -51,6 +52,7 @@ class EpisodeSummary(NamedTuple):
     pose_frame: str
     camera: str = ""
     view_yaw: float = math.nan
+    kind: str = "episode"
 
     @property
     def position(self) -> tuple[float, float, float]:
@@ -65,7 +67,7 @@ class EpisodeSummary(NamedTuple):
         only the NULL threshold and SQLite's 0/1 for a boolean need converting.
         """
         ep_id, robot, stamp, surprise, threshold, valid, x, y, z, frame = row[:10]
-        camera, camera_valid, *q = row[10:]
+        camera, camera_valid, *q, kind = row[10:]
         yaw = None
         if camera_valid:
             yaw = viewing_yaw(Pose(qx=q[0], qy=q[1], qz=q[2], qw=q[3]))
@@ -82,11 +84,12 @@ class EpisodeSummary(NamedTuple):
             frame,
             camera,
             math.nan if yaw is None else yaw,
+            kind,
         )
 
 
 SUMMARY_COLUMNS = (
     "id, robot_id, stamp_ns, surprise, threshold, pose_valid, pos_x, pos_y, pos_z, "
-    "pose_frame_id, camera, camera_pose_valid, cam_qx, cam_qy, cam_qz, cam_qw"
+    "pose_frame_id, camera, camera_pose_valid, cam_qx, cam_qy, cam_qz, cam_qw, kind"
 )
 """The ``episodes`` columns :meth:`EpisodeSummary.from_row` reads, in order (both backends)."""

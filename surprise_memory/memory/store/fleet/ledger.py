@@ -191,6 +191,21 @@ class DeliveryLedger:
             for (ep_id,) in ids:
                 self._sent_ids.pop(ep_id, None)
 
+    def supersede(self, episode_ids: Iterable[str]) -> None:
+        """Place keyframes the robot replaced by newer views of their place (``place_history``).
+
+        Forgotten whatever their state: a waiting one is not sent, and not lost either (the
+        newer view of its place is on its way).
+        """
+        ids = [(i,) for i in episode_ids]
+        self._write("DELETE FROM outbox WHERE episode_id = ?", ids)
+        with self._lock:
+            for (ep_id,) in ids:
+                entry = self._pending.pop(ep_id, None)
+                if entry is not None:
+                    self._pending_bytes -= entry.nbytes
+                self._sent_ids.pop(ep_id, None)
+
     def oldest_sent(self) -> str | None:
         """The delivered episode the robot has held longest (the first to make room)."""
         with self._lock:

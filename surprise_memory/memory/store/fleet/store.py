@@ -46,6 +46,7 @@ import numpy.typing as npt
 from surprise_memory.config import FleetConfig, StoreConfig
 from surprise_memory.config.fleet import DEFAULT_FLEET_LOCAL_STORE
 from surprise_memory.errors import ConfigError, InputError, StoreError, StoreUnreachableError
+from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.base import StoreFront
@@ -241,10 +242,16 @@ class FleetStore(StoreFront):
     ) -> EpisodeRecord:
         """Commit an episode on the robot, then queue it for the fleet store.
 
+        A place keyframe's older views that its add deletes (``place_history``) leave the
+        queue too, superseded (not counted as not sent).
+
         Arguments (the episode's fields as keywords), return value and errors as
         :meth:`surprise_memory.memory.store.interface.EpisodeStoreBackend.add`.
         """
-        return self._committed(lambda: self._local.add(frames, embeddings, **fields))
+        place = None
+        if fields.get("kind") == PLACE:
+            place = (str(fields.get("place_key", "")), fields.get("robot_id") or self._robot)
+        return self._committed(lambda: self._local.add(frames, embeddings, **fields), place)
 
     def import_episode(
         self,
@@ -260,14 +267,25 @@ class FleetStore(StoreFront):
             lambda: self._local.import_episode(record, jpegs, embeddings, origin_ns=origin_ns)
         )
 
-    def _committed(self, commit: Callable[[], EpisodeRecord]) -> EpisodeRecord:
-        """Commit on the robot; record the episode as waiting, keep the bound, wake the sender."""
+    def _committed(
+        self, commit: Callable[[], EpisodeRecord], place: tuple[str, str] | None = None
+    ) -> EpisodeRecord:
+        """Commit on the robot; record the episode as waiting, keep the bound, wake the sender.
+
+        ``place``: a place keyframe's (place key, robot), whose views the add may replace.
+        """
         with self._lock:
+            views = self._local.place_views(*place) if place is not None else []
             before = self._local.total_bytes
             record = commit()
             nbytes = self._local.total_bytes - before  # one writer: the add's own bytes
-            self._ledger.append([Pending(record.id, nbytes, record.surprise, time.time_ns())])
-            self._make_room(keep=record.id)
+            gone = [i for i in views if i not in self._local]
+            if gone:  # the add replaced older views of its place: its own size is read
+                self._ledger.supersede(gone)
+                nbytes = self._episode_bytes(record.id) if record.id in self._local else 0
+            if record.id in self._local:
+                self._ledger.append([Pending(record.id, nbytes, record.surprise, time.time_ns())])
+                self._make_room(keep=record.id)
         self._sender.wake()
         return record
 
@@ -338,6 +356,30 @@ class FleetStore(StoreFront):
             )
         k = query.max_results or self._config.default_max_results
         return merge_hits(query, k, own, fleet)
+
+    def latest_places(
+        self, place_keys: Sequence[str], robot_id: str | None = None
+    ) -> list[EpisodeRecord]:
+        """The newest view of each place, of the robot's own and the fleet store's.
+
+        The robot's own answer alone while the fleet store cannot be reached.
+
+        Raises:
+            StoreError: The robot's store cannot be read.
+
+        """
+        newest = {r.place_key: r for r in self._local.latest_places(place_keys, robot_id)}
+        try:
+            fleet = self._remote(
+                "read place keyframes", lambda s: s.latest_places(place_keys, robot_id)
+            )
+        except StoreError:
+            fleet = []
+        for rec in fleet:
+            own = newest.get(rec.place_key)
+            if own is None or (rec.stamp_ns, rec.id) > (own.stamp_ns, own.id):
+                newest[rec.place_key] = rec
+        return [newest[k] for k in dict.fromkeys(place_keys) if k in newest]
 
     def get(self, episode_id: str) -> EpisodeRecord:
         """The episode: the robot's copy, else the fleet store's."""

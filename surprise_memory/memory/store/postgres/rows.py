@@ -38,6 +38,7 @@ __all__ = [
     "insert_episode",
     "key_of",
     "keys_of",
+    "latest_views",
     "lower_origin",
     "pooled_vector",
     "read_meta",
@@ -49,6 +50,7 @@ __all__ = [
     "select_records",
     "select_summaries",
     "store_counts",
+    "surplus_views",
 ]
 
 Conn = psycopg.Connection[Any]
@@ -56,16 +58,17 @@ Conn = psycopg.Connection[Any]
 _EPISODE_COLUMNS = (
     "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
     "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
-    "embedder_model, embedder_pretrained, created_wall_ns, robot_id, session_id, " + CAMERA_COLUMNS
+    "embedder_model, embedder_pretrained, created_wall_ns, robot_id, session_id, kind, "
+    "place_key, " + CAMERA_COLUMNS
 )
 _INSERT_EPISODE = (
     "INSERT INTO surprise_memory.episodes (id, robot_id, stamp_ns, start_ns, end_ns, "
     "pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, "
     "threshold, encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
-    "created_wall_ns, nbytes, session_id, "
+    "created_wall_ns, nbytes, session_id, kind, place_key, "
     + CAMERA_COLUMNS
     + ") VALUES ("
-    + ", ".join(["%s"] * (23 + len(CAMERA_COLUMN_TYPES)))
+    + ", ".join(["%s"] * (25 + len(CAMERA_COLUMN_TYPES)))
     + ") RETURNING seq"
 )
 _SELECT_RECORDS = (
@@ -201,8 +204,10 @@ def insert_episode(
         psycopg.errors.UniqueViolation: The id exists.
 
     """
-    values = (rec.id, rec.robot_id, *episode_values(rec), nbytes, rec.session_id)
-    row = conn.execute(_INSERT_EPISODE, (*values, *camera_values(rec.camera))).fetchone()
+    values = (rec.id, rec.robot_id, *episode_values(rec), nbytes, rec.session_id, rec.kind)
+    row = conn.execute(
+        _INSERT_EPISODE, (*values, rec.place_key, *camera_values(rec.camera))
+    ).fetchone()
     assert row is not None
     seq = int(row[0])
     with conn.cursor() as cur:
@@ -229,23 +234,34 @@ def insert_episode(
 
 
 def add_robot_counts(
-    conn: Conn, robot_id: str, *, episodes: int, frames: int, nbytes: int
+    conn: Conn, robot_id: str, *, episodes: int, frames: int, nbytes: int, place: bool = False
 ) -> tuple[int, int]:
-    """Add to a robot's counters (creating its row) and lock that row until commit.
+    """Add a record to a robot's counters (creating its row) and lock that row until commit.
 
     The lock is what serialises two adds of the same robot: the second waits here until
-    the first has committed its episode and its evictions, then sees their counts.
+    the first has committed its record and its evictions, then sees their counts.
+
+    Args:
+        conn: The connection (inside the add's transaction).
+        robot_id: The robot.
+        episodes: Records added.
+        frames: Their frames.
+        nbytes: Their bytes.
+        place: They are place keyframes (counted, but outside the budget).
 
     Returns:
-        The robot's episodes and bytes after the change.
+        The robot's surprise episodes and their bytes after the change (the budget's).
 
     """
+    places = (episodes, nbytes) if place else (0, 0)
     row = conn.execute(
-        "INSERT INTO surprise_memory.robots AS r (robot_id, episodes, frames, nbytes) "
-        "VALUES (%s, %s, %s, %s) ON CONFLICT (robot_id) DO UPDATE SET "
+        "INSERT INTO surprise_memory.robots AS r (robot_id, episodes, frames, nbytes, places, "
+        "place_bytes) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (robot_id) DO UPDATE SET "
         "episodes = r.episodes + excluded.episodes, frames = r.frames + excluded.frames, "
-        "nbytes = r.nbytes + excluded.nbytes RETURNING episodes, nbytes",
-        (robot_id, episodes, frames, nbytes),
+        "nbytes = r.nbytes + excluded.nbytes, places = r.places + excluded.places, "
+        "place_bytes = r.place_bytes + excluded.place_bytes "
+        "RETURNING episodes - places, nbytes - place_bytes",
+        (robot_id, episodes, frames, nbytes, *places),
     ).fetchone()
     assert row is not None
     return int(row[0]), int(row[1])
@@ -275,13 +291,15 @@ def eviction_order(
         if after is None:
             rows = conn.execute(
                 "SELECT seq, nbytes, surprise, stamp_ns FROM surprise_memory.episodes "
-                "WHERE robot_id = %s AND seq <> %s ORDER BY surprise, stamp_ns, seq LIMIT %s",
+                "WHERE robot_id = %s AND kind = 'episode' AND seq <> %s "
+                "ORDER BY surprise, stamp_ns, seq LIMIT %s",
                 (robot_id, keep, batch),
             ).fetchall()
         else:
             rows = conn.execute(
                 "SELECT seq, nbytes, surprise, stamp_ns FROM surprise_memory.episodes "
-                "WHERE robot_id = %s AND seq <> %s AND (surprise, stamp_ns, seq) > (%s, %s, %s) "
+                "WHERE robot_id = %s AND kind = 'episode' AND seq <> %s "
+                "AND (surprise, stamp_ns, seq) > (%s, %s, %s) "
                 "ORDER BY surprise, stamp_ns, seq LIMIT %s",
                 (robot_id, keep, *after, batch),
             ).fetchall()
@@ -302,12 +320,14 @@ def delete_episodes(conn: Conn, seqs: Sequence[int]) -> list[str]:
     """
     rows = conn.execute(
         "WITH gone AS (DELETE FROM surprise_memory.episodes WHERE seq = ANY(%s) "
-        "RETURNING id, robot_id, nbytes, "
+        "RETURNING id, robot_id, nbytes, kind = 'place' AS place, "
         "(SELECT count(*) FROM surprise_memory.frames f WHERE f.episode_seq = seq) AS nf), "
-        "per_robot AS (SELECT robot_id, count(*) AS n, sum(nf) AS nf, sum(nbytes) AS nb "
-        "FROM gone GROUP BY robot_id), "
+        "per_robot AS (SELECT robot_id, count(*) AS n, sum(nf) AS nf, sum(nbytes) AS nb, "
+        "count(*) FILTER (WHERE place) AS np, "
+        "coalesce(sum(nbytes) FILTER (WHERE place), 0) AS npb FROM gone GROUP BY robot_id), "
         "counted AS (UPDATE surprise_memory.robots r SET episodes = r.episodes - p.n, "
-        "frames = r.frames - p.nf, nbytes = r.nbytes - p.nb FROM per_robot p "
+        "frames = r.frames - p.nf, nbytes = r.nbytes - p.nb, places = r.places - p.np, "
+        "place_bytes = r.place_bytes - p.npb FROM per_robot p "
         "WHERE r.robot_id = p.robot_id RETURNING 1) "
         "SELECT id FROM gone",
         ([int(s) for s in seqs],),
@@ -366,10 +386,49 @@ def select_records(
             created_wall_ns=int(row[20]),
             robot_id=row[21],
             session_id=row[22],
-            camera=camera_from_row(row[23:-1]),
+            kind=row[23],
+            place_key=row[24],
+            camera=camera_from_row(row[25:-1]),
             jpeg_source=source,
         )
     return out
+
+
+def surplus_views(conn: Conn, record: EpisodeRecord, keep: int) -> list[int]:
+    """The views of ``record``'s place and robot beyond the ``keep`` newest by stamp.
+
+    As the SQLite store's :func:`~surprise_memory.memory.store.place_rows.surplus_views`,
+    along the ``episodes_place`` index, inside the add's transaction.
+    """
+    rows = conn.execute(
+        "SELECT seq FROM surprise_memory.episodes WHERE kind = 'place' AND place_key = %s "
+        "AND robot_id = %s ORDER BY stamp_ns DESC, seq DESC OFFSET %s",
+        (record.place_key, record.robot_id, keep),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def latest_views(conn: Conn, place_keys: Sequence[str], robot_id: str | None) -> list[int]:
+    """The key of the newest view of each of these places (in their order; none: left out).
+
+    As the SQLite store's :func:`~surprise_memory.memory.store.place_rows.latest_views`.
+    """
+    keys = list(dict.fromkeys(place_keys))
+    if robot_id is None:
+        rows = conn.execute(
+            "SELECT (SELECT e.seq FROM surprise_memory.episodes e WHERE e.kind = 'place' "
+            "AND e.place_key = k.key ORDER BY e.stamp_ns DESC, e.seq DESC LIMIT 1) "
+            "FROM unnest(%s::text[]) WITH ORDINALITY AS k(key, n) ORDER BY k.n",
+            (keys,),
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT (SELECT e.seq FROM surprise_memory.episodes e WHERE e.kind = 'place' "
+            "AND e.place_key = k.key AND e.robot_id = %s ORDER BY e.stamp_ns DESC, e.seq DESC "
+            "LIMIT 1) FROM unnest(%s::text[]) WITH ORDINALITY AS k(key, n) ORDER BY k.n",
+            (robot_id, keys),
+        ).fetchall()
+    return [int(r[0]) for r in rows if r[0] is not None]
 
 
 def select_jpegs(conn: Conn, seqs: Sequence[int]) -> dict[int, list[bytes]]:

@@ -5,10 +5,11 @@ the connection string names, so the store can share a database with other applic
 
 * ``meta (key, value)``: ``schema_version``, the embedder (``embedder_model``,
   ``embedder_pretrained``, ``embedding_dim``) and ``origin_ns``, as in the SQLite store;
-* ``robots (robot_id, episodes, frames, nbytes)``: per-robot counters kept in step with the
-  episodes in the same transactions; the budget reads them, and an add locks its robot's
-  row, which serialises the adds (and evictions) of one robot while other robots write
-  in parallel;
+* ``robots (robot_id, episodes, frames, nbytes, places, place_bytes)``: per-robot
+  counters of its records (``places``, ``place_bytes``: the place keyframes among them)
+  kept in step in the same transactions; the budget reads them, and an add locks its
+  robot's row, which serialises the adds (and evictions) of one robot while other robots
+  write in parallel;
 * ``episodes``: one row per episode (``seq`` is the key, an identity column; ``robot_id``
   on every row);
 * ``frames (episode_seq, idx, stamp_ns, jpeg)``: the frames' JPEG bytes (``bytea``);
@@ -72,7 +73,7 @@ __all__ = [
 SCHEMA = "surprise_memory"
 """The PostgreSQL schema (namespace) holding the store's tables."""
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version of the PostgreSQL schema written by this code (``meta.schema_version``).
 
 2. ``episode_vectors``: one pooled vector per episode (:func:`_v1_to_v2`).
@@ -82,6 +83,10 @@ SCHEMA_VERSION = 5
 5. ``episodes.camera``, its optical frame and pose at the trigger
    (:mod:`~surprise_memory.memory.store.camera_columns`): older episodes were seen by one
    unnamed camera whose pose is unknown (:func:`_v4_to_v5`).
+6. ``episodes.kind`` (``episode`` or ``place``: a place keyframe) and ``place_key``,
+   indexed for the places' latest views; ``robots.places`` and ``robots.place_bytes``
+   (the place keyframes among a robot's records, outside its budget); the eviction index
+   holds episodes only. Older rows are episodes (:func:`_v5_to_v6`).
 """
 
 # pg_advisory_lock key of schema creation and migration: "SMEM" in ASCII
@@ -231,8 +236,35 @@ def _v4_to_v5(conn: psycopg.Connection[Any]) -> None:
         )
 
 
+_V5_TO_V6: tuple[LiteralString, ...] = (
+    "ALTER TABLE surprise_memory.episodes ADD COLUMN kind text NOT NULL DEFAULT 'episode'",
+    "ALTER TABLE surprise_memory.episodes ADD COLUMN place_key text NOT NULL DEFAULT ''",
+    # the places' views, newest first per place and robot; episodes are not in it
+    "CREATE INDEX episodes_place ON surprise_memory.episodes (place_key, robot_id, stamp_ns) "
+    "WHERE kind = 'place'",
+    # the budget's order walks episodes only (place keyframes are outside the budget)
+    "DROP INDEX surprise_memory.episodes_eviction",
+    "CREATE INDEX episodes_eviction ON surprise_memory.episodes "
+    "(robot_id, surprise, stamp_ns, seq) WHERE kind = 'episode'",
+    "ALTER TABLE surprise_memory.robots ADD COLUMN places bigint NOT NULL DEFAULT 0",
+    "ALTER TABLE surprise_memory.robots ADD COLUMN place_bytes bigint NOT NULL DEFAULT 0",
+)
+
+
+def _v5_to_v6(conn: psycopg.Connection[Any]) -> None:
+    """Schema 5 -> 6: the record's kind and place; the rows stored before are episodes."""
+    for stmt in _V5_TO_V6:
+        conn.execute(stmt)
+
+
 Migration = Callable[[psycopg.Connection[Any]], None]
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+MIGRATIONS: dict[int, Migration] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+    5: _v5_to_v6,
+}
 """Schema steps: ``MIGRATIONS[v]`` turns a version-v store into version v+1.
 
 Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own

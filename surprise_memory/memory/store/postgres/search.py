@@ -3,7 +3,7 @@
 A :class:`~surprise_memory.memory.retrieval.RetrievalQuery` becomes one statement, built
 from constant fragments (one per filter the query has; the values are bound parameters):
 
-* **filters**: ``robot_id``, ``camera``, the time window on the trigger stamp, and the
+* **filters**: ``robot_id``, ``camera``, ``kinds``, the time window on the trigger stamp, and the
   place (valid pose, distance to ``near`` within ``radius_m``), as in
   :class:`~surprise_memory.memory.store.search.EmbeddingIndex`;
 * **ranking with an embedding**: an episode's score is the paper's max cosine over its
@@ -58,6 +58,7 @@ robot-year in benchmarks/bench_lifetime.py (a one-day window holds about 1,840 e
 _EPISODE_FILTERS = {
     "robot": "e.robot_id = %(robot)s",
     "camera": "e.camera = %(camera)s",
+    "kinds": "e.kind = ANY(%(kinds)s)",
     "start": "e.stamp_ns >= %(start)s",
     "end": "e.stamp_ns <= %(end)s",
     "pose": "e.pose_valid",
@@ -128,6 +129,9 @@ class SqlSearch(NamedTuple):
         if query.camera is not None:  # on the episode rows only: the graph's candidates
             params["camera"] = query.camera  # are filtered after, widened when too few pass
             ep_where.append(_EPISODE_FILTERS["camera"])
+        if query.kinds is not None:  # likewise
+            params["kinds"] = sorted(query.kinds)
+            ep_where.append(_EPISODE_FILTERS["kinds"])
         if query.start_ns is not None:
             params["start"] = query.start_ns
             ep_where.append(_EPISODE_FILTERS["start"])

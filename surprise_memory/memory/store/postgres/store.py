@@ -46,6 +46,7 @@ import psycopg
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import ConfigError, StoreError
 from surprise_memory.memory.camera_view import CameraView
+from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
@@ -143,7 +144,7 @@ class PostgresEpisodeStore(StoreFront):
 
     @property
     def total_bytes(self) -> int:
-        """Bytes counted by the budget (JPEGs + embeddings of live episodes, all robots)."""
+        """Bytes of every record's JPEGs + embeddings, all robots (the budget: episodes')."""
         with self._session.reading("count episodes") as conn:
             return rows.store_counts(conn)[2]
 
@@ -202,8 +203,10 @@ class PostgresEpisodeStore(StoreFront):
         robot_id: str | None = None,
         session_id: str | None = None,
         camera: CameraView | None = None,
+        kind: str = EPISODE,
+        place_key: str = "",
     ) -> EpisodeRecord:
-        """Store one episode in one transaction with its robot's evictions.
+        """Store one record in one transaction with its robot's evictions (or its place's).
 
         Arguments, return value and errors as
         :meth:`surprise_memory.memory.store.interface.EpisodeStoreBackend.add`.
@@ -226,6 +229,8 @@ class PostgresEpisodeStore(StoreFront):
             configured_robot_id=self._config.robot_id,
             session_id=session_id,
             camera=camera,
+            kind=kind,
+            place_key=place_key,
         )
         self._session.meta.check_embedder(embedder_model, embedder_pretrained, unit.shape[1])
         jpegs = [encode_jpeg(fr.rgb, self._config.jpeg_quality) for fr in frames]
@@ -317,6 +322,18 @@ class PostgresEpisodeStore(StoreFront):
         with self._session.reading(f"read episode {episode_id}") as conn:
             seq = self._key(conn, episode_id)
             return rows.select_records(conn, [seq], self)[seq]
+
+    def latest_places(
+        self, place_keys: Sequence[str], robot_id: str | None = None
+    ) -> list[EpisodeRecord]:
+        """The newest place keyframe of each of these places (places never seen left out).
+
+        See :meth:`surprise_memory.memory.store.sqlite.EpisodeStore.latest_places`.
+        """
+        with self._session.reading("read place keyframes") as conn:
+            seqs = rows.latest_views(conn, place_keys, robot_id)
+            found = rows.select_records(conn, seqs, self)
+        return [found[s] for s in seqs if s in found]
 
     def read_jpegs(self, episode_id: str) -> list[bytes]:
         """The JPEG bytes of each frame of an episode, in order (``EpisodeRecord.load_jpegs``).

@@ -4,7 +4,8 @@
 ``surprise-memory migrate``): claim the store's embedder, insert the rows, lower the
 recording origin, count the robot's episodes (locking its row) and, for an add, evict
 by :func:`~surprise_memory.memory.store.catalog.eviction_victims` until the robot is
-within its budget.
+within its budget; a place keyframe's add deletes instead its place's views beyond the
+``place_history`` newest.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy.typing as npt
 import psycopg
 
 from surprise_memory.config import StoreConfig
+from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.store.catalog import StoreMeta, eviction_victims, over_budget
 from surprise_memory.memory.store.postgres import rows
 from surprise_memory.memory.store.records import EpisodeRecord
@@ -43,8 +45,9 @@ def commit_episode(
         record: The episode.
         embeddings: Its unit-norm embeddings, (frames, D), stored as ``halfvec``.
         jpegs: Its frames' JPEG bytes.
-        budget: ``max_episodes`` / ``max_store_bytes`` to apply to the record's robot;
-            None = none (an import copies a store as it is).
+        budget: ``max_episodes`` / ``max_store_bytes`` to apply to the record's robot
+            (``place_history`` to a place keyframe); None = none (an import copies a
+            store as it is).
         origin_ns: An earlier recording start to keep (an imported store's origin).
 
     Raises:
@@ -60,15 +63,18 @@ def commit_episode(
     meta.check_embedder(record.embedder_model, record.embedder_pretrained, dim)
     nbytes = sum(len(j) for j in jpegs) + embeddings.size * HALF_BYTES
     seq = rows.insert_episode(conn, record, embeddings, jpegs, nbytes=nbytes)
+    place = record.kind == PLACE
     start = min(record.frame_stamps_ns, default=record.stamp_ns)
     start = min(start, record.stamp_ns)
     if origin_ns is not None:
         start = min(start, origin_ns)
     rows.lower_origin(conn, start)
     count, held = rows.add_robot_counts(
-        conn, record.robot_id, episodes=1, frames=len(jpegs), nbytes=nbytes
+        conn, record.robot_id, episodes=1, frames=len(jpegs), nbytes=nbytes, place=place
     )
-    if budget is not None:
+    if budget is not None and place:  # a place's views beyond place_history, not the budget
+        rows.delete_episodes(conn, rows.surplus_views(conn, record, budget.place_history))
+    elif budget is not None:
         limits = {"max_episodes": budget.max_episodes, "max_store_bytes": budget.max_store_bytes}
         if over_budget(count, held, **limits):
             sizes: dict[int, int] = {}

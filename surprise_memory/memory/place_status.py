@@ -1,0 +1,178 @@
+"""Is it still there? When an episode's place was last seen, and whether it still looks so.
+
+An episode (or any stored record with a pose) shows a place. The place keyframes
+(:mod:`~surprise_memory.memory.places`) hold the latest views of every place the robot
+passed; :func:`place_status` finds the newest view of the episode's place taken after it
+and compares it with the episode's own picture:
+
+* **the place**: the place cells within ``place_status_radius_m`` of the episode's pose
+  (same frame), in the episode's viewing sector and the two beside it (the camera's
+  viewing yaw where its pose is known, else the robot's), and only views whose pose is
+  within that radius; read with the store's indexed
+  :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.latest_places` (a
+  few dozen place keys, never a scan of the history);
+* **last seen**: the newest such view's stamp, or the episode's own when none is newer;
+* **similarity**: the cosine of that view's embedding (its best frame) with the
+  embedding of the episode's trigger frame (its picture,
+  :func:`~surprise_memory.memory.episodes.trigger_frame_index`);
+* **still there**: similarity >= ``place_still_there_similarity`` (a placeholder until it
+  is chosen on the QA validation worlds); None when no view is newer than the episode.
+
+Use::
+
+    status = place_status(store, hit.episode, PlacesConfig())
+    if status is not None and status.still_there is False:
+        print(f"gone: last seen {status.last_seen_ns}, similarity {status.similarity:.2f}")
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from surprise_memory.config.places import PlacesConfig
+from surprise_memory.memory.episodes import trigger_frame_index
+from surprise_memory.memory.places import PlaceCell, place_cell
+from surprise_memory.memory.pose import yaw_of
+from surprise_memory.memory.store.records import EpisodeRecord
+
+__all__ = ["PlaceStatus", "PlaceViews", "nearby_place_keys", "place_status", "record_place"]
+
+
+class PlaceViews(Protocol):
+    """What :func:`place_status` needs of a store (every backend has it)."""
+
+    def latest_places(
+        self, place_keys: Sequence[str], robot_id: str | None = None
+    ) -> list[EpisodeRecord]:
+        """The newest place keyframe of each of these places."""
+        ...
+
+    def embeddings(self, episode_id: str) -> npt.NDArray[np.float32]:
+        """A record's stored unit frame embeddings, (frames, D)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlaceStatus:
+    """What the memory knows now of an episode's place.
+
+    Attributes:
+        place_key: The episode's own place (its cell and viewing sector).
+        last_seen_ns: When the place was last seen: the newest view's stamp, or the
+            episode's own when no view is newer (int ns).
+        similarity: Cosine of that view with the episode's trigger frame; None when no
+            view is newer than the episode.
+        still_there: ``similarity >= place_still_there_similarity``; None when no view
+            is newer (not seen since: unknown).
+        view_id: The id of the newest view (a place keyframe); None when none is newer.
+
+    """
+
+    place_key: str
+    last_seen_ns: int
+    similarity: float | None
+    still_there: bool | None
+    view_id: str | None = None
+
+
+def record_place(record: EpisodeRecord, config: PlacesConfig) -> PlaceCell | None:
+    """The place a record shows: its pose's cell and its viewing sector; None without a pose.
+
+    The viewing yaw is the camera's where its pose is known in the record's pose frame,
+    else the robot's.
+    """
+    if not record.pose_valid or not record.pose.frame_id:
+        return None
+    camera = record.camera.pose
+    same_frame = camera is not None and camera.frame_id == record.pose.frame_id
+    yaw = record.camera.yaw if same_frame else None
+    if yaw is None:
+        yaw = yaw_of(record.pose)
+    return place_cell(record.pose, yaw, config.place_cell_m, config.place_sectors)
+
+
+def nearby_place_keys(cell: PlaceCell, x: float, y: float, config: PlacesConfig) -> list[str]:
+    """The keys of the places that may hold views of ``cell``: near cells, near sectors.
+
+    Args:
+        cell: The place (its frame, grid and sector).
+        x: The point's x in metres (the cells within ``place_status_radius_m`` of it).
+        y: Its y.
+        config: Radius, cell size, sectors.
+
+    Returns:
+        Keys of every cell overlapping the radius's square, in the sector and the two
+        beside it; the own place first.
+
+    """
+    r, size = config.place_status_radius_m, cell.cell_m
+    xs = range(math.floor((x - r) / size), math.floor((x + r) / size) + 1)
+    ys = range(math.floor((y - r) / size), math.floor((y + r) / size) + 1)
+    sectors = dict.fromkeys((cell.sector, cell.sector - 1, cell.sector + 1))
+    keys = [cell.key]
+    for s in sectors:
+        for ix in xs:
+            for iy in ys:
+                keys.append(cell.shifted(ix - cell.ix, iy - cell.iy).with_sector(s).key)
+    return list(dict.fromkeys(keys))
+
+
+def place_status(
+    store: PlaceViews,
+    record: EpisodeRecord,
+    config: PlacesConfig,
+    *,
+    robot_id: str | None = None,
+) -> PlaceStatus | None:
+    """When ``record``'s place was last seen, and whether its latest view still shows it.
+
+    Args:
+        store: The store holding the record and the place keyframes.
+        record: An episode (or a place keyframe) with a pose.
+        config: ``place_cell_m``, ``place_sectors``, ``place_status_radius_m`` and
+            ``place_still_there_similarity``.
+        robot_id: Only this robot's views; None = any robot's (a fleet's).
+
+    Returns:
+        The status, or None when the record has no pose (no place).
+
+    Raises:
+        StoreError: The store cannot be read.
+
+    """
+    cell = record_place(record, config)
+    if cell is None:
+        return None
+    p = record.pose
+    keys = nearby_place_keys(cell, p.x, p.y, config)
+    radius = config.place_status_radius_m
+    newer = [
+        v
+        for v in store.latest_places(keys, robot_id)
+        if v.id != record.id
+        and v.stamp_ns > record.stamp_ns
+        and v.pose_valid
+        and v.pose.frame_id == p.frame_id
+        and math.hypot(v.pose.x - p.x, v.pose.y - p.y) <= radius
+    ]
+    if not newer:
+        return PlaceStatus(cell.key, record.stamp_ns, None, None)
+    view = max(newer, key=lambda v: (v.stamp_ns, v.id))
+    picture = trigger_frame_index(record.frame_stamps_ns, record.stamp_ns)
+    shown = _unit(store.embeddings(record.id)[picture : picture + 1])[0]
+    similarity = float(np.max(_unit(store.embeddings(view.id)) @ shown))
+    still = similarity >= config.place_still_there_similarity
+    return PlaceStatus(cell.key, view.stamp_ns, similarity, still, view.id)
+
+
+def _unit(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+    """Rows scaled to unit length (stored embeddings are, up to float16 rounding)."""
+    rows64 = np.asarray(rows, dtype=np.float64)
+    norms: npt.NDArray[np.float64] = np.linalg.norm(rows64, axis=1, keepdims=True)
+    return rows64 / np.maximum(norms, 1e-12)

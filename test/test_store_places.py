@@ -1,0 +1,262 @@
+"""Place keyframes in the store, on both backends: kind, bounded views, budget, latest, still there.
+
+Tests taking ``store_location`` run on the SQLite folder and on a PostgreSQL database of a
+real server (``store_backends.pg_server``), as in test_store.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_store import as_version_6
+
+from surprise_memory.config import PlacesConfig, StoreConfig
+from surprise_memory.errors import InputError
+from surprise_memory.memory.camera_view import CameraView, yaw_pose
+from surprise_memory.memory.place_status import nearby_place_keys, place_status, record_place
+from surprise_memory.memory.places import PlaceKeyframeSelector, place_cell
+from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.retrieval import RetrievalQuery
+from surprise_memory.memory.store import DB_NAME, EpisodeStore, EpisodeStoreBackend, open_store
+from surprise_memory.memory.store.frame_files import FrameFiles
+from surprise_memory.memory.store.records import EpisodeRecord
+from surprise_memory.perception.frames import Frame
+
+S = 1_000_000_000
+DIM = 16
+MODEL = "PE-Core-L-14-336"
+CONFIG = PlacesConfig()
+
+
+def _image(rng: np.random.Generator) -> np.ndarray:
+    return rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)
+
+
+def _episode(
+    store: EpisodeStoreBackend,
+    rng: np.random.Generator,
+    t: float,
+    pose: Pose | None,
+    *,
+    surprise: float = 1.0,
+    embeddings: np.ndarray | None = None,
+    robot: str = "alpha",
+) -> EpisodeRecord:
+    stamp = round(t * S)
+    frames = [Frame(_image(rng), stamp + (i - 4) * S // 10) for i in range(8)]
+    emb = rng.standard_normal((8, DIM)) if embeddings is None else embeddings
+    return store.add(
+        frames, emb, stamp_ns=stamp, surprise=surprise, embedder_model=MODEL,
+        embedder_pretrained=True, pose=pose, robot_id=robot,
+    )  # fmt: skip
+
+
+def _place(
+    store: EpisodeStoreBackend,
+    rng: np.random.Generator,
+    t: float,
+    pose: Pose,
+    *,
+    embedding: np.ndarray | None = None,
+    robot: str = "alpha",
+    camera: CameraView | None = None,
+) -> EpisodeRecord:
+    """A place keyframe as the selector decides it: one frame, its pose, its place's key."""
+    stamp = round(t * S)
+    decision = PlaceKeyframeSelector(CONFIG).push(stamp, pose)
+    assert decision is not None
+    emb = rng.standard_normal((1, DIM)) if embedding is None else embedding[None, :]
+    return store.add(
+        [Frame(_image(rng), stamp)], emb, stamp_ns=stamp, surprise=0.0, embedder_model=MODEL,
+        embedder_pretrained=True, pose=pose, robot_id=robot, camera=camera, kind="place",
+        place_key=decision.place_key,
+    )  # fmt: skip
+
+
+def _ids(records: list[EpisodeRecord]) -> list[str]:
+    return [r.id for r in records]
+
+
+AT = yaw_pose(3.0, 5.0, 0.0, 0.0, "map")  # cell (1, 2), sector 0 of 8
+
+
+def test_a_place_keyframe_keeps_its_kind_and_place(store_location: str) -> None:
+    rng = np.random.default_rng(0)
+    with open_store(store_location) as store:
+        ep = _episode(store, rng, 1.0, AT)
+        view = _place(store, rng, 2.0, AT)
+        assert (ep.kind, ep.place_key) == ("episode", "")
+        assert (view.kind, view.place_key) == ("place", "map@2m:1,2:0/8")
+    with open_store(store_location, read_only=True) as store:
+        assert store.get(view.id) == view and store.get(ep.id) == ep
+        kinds = {s.id: s.kind for s in store.summaries()}
+        assert kinds == {ep.id: "episode", view.id: "place"}
+        assert len(store) == 2
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"kind": "place", "place_key": ""}, "a place needs"),
+        ({"kind": "episode", "place_key": "map@2m:0,0:0/8"}, "an episode has none"),
+        ({"kind": "places", "place_key": "x"}, "kind="),
+        ({"kind": "place", "place_key": "x" * 300}, "at most 256"),
+        ({"kind": "place", "place_key": "map@2m:0,0:0/8", "pose": None}, "needs a pose"),
+    ],
+)
+def test_a_bad_kind_or_place_is_refused(
+    store_location: str, fields: dict[str, object], match: str
+) -> None:
+    rng = np.random.default_rng(1)
+    with open_store(store_location) as store:
+        fields = {"pose": AT, **fields}
+        with pytest.raises(InputError, match=match):
+            store.add(
+                [Frame(_image(rng), S)], rng.standard_normal((1, DIM)), stamp_ns=S,
+                surprise=0.0, embedder_model=MODEL, embedder_pretrained=True,
+                **fields,  # type: ignore[arg-type]
+            )  # fmt: skip
+        assert len(store) == 0
+
+
+@pytest.mark.parametrize("history", [1, 3])
+def test_a_place_keeps_its_newest_views_only(
+    store_location: str, history: int, tmp_path: Path
+) -> None:
+    """Each view of a place replaces its oldest beyond place_history (same transaction,
+    files too), per robot; other places and other robots' views are left alone."""
+    rng = np.random.default_rng(2)
+    elsewhere = yaw_pose(41.0, 5.0, 0.0, 0.0, "map")
+    with open_store(store_location, StoreConfig(place_history=history)) as store:
+        views = [_place(store, rng, 10.0 * i, AT) for i in range(6)]
+        other = [_place(store, rng, 10.0 * i + 1, elsewhere) for i in range(2)]
+        bravo = _place(store, rng, 5.0, AT, robot="bravo")
+        held = set(store.episode_ids())
+        assert held == {*_ids(views[-history:]), *_ids(other[-history:]), bravo.id}
+        # an old view delivered late (a fleet's backlog) is itself the surplus
+        late = dataclasses.replace(
+            views[-1], id="late-view", stamp_ns=1, start_ns=1, end_ns=1, frame_stamps_ns=(1,),
+            frame_paths=tuple(FrameFiles.relative_paths("late-view", 1)),
+        )  # fmt: skip
+        imported = store.import_episode(
+            late, views[-1].load_jpegs(), rng.standard_normal((1, DIM)), budget=True
+        )
+        assert imported.id not in store and set(store.episode_ids()) == held
+    if "://" not in store_location:  # the folder's frames went with the rows
+        folders = {p.name for p in (Path(store_location) / "frames").iterdir()}
+        assert folders == held
+
+
+def test_places_are_outside_the_episodes_budget(store_location: str) -> None:
+    rng = np.random.default_rng(3)
+    with open_store(store_location, StoreConfig(max_episodes=3)) as store:
+        eps = [_episode(store, rng, 1.0 + i, AT, surprise=float(i + 1)) for i in range(3)]
+        views = [_place(store, rng, 10.0 + i, yaw_pose(2.0 * i, 0, 0, 0, "map")) for i in range(8)]
+        assert set(store.episode_ids()) == set(_ids(eps + views))  # no episode made room
+        fourth = _episode(store, rng, 20.0, AT, surprise=10.0)
+        assert set(store.episode_ids()) == set(_ids([*eps[1:], fourth, *views]))
+        assert store.total_bytes > 0
+
+
+def test_a_query_may_ask_for_one_kind(store_location: str) -> None:
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal(DIM)
+    with open_store(store_location) as store:
+        ep = _episode(store, rng, 1.0, AT, embeddings=np.tile(q, (8, 1)))
+        view = _place(store, rng, 2.0, AT, embedding=-q)
+        both = {"embedding": q, "embedder_model": MODEL}
+        for kinds, want in (({"episode"}, [ep]), ({"place"}, [view]), (None, [ep, view])):
+            for query in (both, {"near": (3.0, 5.0, 0.0), "radius_m": 1.0}, {}):
+                hits = store.search(kinds=kinds, **query)  # type: ignore[arg-type]
+                assert {h.episode.id for h in hits} == set(_ids(want)), (kinds, query)
+        hits = store.search(**both)
+        assert [(h.episode.id, h.episode.kind) for h in hits] == [
+            (ep.id, "episode"), (view.id, "place"),
+        ]  # fmt: skip
+    assert RetrievalQuery(kinds="place").kinds == frozenset({"place"})
+    for bad in (set(), {"episodes"}, 3):
+        with pytest.raises(InputError, match="kinds="):
+            RetrievalQuery(kinds=bad)  # type: ignore[arg-type]
+
+
+def test_the_latest_view_of_each_place(store_location: str) -> None:
+    rng = np.random.default_rng(5)
+    b = yaw_pose(9.0, 9.0, 0.0, 3.0, "map")
+    with open_store(store_location) as store:
+        a1, a2 = _place(store, rng, 1.0, AT), _place(store, rng, 3.0, AT)
+        b1 = _place(store, rng, 2.0, b)
+        a_bravo = _place(store, rng, 4.0, AT, robot="bravo")
+        keys = [a1.place_key, "map@2m:99,99:0/8", b1.place_key, a1.place_key]
+        assert _ids(store.latest_places(keys)) == [a_bravo.id, b1.id]
+        assert _ids(store.latest_places(keys, robot_id="alpha")) == [a2.id, b1.id]
+        assert store.latest_places(["nowhere"]) == []
+
+
+def test_is_it_still_there(store_location: str) -> None:
+    """An episode's place seen again later: alike (still there), unlike (gone), or not at
+    all since (unknown); views elsewhere, in another direction or earlier do not count."""
+    rng = np.random.default_rng(6)
+    look = rng.standard_normal(DIM)
+    emb = rng.standard_normal((8, DIM))
+    with open_store(store_location) as store:
+        ep = _episode(store, rng, 100.0, AT, embeddings=emb)
+        trigger = emb[4]  # the frame at the trigger stamp
+        status = place_status(store, ep, CONFIG)
+        assert status is not None and status.place_key == record_place(ep, CONFIG).key
+        unseen = (status.last_seen_ns, status.similarity, status.still_there)
+        assert unseen == (ep.stamp_ns, None, None)
+        _place(store, rng, 50.0, AT, embedding=look)  # before the episode
+        _place(store, rng, 120.0, yaw_pose(30.0, 5.0, 0.0, 0.0, "map"), embedding=trigger)
+        _place(store, rng, 130.0, yaw_pose(3.0, 5.0, 0.0, 3.14, "map"), embedding=trigger)
+        assert place_status(store, ep, CONFIG).still_there is None
+        same = _place(store, rng, 200.0, yaw_pose(3.5, 5.5, 0.0, 0.5, "map"), embedding=trigger)
+        status = place_status(store, ep, CONFIG)
+        assert (status.view_id, status.last_seen_ns) == (same.id, same.stamp_ns)
+        assert status.similarity == pytest.approx(1.0, abs=1e-2) and status.still_there
+        gone = _place(store, rng, 300.0, AT, embedding=-trigger)
+        status = place_status(store, ep, CONFIG)
+        assert (status.view_id, status.still_there) == (gone.id, False)
+        assert status.similarity == pytest.approx(-1.0, abs=1e-2)
+        assert place_status(store, _episode(store, rng, 400.0, None), CONFIG) is None
+
+
+@pytest.mark.parametrize(("radius", "x", "cells"), [(2.0, 3.0, 9), (0.5, 3.0, 1), (0.5, 2.1, 2)])
+def test_the_keys_near_a_place(radius: float, x: float, cells: int) -> None:
+    cell = place_cell(yaw_pose(x, 5.0, 0.0, 0.0, "map"), 0.0, 2.0, 8)
+    keys = nearby_place_keys(cell, x, 5.0, PlacesConfig(place_status_radius_m=radius))
+    assert keys[0] == cell.key and len(keys) == len(set(keys)) == cells * 3
+    assert {k.rsplit(":", 1)[1] for k in keys} == {"0/8", "1/8", "7/8"}
+
+
+def test_a_schema_6_store_opens_and_its_rows_are_episodes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    with EpisodeStore(tmp_path) as store:
+        old = _episode(store, rng, 1.0, AT)
+    as_version_6(tmp_path / DB_NAME)
+    with EpisodeStore(tmp_path) as store:
+        assert store.get(old.id) == old and old.kind == "episode"
+        view = _place(store, rng, 2.0, AT)
+        assert _ids(store.latest_places([view.place_key])) == [view.id]
+        assert [h.episode.id for h in store.search(kinds={"episode"})] == [old.id]
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+    conn.close()
+
+
+def test_a_schema_5_postgres_store_opens_and_its_rows_are_episodes(pg_url: str) -> None:
+    from test_store_postgres import as_schema_5
+
+    rng = np.random.default_rng(8)
+    with open_store(pg_url, StoreConfig(max_episodes=2)) as store:
+        old = _episode(store, rng, 1.0, AT, surprise=5.0)
+    as_schema_5(pg_url)
+    with open_store(pg_url, StoreConfig(max_episodes=2, place_history=1)) as store:
+        assert store.get(old.id) == old
+        views = [_place(store, rng, 2.0 + i, AT) for i in range(3)]
+        eps = [_episode(store, rng, 10.0 + i, AT, surprise=1.0 + i) for i in range(2)]
+        assert set(store.episode_ids()) == {old.id, views[-1].id, eps[1].id}
+        assert [h.episode.id for h in store.search(kinds={"place"})] == [views[-1].id]
