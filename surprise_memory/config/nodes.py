@@ -99,6 +99,8 @@ SPLIT_NODE_CONFIGS: dict[str, tuple[type[ComponentConfig], ...]] = {
         NavigationConfig,
         DisplayConfig,
         SnapshotConfig,
+        PlacesConfig,
+        PoseConfig,
     ),
 }
 """The configs of the three nodes of the split pipeline."""

@@ -36,7 +36,10 @@ class PlacesConfig(ComponentConfig):
     place_keyframes: bool = setting(
         True,
         "Keep place keyframes beside the surprise episodes: the latest view of every place "
-        "cell and viewing direction the robot passed (kind 'place' in the store).",
+        "cell and viewing direction the robot passed (kind 'place' in the store). "
+        "memory_node then takes the robot's pose from tf (map_frame <- robot_frame), else "
+        "odometry (odom_topic).",
+        read_only=True,
     )
     place_cell_m: float = setting(
         2.0,

@@ -48,9 +48,11 @@ __all__ = [
     "EPISODE",
     "HYSTERESIS",
     "PLACE",
+    "POSE_PROBLEMS",
     "RECENT_PLACES",
     "RECORD_KINDS",
     "SKIP_REASONS",
+    "SKIP_REASON_TEXT",
     "PlaceCell",
     "PlaceKeyframeDecision",
     "PlaceKeyframeSelector",
@@ -94,6 +96,24 @@ rotation, no frame), ``stale_pose``, ``other_session`` (a pose of another boot),
 anew), ``pose_jump`` (the frame of a jump), ``settling`` (after a jump),
 ``too_soon`` (its camera kept a frame within ``place_min_interval_seconds``),
 ``recent_place`` (its place was kept within ``place_revisit_seconds``: the usual case)."""
+
+SKIP_REASON_TEXT = {
+    "disabled": "place_keyframes is off",
+    "no_pose": "no pose (no tf, no odometry)",
+    "invalid_pose": "invalid pose (not finite, no rotation or no frame)",
+    "stale_pose": "stale pose (its stamp further than place_pose_max_age_seconds from the frame's)",
+    "other_session": "pose from another boot",
+    "time_back": "camera time went back",
+    "pose_jump": "pose jump (relocalisation)",
+    "settling": "settling after a pose jump (place_settle_seconds)",
+    "too_soon": "its camera kept one within place_min_interval_seconds",
+    "recent_place": "its places were kept within place_revisit_seconds",
+}
+"""What each of :data:`SKIP_REASONS` means, as ``/diagnostics`` says it."""
+
+POSE_PROBLEMS = frozenset(SKIP_REASONS) - {"disabled", "too_soon", "recent_place"}
+"""Reasons that mean the pose cannot be trusted (a WARN when they keep every frame out);
+the others are the usual case (the robot is in places it has a recent view of)."""
 
 HYSTERESIS = 0.25
 """How far (a fraction of a cell's side, of a sector's width) a camera goes beyond its

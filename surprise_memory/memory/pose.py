@@ -274,6 +274,11 @@ class PoseBuffer:
         if len(held) > self._capacity:
             held.popleft()
 
+    @property
+    def latest(self) -> Sample | None:
+        """The newest pose held and its stamp, or None when empty (O(1))."""
+        return self._samples[-1] if self._samples else None
+
     def lookup(self, stamp_ns: int) -> Pose | None:
         """The pose at ``stamp_ns`` (interpolated or nearest), or None if none is close enough."""
         return pose_from_samples(self._samples, int(stamp_ns), self._max_gap_ns)

@@ -9,7 +9,9 @@
 set, it asks a bag recorder for a snapshot per burst of stored episodes
 (:class:`~surprise_memory.nodes.snapshot_part.SnapshotPart`). Each camera of the ``cameras``
 setting has its own frame history, and an event's episode is made of its camera's frames
-and stored with its camera, optical frame and camera pose.
+and stored with its camera, optical frame and camera pose. Every frame is also offered to
+the place keyframes (:class:`~surprise_memory.nodes.places_part.PlacesPart`), written by
+their own thread beside the episode writer.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from surprise_memory.config import (
     CamerasConfig,
@@ -61,6 +66,8 @@ from surprise_memory.nodes.fleet_part import FleetDiagnostics
 from surprise_memory.nodes.messages import episode_to_msg, pose_from_msg, time_to_ns
 from surprise_memory.nodes.navigation_part import NavigationPart
 from surprise_memory.nodes.parameters import Applier
+from surprise_memory.nodes.places_part import PlacesPart
+from surprise_memory.nodes.pose_source import PoseSource
 from surprise_memory.nodes.qos import LATCHED, LATCHED_DEPTH, overridable
 from surprise_memory.nodes.retrieval_part import RetrievalPart
 from surprise_memory.nodes.snapshot_part import SnapshotPart
@@ -75,6 +82,7 @@ __all__ = ["MemoryPart"]
 
 _PENDING_EPISODES = 32  # episodes waiting for the embedder; more means it cannot keep up
 _CLOSE_TIMEOUT_S = 45.0  # shutdown's wait for pending episodes (launch: sigterm_timeout 60 s)
+_PLACES_CLOSE_TIMEOUT_S = 10.0  # and for pending place keyframes (at most PENDING_PLACES)
 
 
 @dataclass(frozen=True)
@@ -164,6 +172,62 @@ def _scored_by(event: SurpriseEvent | None) -> tuple[Pose | None, str, bool, Cam
     return pose, event.encoder_model, event.encoder_pretrained, camera
 
 
+@dataclass(frozen=True)
+class _Embedding:
+    """Frames as stored (faces blurred when asked) and their embeddings: the writers' work."""
+
+    embedder: ImageTextEmbedder
+    lock: threading.Lock  # one model, several threads (episodes, places, queries)
+    redactor: FaceRedactor | None
+    stats: NodeStats
+
+    def __post_init__(self) -> None:
+        if self.redactor is not None:  # the counters shown from the start, at 0
+            self.stats.set(redact_faces="on: faces blurred before embedding and storing")
+            self.stats.count("redacted_frames", 0)
+            self.stats.count("redacted_faces", 0)
+
+    @property
+    def model(self) -> tuple[str, bool]:
+        """The embedder's model name and whether it has its trained weights."""
+        return self.embedder.model_name, self.embedder.pretrained
+
+    def __call__(self, frames: Sequence[Frame]) -> tuple[list[Frame], npt.NDArray[np.float32]]:
+        if self.redactor is not None:  # before the embedder and the store see them
+            redacted = self.redactor.redact(frames)
+            frames = redacted.frames
+            self.stats.count("redacted_frames", redacted.frames_with_faces)
+            self.stats.count("redacted_faces", redacted.faces)
+        with self.lock:
+            return list(frames), self.embedder.embed_images([f.rgb for f in frames])
+
+
+def _add_episode(
+    store: EpisodeStoreBackend,
+    embed: _Embedding,
+    item: _CameraEpisode,
+    event: SurpriseEvent | None,
+) -> EpisodeRecord:
+    """Embed an episode's frames and store it with what its event says (writer thread)."""
+    frames, embeddings = embed(item.frames.frames)
+    pose, encoder_model, encoder_pretrained, camera = _scored_by(event)
+    trig = item.frames.trigger
+    model, pretrained = embed.model
+    return store.add(
+        frames,
+        embeddings,
+        stamp_ns=trig.stamp_ns,
+        surprise=trig.score,
+        threshold=trig.threshold,
+        pose=pose,
+        embedder_model=model,
+        embedder_pretrained=pretrained,
+        encoder_model=encoder_model,
+        encoder_pretrained=encoder_pretrained,
+        camera=camera or CameraView(item.camera),
+    )
+
+
 class MemoryPart:
     """Keeps the recent camera frames, stores an episode per event, answers retrievals.
 
@@ -177,12 +241,15 @@ class MemoryPart:
     Args:
         node: The host node (publisher, timer, service, logger).
         stats: The host's counters.
+        own_poses: Make its own pose source for the place keyframes; False: the host hands
+            one over (:meth:`use_poses`: ``pipeline_node`` shares its scorer's).
 
     """
 
-    def __init__(self, node: Any, stats: NodeStats) -> None:
+    def __init__(self, node: Any, stats: NodeStats, *, own_poses: bool = True) -> None:
         self._node = node
         self._stats = stats
+        self._own_poses = own_poses
         self._closed = True  # nothing to store until configured
 
     def setup(self, values: Mapping[str, Any]) -> None:
@@ -202,7 +269,8 @@ class MemoryPart:
         self._closed = False
         self._recent = _recent_triggers(self._store, store_cfg)
         self._embedder = ImageTextEmbedder.from_config(EmbedderConfig.from_mapping(values))
-        self._embed_lock = threading.Lock()  # one model, two threads (episodes, queries)
+        self._embed_lock = threading.Lock()  # one model, threads: episodes, places, queries
+        self._embed = _Embedding(self._embedder, self._embed_lock, self._redactor, self._stats)
         specs = CamerasConfig.from_mapping(values).specs
         self._cameras = _CameraHistories([spec.name for spec in specs], episodes)
         self._embedder.warm_up(episodes.episode_frames)
@@ -211,10 +279,6 @@ class MemoryPart:
         self._stats.set(
             store=path, embedder=self._embedder.model_name, episodes_in_store=str(len(self._store))
         )
-        if self._redactor is not None:  # the counters shown from the start, at 0
-            self._stats.set(redact_faces="on: faces blurred before embedding and storing")
-            self._stats.count("redacted_frames", 0)
-            self._stats.count("redacted_faces", 0)
         self._episode_pub = self._node.create_publisher(
             Episode, "episodes", LATCHED, qos_overriding_options=overridable()
         )
@@ -248,6 +312,9 @@ class MemoryPart:
         self._navigation.setup(values)  # go_to_episode: an episode as a Nav2 goal
         self._snapshot = SnapshotPart(self._node, self._stats, self._store)
         self._snapshot.setup(values)  # a bag recorder's snapshot per burst of episodes
+        self._places = PlacesPart(
+            self._node, self._stats, values, self._store, self._embed, own_poses=self._own_poses
+        )
         self._node.get_logger().info(f"episode store at {path} ({len(self._store)} episodes)")
 
     def appliers(self) -> dict[type[ComponentConfig], Applier]:
@@ -260,7 +327,12 @@ class MemoryPart:
             **self._navigation.appliers(),
             **self._snapshot.appliers(),
             DisplayConfig: self._display.reconfigure,
+            **self._places.appliers(),
         }
+
+    def use_poses(self, poses: PoseSource) -> None:
+        """Take the place keyframes' poses from the host's pose source (``own_poses=False``)."""
+        self._places.use_poses(poses)
 
     def _reconfigure_fleet(self, config: FleetConfig) -> None:
         if isinstance(self._store, FleetStore):  # a folder store: the settings are unused
@@ -271,6 +343,7 @@ class MemoryPart:
         """Activate: retrievals and goals served."""
         self._retrieval.subscribe()
         self._navigation.subscribe()
+        self._places.subscribe()
 
     def teardown(self) -> None:
         """Cleanup: store what is pending, close the store, drop the embedder."""
@@ -310,6 +383,7 @@ class MemoryPart:
             self._note_origin(frame.stamp_ns)
         held.clock.observe(frame.stamp_ns, time.monotonic_ns())
         self._enqueue(camera, held.assembler.add_frame(frame))
+        self._places.on_frame(frame, camera)
 
     def _note_origin(self, stamp_ns: int) -> None:
         """The store's time origin is the first frame it ever saw (persisted, moves earlier).
@@ -406,34 +480,8 @@ class MemoryPart:
         if isinstance(item, _TimeOrigin):
             self._store.note_origin(item.stamp_ns)
             return None
-        return self._store_episode(item)
-
-    def _store_episode(self, item: _CameraEpisode) -> EpisodeRecord:
-        episode = item.frames
-        event = self._events.pop((item.camera, episode.trigger.stamp_ns), None)
-        frames = episode.frames
-        if self._redactor is not None:  # before the embedder and the store see them
-            redacted = self._redactor.redact(frames)
-            frames = redacted.frames
-            self._stats.count("redacted_frames", redacted.frames_with_faces)
-            self._stats.count("redacted_faces", redacted.faces)
-        with self._embed_lock:
-            embeddings = self._embedder.embed_images([f.rgb for f in frames])
-        pose, encoder_model, encoder_pretrained, camera = _scored_by(event)
-        trig = episode.trigger
-        return self._store.add(
-            list(frames),
-            embeddings,
-            stamp_ns=trig.stamp_ns,
-            surprise=trig.score,
-            threshold=trig.threshold,
-            pose=pose,
-            embedder_model=self._embedder.model_name,
-            embedder_pretrained=self._embedder.pretrained,
-            encoder_model=encoder_model,
-            encoder_pretrained=encoder_pretrained,
-            camera=camera or CameraView(item.camera),
-        )
+        event = self._events.pop((item.camera, item.frames.trigger.stamp_ns), None)
+        return _add_episode(self._store, self._embed, item, event)
 
     def flush(self) -> None:
         """Store the episodes still pending (end of a bag), then close the store.
@@ -461,6 +509,8 @@ class MemoryPart:
             self._node.get_logger().error(
                 f"{not_stored} episode(s) not stored within {_CLOSE_TIMEOUT_S:.0f} s of shutdown"
             )
+        if "_places" in self.__dict__ and (left := self._places.close(_PLACES_CLOSE_TIMEOUT_S)):
+            self._node.get_logger().warning(f"{left} place keyframe(s) not stored at shutdown")
         if "_snapshot" in self.__dict__:
             self._snapshot.close()  # its notes, before the store closes
         self._store.close()

@@ -66,12 +66,13 @@ class PipelineNode(ManagedNode):
         self._handover: deque[FrameEmbedding] = deque()
         self._handover_lock = threading.Lock()
         self._guard = self.create_guard_condition(self._score_handed_over)
-        self._memory = MemoryPart(self, self._stats)
+        self._memory = MemoryPart(self, self._stats, own_poses=False)
         self._scorer = ScorerPart(self, self._stats, on_event=self._memory.on_event)
         deliveries = self._cameras.deliveries()
         self._encoder = EncoderPart(self, self._stats, self._hand_over, deliveries)
         self._memory.setup(values)  # first: the store fails fast
         self._scorer.setup(values)
+        self._memory.use_poses(self._scorer.poses)  # place keyframes: the scorer's tf, odometry
         self._encoder.setup(values)  # last: its thread starts emitting
         appliers = {
             **self._encoder.appliers(),

@@ -126,6 +126,41 @@ class PoseSource:
             return None, f"no pose ({reason}; no odometry topic)"
         return None, f"no pose ({reason}; no odometry within {cfg.pose_tolerance_seconds} s)"
 
+    def recent_robot_pose(self, stamp_ns: int) -> tuple[Pose | None, int, str]:
+        """The robot's pose for a frame that just came, without waiting (place keyframes).
+
+        tf's newest ``map_frame <- robot_frame`` (a frame's own stamp is often newer than
+        tf, and waiting is not allowed on the camera path), else the odometry at the
+        stamp, else the newest odometry; the caller judges the pose's age by its stamp.
+
+        Args:
+            stamp_ns: The frame's stamp.
+
+        Returns:
+            The pose, its own stamp (``stamp_ns`` for a static transform) and its source
+            (``tf``, ``odometry``), or None, 0 and why there is none.
+
+        """
+        cfg = self._config
+        reason = "tf2_ros not installed"
+        if self._tf_buffer is not None:
+            try:
+                tf = self._tf_buffer.lookup_transform(cfg.map_frame, cfg.robot_frame, RclpyTime())
+            except Exception as exc:  # tf2's lookup/connectivity errors
+                reason = f"tf: {type(exc).__name__}"
+            else:
+                t, q = tf.transform.translation, tf.transform.rotation
+                pose = Pose(t.x, t.y, t.z, q.x, q.y, q.z, q.w, cfg.map_frame)
+                return pose, time_to_ns(tf.header.stamp) or stamp_ns, "tf"
+        pose = self._odometry.lookup(stamp_ns)
+        if pose is not None:
+            return pose, stamp_ns, "odometry"
+        latest = self._odometry.latest
+        if latest is not None:
+            return latest[1], latest[0], "odometry"
+        topic = f"no odometry on '{cfg.odom_topic}'" if cfg.odom_topic else "no odometry topic"
+        return None, 0, f"{reason}; {topic}"
+
     def position_at(self, stamp_ns: int) -> tuple[float, float, float] | None:
         """The robot's position at the stamp (None when no pose is known)."""
         pose = self.robot_pose(stamp_ns)[0]

@@ -116,6 +116,11 @@ class ScorerPart:
         )
         return stream
 
+    @property
+    def poses(self) -> PoseSource:
+        """The robot's and cameras' poses (tf, odometry), shared with the place keyframes."""
+        return self._poses
+
     def appliers(self) -> dict[type[ComponentConfig], Applier]:
         """Live changes (window, warm-up, NMS and the frame names are read-only)."""
         return {

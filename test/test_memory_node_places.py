@@ -1,0 +1,246 @@
+"""Place keyframes in the live memory node, over DDS (issue 47).
+
+The real ``memory_node`` executable, camera frames and odometry published by the test (the
+odometry is the node's pose source: no tf is published), the store read back from disk:
+
+* without a pose nothing is kept, and ``/diagnostics`` says why (a WARN naming "no pose");
+* a robot that drives away and comes back to a place replaces that place's view
+  (``place_history`` 1: the store holds the newer view only);
+* a localiser that jumps about (a relocalisation every few frames) adds no keyframe
+  until its pose has been continuous for ``place_settle_seconds``: one keyframe, not a burst;
+* the camera path never waits for a keyframe write: with every frame a keyframe and
+  large frames, the writer falls behind, keyframes are dropped (counted), and every frame
+  is still taken in while the writer is busy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import rclpy
+import synthetic_frames as sf
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
+from sensor_msgs.msg import CompressedImage, Image
+
+from surprise_memory.memory.places import PLACE
+from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.memory.store.records import EpisodeRecord
+from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time
+
+NS = "/surprise_memory_places"
+CAMERA = "/places_camera/image"
+ODOM = "/places_odom"
+RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+FPS = 20
+T_CAM = 1000 * 10**9  # the camera's (and the odometry's) clock
+HOME = "odom@2m:0,0:0/8"  # the place at (1, 1) looking along x
+
+
+def _stamp(i: int) -> int:
+    return T_CAM + i * 10**9 // FPS
+
+
+def _odometry(i: int, x: float, y: float, yaw: float = 0.0) -> Odometry:
+    msg = Odometry()
+    msg.header.stamp = ns_to_time(_stamp(i))
+    msg.header.frame_id = "odom"
+    msg.child_frame_id = "base_link"
+    msg.pose.pose.position.x, msg.pose.pose.position.y = x, y
+    msg.pose.pose.orientation.z = math.sin(yaw / 2.0)
+    msg.pose.pose.orientation.w = math.cos(yaw / 2.0)
+    return msg
+
+
+class _Robot:
+    """The test's camera and odometry, and what the node says on /diagnostics."""
+
+    def __init__(self, node: Node, *, compressed: bool = False) -> None:
+        self.node = node
+        self.compressed = compressed
+        msg_type = CompressedImage if compressed else Image
+        self.cam = node.create_publisher(msg_type, CAMERA, RELIABLE)
+        self.odom = node.create_publisher(Odometry, ODOM, RELIABLE)
+        self.diag: dict[str, str] = {}
+        self.message = ""
+        self.history: list[dict[str, str]] = []
+        self.frames = 0
+        self.size = (48, 64)
+        self._pictures: dict[int, tuple[np.ndarray, bytes]] = {}
+        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 50)
+
+    def _on_diag(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.hardware_id.startswith(NS):
+                self.diag = {kv.key: kv.value for kv in status.values}
+                self.message = status.message
+                self.history.append(self.diag)
+
+    def image(self, i: int) -> Image | CompressedImage:
+        """Frame ``i``: one of 8 pictures (made once: the camera publishes at once)."""
+        if i % 8 not in self._pictures:
+            small = np.random.default_rng(i % 8).integers(0, 256, (9, 16, 3), np.uint8)
+            rgb = cv2.resize(small, self.size[::-1], interpolation=cv2.INTER_LINEAR)
+            ok, buf = cv2.imencode(".jpg", rgb[:, :, ::-1])
+            assert ok
+            self._pictures[i % 8] = (rgb, buf.tobytes())
+        rgb, jpeg = self._pictures[i % 8]
+        if not self.compressed:
+            return image_msg_from_rgb(rgb, _stamp(i), "camera")
+        msg = CompressedImage(format="rgb8; jpeg compressed bgr8", data=jpeg)
+        msg.header.stamp = ns_to_time(_stamp(i))
+        msg.header.frame_id = "camera"
+        return msg
+
+    def drive(self, poses: list[tuple[float, float]] | None, n: int = 0) -> None:
+        """One camera frame per pose (odometry first), or ``n`` frames without odometry."""
+        for k in range(n if poses is None else len(poses)):
+            i = self.frames
+            if poses is not None:
+                self.odom.publish(_odometry(i, *poses[k]))
+            self.cam.publish(self.image(i))
+            self.frames += 1
+            spin_until(self.node, lambda: False, 0.005)
+
+    def count(self, key: str) -> int:
+        return int(self.diag.get(key, "0"))
+
+    def until(self, done: Callable[[], bool], timeout: float = 60.0) -> None:
+        assert spin_until(self.node, done, timeout), (self.message, self.diag)
+
+
+def _params(store: Path, **extra: Any) -> dict[str, Any]:
+    params = {
+        **sf.EPISODE,
+        **sf.EMBEDDER,
+        "store_path": str(store),
+        "odom_topic": ODOM,
+        "diagnostics_period_seconds": 1.0,
+        "place_history": 1,
+        "place_revisit_seconds": 2.0,
+        "qos_overrides": {CAMERA: {"subscription": {"reliability": "reliable", "depth": 1000}}},
+        **extra,
+    }
+    return {"/**/memory_node": {"ros__parameters": params}}
+
+
+def _run(tmp_path: Path, params: dict[str, Any], body: Callable[[_Robot], None], **kw: Any) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    args = [node_executable("memory_node"), "--ros-args", "--params-file", str(path)]
+    args += ["-r", f"__ns:={NS}", "-r", f"image:={CAMERA}"]
+    rclpy.init()
+    node = Node("places_test")
+    robot = _Robot(node, **kw)
+    try:
+        with peer_process(args, tmp_path, "memory_node") as proc:
+            wait_for_subscribers(node, robot.cam)
+            body(robot)
+            assert proc.poll() is None
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def _places(store: Path) -> list[EpisodeRecord]:
+    with EpisodeStore(store, read_only=True) as s:
+        return [r for r in (s.get(i) for i in s.episode_ids()) if r.kind == PLACE]
+
+
+def _line(a: tuple[float, float], b: tuple[float, float], n: int) -> list[tuple[float, float]]:
+    return [(a[0] + (b[0] - a[0]) * k / n, a[1] + (b[1] - a[1]) * k / n) for k in range(1, n + 1)]
+
+
+def test_no_pose_then_revisit_then_pose_jumps(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    marks: dict[str, int] = {}
+
+    def body(robot: _Robot) -> None:
+        # no odometry, no tf: nothing kept, and /diagnostics says why
+        robot.drive(None, n=40)
+        robot.until(lambda: "no pose" in robot.diag.get("place_keyframes", ""))
+        assert "place keyframes none kept: no pose" in robot.message
+        assert robot.count("place_keyframes_kept") == 0
+        assert robot.count("place_skipped.no_pose") >= 1
+        # the first visit of HOME, written before the robot comes back
+        wait_for_subscribers(robot.node, robot.odom)
+        robot.drive([(1.0, 1.0)] * 20)
+        robot.until(lambda: robot.count("place_keyframes_written") >= 1)
+        marks["home_left"] = _stamp(robot.frames)
+        # away along x at 4 m/s (no jump) and back, then stay: HOME is seen again 3 s later
+        robot.drive(_line((1.0, 1.0), (7.0, 1.0), 30))
+        robot.drive(_line((7.0, 1.0), (1.0, 1.0), 30))
+        robot.drive([(1.0, 1.0)] * 20)
+        # a localiser that hesitates: a jump every 5 frames for 4 s, then it settles
+        hesitating = [(41.0, 1.0), (1.0, 41.0), (41.0, 41.0), (81.0, 1.0)]
+        marks["jumps"] = _stamp(robot.frames)
+        for k in range(16):
+            robot.drive([hesitating[k % 4]] * 5)
+        robot.drive([(81.0, 81.0)] * 80)  # 4 s still, longer than place_settle_seconds
+        robot.until(
+            lambda: (
+                robot.count("place_skipped.pose_jump") >= 16
+                and robot.count("place_keyframes_written") == robot.count("place_keyframes_kept")
+                and robot.count("frames_in") == robot.frames
+            )
+        )
+        assert robot.count("place_keyframes_dropped") == 0
+        assert robot.count("rejected_place_store") == 0
+
+    _run(tmp_path, _params(store), body)
+    places = _places(store)
+    home = [r for r in places if r.place_key == HOME]
+    assert len(home) == 1, [r.place_key for r in places]  # place_history 1: one view kept
+    assert home[0].stamp_ns > marks["home_left"]  # ... the revisit's, not the first one
+    assert home[0].pose is not None and home[0].pose.frame_id == "odom"
+    assert len(home[0].frame_paths) == 1
+    away = [r for r in places if r.stamp_ns >= marks["jumps"]]
+    assert len(away) == 1, [(r.place_key, r.stamp_ns) for r in away]  # not a burst
+    assert away[0].pose is not None and away[0].pose.position[:2] == (81.0, 81.0)
+
+
+def test_camera_path_never_waits_for_a_keyframe_write(tmp_path: Path) -> None:
+    """Every frame a keyframe (no revisit or interval bound), 1280x720 JPEG frames.
+
+    The writer decodes, embeds and writes each one as a file with its fsync; the camera
+    callback only queues it. Every frame is taken in while the writer is still busy, and
+    the keyframes it cannot take are dropped and counted.
+    """
+    store = tmp_path / "store"
+    frames = 120
+
+    def body(robot: _Robot) -> None:
+        robot.size = (720, 1280)
+        wait_for_subscribers(robot.node, robot.odom)
+        robot.drive(_line((0.0, 0.0), (11.9, 0.0), frames))  # 2.4 m/s
+        robot.until(lambda: robot.count("frames_in") == frames, 120.0)
+        # the first report that counted every frame: the writer was still behind then
+        taken = next(d for d in robot.history if int(d.get("frames_in", "0")) == frames)
+        assert int(taken["place_keyframes_kept"]) == frames, taken
+        assert int(taken["place_keyframes_dropped"]) > 0, taken  # the queue never blocked
+        robot.until(
+            lambda: (
+                robot.count("place_keyframes_written") + robot.count("place_keyframes_dropped")
+                == frames
+            ),
+            120.0,
+        )
+
+    params = _params(
+        store,
+        image_transport="compressed",
+        place_revisit_seconds=0.0,
+        place_min_interval_seconds=0.0,
+        place_history=1000,
+    )
+    _run(tmp_path, params, body, compressed=True)
+    assert 0 < len(_places(store)) < frames
