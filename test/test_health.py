@@ -9,6 +9,7 @@ from surprise_memory.health import (
     PeriodCounts,
     camera_loss_finding,
     counted_finding,
+    place_keyframes_finding,
     pose_finding,
     summarize,
     untrained_finding,
@@ -130,3 +131,28 @@ def test_windows_missing_frames_warn_with_their_span() -> None:
     found = window_span_finding((0.5, 4.2, 2.1), 0.05)
     assert found is not None and found.level == Level.WARN
     assert found.reason.startswith("encoder windows span 4.20 s instead of 2.10 s (50% of")
+
+
+def test_place_keyframes_say_why_none_was_kept() -> None:
+    # kept: the count, no finding
+    assert place_keyframes_finding(3, {"no_pose": 9}) == (None, "3 kept")
+    assert place_keyframes_finding(0, {}) == (None, "no frames")
+    # the most frequent reason of the period; a pose problem is a WARN, with the source's why
+    finding, status = place_keyframes_finding(
+        0, {"no_pose": 9, "recent_place": 2}, "tf: LookupException; no odometry on '/odom'"
+    )
+    assert status == (
+        "none kept: no pose (no tf, no odometry): tf: LookupException; no odometry on '/odom'"
+    )
+    assert finding == Finding(Level.WARN, f"place keyframes {status}")
+    for reason, text in [
+        ("other_session", "pose from another boot"),
+        ("pose_jump", "pose jump (relocalisation)"),
+        ("stale_pose", "stale pose"),
+    ]:
+        finding, status = place_keyframes_finding(0, {reason: 5, "recent_place": 1})
+        assert finding is not None and finding.level == Level.WARN and text in status
+    # the usual case (places seen recently) or keyframes off: said, not a WARN
+    finding, status = place_keyframes_finding(0, {"recent_place": 40, "no_pose": 1})
+    assert finding is None and "place_revisit_seconds" in status
+    assert place_keyframes_finding(0, {"disabled": 5})[0] is None
