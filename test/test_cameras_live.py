@@ -170,7 +170,8 @@ def _run(tmp_path: Path, shape: str) -> Run:
         node.destroy_node()
         rclpy.shutdown()
     with open_store(store, read_only=True) as db:
-        run.records = sorted((db.get(i) for i in db.episode_ids()), key=lambda r: r.stamp_ns)
+        records = (db.get(i) for i in db.episode_ids())  # the episodes, not place keyframes
+        run.records = sorted((r for r in records if r.kind == "episode"), key=lambda r: r.stamp_ns)
     return run
 
 

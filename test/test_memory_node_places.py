@@ -1,7 +1,8 @@
 """Place keyframes in the live memory node, over DDS (issue 47).
 
-The real ``memory_node`` executable, camera frames and odometry published by the test (the
-odometry is the node's pose source: no tf is published), the store read back from disk:
+The real ``memory_node`` executable (and ``pipeline_node``, which hosts the same part),
+camera frames and odometry published by the test (the odometry is the node's pose source:
+no tf is published), the store read back from disk:
 
 * without a pose nothing is kept, and ``/diagnostics`` says why (a WARN naming "no pose");
 * a robot that drives away and comes back to a place replaces that place's view
@@ -22,6 +23,7 @@ from typing import Any
 
 import cv2
 import numpy as np
+import pytest
 import rclpy
 import synthetic_frames as sf
 import yaml
@@ -118,8 +120,11 @@ class _Robot:
         assert spin_until(self.node, done, timeout), (self.message, self.diag)
 
 
-def _params(store: Path, **extra: Any) -> dict[str, Any]:
+def _params(store: Path, node: str = "memory_node", **extra: Any) -> dict[str, Any]:
+    # pipeline_node: the same MemoryPart, its scorer's pose source (tiny encoder on the CPU)
+    model = {**sf.ENCODER, **sf.SCORER} if node == "pipeline_node" else {}
     params = {
+        **model,
         **sf.EPISODE,
         **sf.EMBEDDER,
         "store_path": str(store),
@@ -130,19 +135,21 @@ def _params(store: Path, **extra: Any) -> dict[str, Any]:
         "qos_overrides": {CAMERA: {"subscription": {"reliability": "reliable", "depth": 1000}}},
         **extra,
     }
-    return {"/**/memory_node": {"ros__parameters": params}}
+    return {f"/**/{node}": {"ros__parameters": params}}
 
 
 def _run(tmp_path: Path, params: dict[str, Any], body: Callable[[_Robot], None], **kw: Any) -> None:
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))
-    args = [node_executable("memory_node"), "--ros-args", "--params-file", str(path)]
+    (section,) = params
+    name = section.rsplit("/", 1)[-1]
+    args = [node_executable(name), "--ros-args", "--params-file", str(path)]
     args += ["-r", f"__ns:={NS}", "-r", f"image:={CAMERA}"]
     rclpy.init()
     node = Node("places_test")
     robot = _Robot(node, **kw)
     try:
-        with peer_process(args, tmp_path, "memory_node") as proc:
+        with peer_process(args, tmp_path, name) as proc:
             wait_for_subscribers(node, robot.cam)
             body(robot)
             assert proc.poll() is None
@@ -160,7 +167,8 @@ def _line(a: tuple[float, float], b: tuple[float, float], n: int) -> list[tuple[
     return [(a[0] + (b[0] - a[0]) * k / n, a[1] + (b[1] - a[1]) * k / n) for k in range(1, n + 1)]
 
 
-def test_no_pose_then_revisit_then_pose_jumps(tmp_path: Path) -> None:
+@pytest.mark.parametrize("node", ["memory_node", "pipeline_node"])
+def test_no_pose_then_revisit_then_pose_jumps(tmp_path: Path, node: str) -> None:
     store = tmp_path / "store"
     marks: dict[str, int] = {}
 
@@ -196,7 +204,7 @@ def test_no_pose_then_revisit_then_pose_jumps(tmp_path: Path) -> None:
         assert robot.count("place_keyframes_dropped") == 0
         assert robot.count("rejected_place_store") == 0
 
-    _run(tmp_path, _params(store), body)
+    _run(tmp_path, _params(store, node), body)
     places = _places(store)
     home = [r for r in places if r.place_key == HOME]
     assert len(home) == 1, [r.place_key for r in places]  # place_history 1: one view kept

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 
 from surprise_memory.memory.camera_view import yaw_pose
+from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
 from surprise_memory.memory.store.records import EpisodeRecord
@@ -195,7 +196,9 @@ def marker_orientation(record: EpisodeRecord) -> tuple[float, float, float, floa
 def newest_episodes(
     store: EpisodeStoreBackend, limit: int, *, robot_id: str | None = None
 ) -> list[EpisodeRecord]:
-    """A robot's newest episodes (by trigger stamp), at most ``limit``, newest first.
+    """A robot's newest surprise episodes (by trigger stamp), at most ``limit``, newest first.
+
+    Place keyframes (kind ``place``) are left out: markers show what surprised the robot.
 
     Read with retrieval queries (no embedding: newest first) of at most the store's
     ``max_results_cap`` each, every page ending at the oldest stamp of the one before
@@ -219,7 +222,9 @@ def newest_episodes(
     page = store.config.max_results_cap
     while len(found) < limit:
         want = min(page, limit - len(found) + 1)  # one more: a stamp shared across pages
-        query = RetrievalQuery(end_ns=end_ns, max_results=want, robot_id=robot_id)
+        query = RetrievalQuery(
+            end_ns=end_ns, max_results=want, robot_id=robot_id, kinds=frozenset({EPISODE})
+        )
         hits = store.retrieve(query)
         new = [h.episode for h in hits if h.episode.id not in found]
         for record in new[: limit - len(found)]:

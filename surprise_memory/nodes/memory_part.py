@@ -45,6 +45,7 @@ from surprise_memory.health import (
 )
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.episodes import CameraClock, EpisodeAssembler, EpisodeFrames
+from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.redaction import FaceRedactor
 from surprise_memory.memory.retrieval import RetrievalQuery
@@ -153,7 +154,9 @@ def _recent_triggers(store: EpisodeStoreBackend, config: StoreConfig) -> deque[_
     """
     robot = resolve_robot_id(None, config.robot_id)
     depth = min(LATCHED_DEPTH, config.max_results_cap)
-    newest = store.retrieve(RetrievalQuery(robot_id=robot, max_results=depth))
+    newest = store.retrieve(
+        RetrievalQuery(robot_id=robot, max_results=depth, kinds=frozenset({EPISODE}))
+    )
     return deque(
         ((hit.episode.camera.name, hit.episode.stamp_ns) for hit in reversed(newest)),
         maxlen=depth,

@@ -150,8 +150,8 @@ class PoseSource:
                 reason = f"tf: {type(exc).__name__}"
             else:
                 t, q = tf.transform.translation, tf.transform.rotation
-                pose = Pose(t.x, t.y, t.z, q.x, q.y, q.z, q.w, cfg.map_frame)
-                return pose, time_to_ns(tf.header.stamp) or stamp_ns, "tf"
+                robot = Pose(t.x, t.y, t.z, q.x, q.y, q.z, q.w, cfg.map_frame)
+                return robot, time_to_ns(tf.header.stamp) or stamp_ns, "tf"
         pose = self._odometry.lookup(stamp_ns)
         if pose is not None:
             return pose, stamp_ns, "odometry"

@@ -15,6 +15,7 @@ import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
 from surprise_memory.errors import InputError, SurpriseMemoryError
+from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.query_embedder import canonical_model_name
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeStoreBackend, RetrievalHit, partial_of
@@ -156,6 +157,8 @@ def query_from_request(
         max_results=request.max_results or None,
         robot_id=request.robot_id or None,
         camera=request.camera or None,
+        # episodes only until the service tells a hit's kind (an Episode has no kind field)
+        kinds=frozenset({EPISODE}),
     )
 
 
