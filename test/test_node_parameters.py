@@ -75,6 +75,16 @@ NEW_VALUES: dict[str, dict[str, Any]] = {
         "snapshot_buffer_seconds": 60.0,
         "snapshot_aftermath_seconds": 2.0,
         "snapshot_timeout_seconds": 3.0,
+        "place_history": 2,
+        "pose_tolerance_seconds": 0.25,  # the place keyframes' odometry
+        "place_revisit_seconds": 60.0,
+        "place_min_interval_seconds": 1.0,
+        "place_max_jump_m": 2.0,
+        "place_max_speed_mps": 3.0,
+        "place_settle_seconds": 4.0,
+        "place_pose_max_age_seconds": 0.25,
+        "place_status_radius_m": 3.0,
+        "place_still_there_similarity": 0.7,
     },
 }
 # the one-process pipeline declares the three nodes' settings and applies each the same way

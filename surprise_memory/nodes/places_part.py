@@ -221,7 +221,11 @@ class PlacesPart:
 
     def _values(self) -> dict[str, object]:
         skipped = {f"place_skipped.{k}": n for k, n in self._selector.skipped.items() if n}
-        return {"place_keyframes": self._status, **skipped}
+        applied = dict(self._selector.config.as_dict())  # the settings as the selector has them
+        if self._owns_poses and self._poses is not None:
+            applied["pose_tolerance_seconds"] = self._poses.tolerance_seconds
+        applied = {f"applied.{k}": v for k, v in applied.items()}
+        return {"place_keyframes": self._status, **skipped, **applied}
 
     def close(self, timeout: float) -> int:
         """Write the keyframes queued within ``timeout`` seconds, then stop the writer.
