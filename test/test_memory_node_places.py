@@ -38,6 +38,7 @@ from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.memory.store.records import EpisodeRecord
 from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time
+from surprise_memory.nodes.places_part import PENDING_PLACES
 
 NS = "/surprise_memory_places"
 CAMERA = "/places_camera/image"
@@ -103,15 +104,21 @@ class _Robot:
         msg.header.frame_id = "camera"
         return msg
 
-    def drive(self, poses: list[tuple[float, float]] | None, n: int = 0) -> None:
-        """One camera frame per pose (odometry first), or ``n`` frames without odometry."""
+    def drive(
+        self, poses: list[tuple[float, float]] | None, n: int = 0, *, burst: bool = False
+    ) -> None:
+        """One camera frame per pose (odometry first), or ``n`` frames without odometry.
+
+        ``burst``: all at once (the publishers keep them all), else a few ms apart.
+        """
         for k in range(n if poses is None else len(poses)):
             i = self.frames
             if poses is not None:
                 self.odom.publish(_odometry(i, *poses[k]))
             self.cam.publish(self.image(i))
             self.frames += 1
-            spin_until(self.node, lambda: False, 0.005)
+            if not burst:
+                spin_until(self.node, lambda: False, 0.005)
 
     def count(self, key: str) -> int:
         return int(self.diag.get(key, "0"))
@@ -217,28 +224,35 @@ def test_no_pose_then_revisit_then_pose_jumps(tmp_path: Path, node: str) -> None
 
 
 def test_camera_path_never_waits_for_a_keyframe_write(tmp_path: Path) -> None:
-    """Every frame a keyframe (no revisit or interval bound), 1280x720 JPEG frames.
+    """Every frame a keyframe (no revisit or interval bound), 1920x1080 JPEG frames at once.
 
-    The writer decodes, embeds and writes each one as a file with its fsync; the camera
-    callback only queues it. Every frame is taken in while the writer is still busy, and
-    the keyframes it cannot take are dropped and counted.
+    The writer decodes, embeds and writes each one as a file with its fsync (tens of ms);
+    the camera callback only queues it. Every frame is taken in, and the keyframes the
+    writer's queue cannot hold are dropped and counted: a camera path that waited for the
+    writer would drop none (its queue would only fill as fast as the writer empties it).
     """
     store = tmp_path / "store"
     frames = 120
 
     def body(robot: _Robot) -> None:
-        robot.size = (720, 1280)
+        robot.size = (1080, 1920)
         wait_for_subscribers(robot.node, robot.odom)
-        robot.drive(_line((0.0, 0.0), (11.9, 0.0), frames))  # 2.4 m/s
+        path = _line((0.0, 0.0), (11.9, 0.0), frames)  # 2.4 m/s
+        for i, (x, y) in enumerate(path):  # the odometry first: it leads the camera
+            robot.odom.publish(_odometry(i, x, y))
+        robot.drive(None, n=frames, burst=True)
         robot.until(lambda: robot.count("frames_in") == frames, 120.0)
         # the first report that counted every frame: the writer was still behind then
         taken = next(d for d in robot.history if int(d.get("frames_in", "0")) == frames)
-        assert int(taken["place_keyframes_kept"]) == frames, taken
+        kept = int(taken["place_keyframes_kept"])
+        assert kept > frames / 2, (taken, robot.message)
+        written = int(taken["place_keyframes_written"])
+        assert written < kept - PENDING_PLACES - 1, taken  # every frame in, most not written
         assert int(taken["place_keyframes_dropped"]) > 0, taken  # the queue never blocked
         robot.until(
             lambda: (
                 robot.count("place_keyframes_written") + robot.count("place_keyframes_dropped")
-                == frames
+                == kept
             ),
             120.0,
         )
