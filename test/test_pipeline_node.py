@@ -117,7 +117,8 @@ def _args(name: str, params: Path) -> list[str]:
 
 def _read_store(got: Received, store: Path, diagnostics: dict[str, str]) -> Run:
     with open_store(store, read_only=True) as db:
-        records = sorted((db.get(i) for i in db.episode_ids()), key=lambda r: r.stamp_ns)
+        held = (db.get(i) for i in db.episode_ids())  # the episodes, not place keyframes
+        records = sorted((r for r in held if r.kind == "episode"), key=lambda r: r.stamp_ns)
         embeddings = {r.id: db.embeddings(r.id) for r in records}
     jpegs = {r.id: [(store / p).read_bytes() for p in r.frame_paths] for r in records}
     return Run(got, records, embeddings, jpegs, diagnostics)
