@@ -57,7 +57,8 @@ def add_mcp_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "get_episode (its frames as images), the resources memory://summary and "
         "memory://episodes/{id}; with --node and --allow-navigation also "
         "navigate_to_episode, navigation_status and stop_navigation (each call logged "
-        "on standard error). Times as in `query`: seconds since the store's time origin. "
+        "on standard error; each goal approved by the person through the client unless "
+        "--navigation-approval none). Times as in `query`: seconds since the store's time origin. "
         f"HTTP on another address than loopback needs a bearer token (${TOKEN_ENV} or "
         "--token-file).",
     )
@@ -112,6 +113,7 @@ def _token(args: argparse.Namespace) -> str | None:
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
     try:
+        from surprise_memory.agents.mcp_approval import NavigationApproval
         from surprise_memory.agents.mcp_server import MemoryMcpServer
     except ImportError as exc:
         raise ConfigError(
@@ -135,7 +137,14 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
             served = stack.enter_context(_node_memory(args, config))
         else:
             served = stack.enter_context(_store_memory(args, config))
-        server = MemoryMcpServer(served, version=__version__)
+        approval = NavigationApproval(
+            config.navigation_approval,
+            config.approval_timeout_seconds,
+            origin_ns=lambda: served.search.origin_ns,
+        )
+        if config.allow_navigation:  # on the record from the start
+            note(f"navigation approval {approval.said}")
+        server = MemoryMcpServer(served, version=__version__, approval=approval)
         if config.transport == "stdio":
             _serve_stdio(server)
         else:
