@@ -30,6 +30,7 @@ import mcp_types as types
 import pytest
 import synthetic_frames as sf
 import test_navigation_action as nav_action
+from fleet_helpers import wait_until
 from mcp.shared.exceptions import MCPError
 from mcp_helpers import (
     Approver,
@@ -55,7 +56,10 @@ NAVIGATING = [
     "--allow-navigation",
     "--approval-timeout-seconds",
     str(APPROVAL_TIMEOUT_S),
+    "--robot-pose-topic",
+    f"{NS}/amcl_pose",
 ]
+ROBOT_AT = (2.0, -1.0)  # the robot's pose in map (AMCL's), 4 m from the episode 'door'
 
 # the scripted navigator and the action types it runs under, as test_navigation_action has them
 action_type_name = nav_action.action_type_name
@@ -97,17 +101,51 @@ def says_yes(approver: Approver) -> None:
 
 
 @pytest.fixture(scope="module")
-def navigating(memory_node: Path, approver: Approver) -> Iterator[tuple[McpCaller, Path]]:
-    """The MCP server over the node, navigation allowed; its standard error's file."""
-    log = memory_node / "mcp_navigation.log"
-    with log.open("w") as errlog, stdio_session(NAVIGATING, memory_node, errlog, approver) as c:
-        yield c, log
+def robot_pose(ros: tuple[Node, ScriptedNavigator]) -> Iterator[Any]:
+    """The robot's localised pose, published once as AMCL does (reliable, transient local);
+    the publisher."""
+    from geometry_msgs.msg import PoseWithCovarianceStamped
+
+    from surprise_memory.nodes.qos import ROBOT_POSE
+
+    publisher = ros[0].create_publisher(PoseWithCovarianceStamped, f"{NS}/amcl_pose", ROBOT_POSE)
+    msg = PoseWithCovarianceStamped()
+    msg.header.frame_id = "map"
+    msg.pose.pose.position.x, msg.pose.pose.position.y = ROBOT_AT
+    msg.pose.pose.orientation.w = 1.0
+    publisher.publish(msg)
+    yield publisher
+    ros[0].destroy_publisher(publisher)
+
+
+@contextlib.contextmanager
+def hearing_the_pose(robot_pose: Any) -> Iterator[None]:
+    """A server started inside, held until it has subscribed to the pose (DDS discovery
+    takes a moment; a goal asked before that is told the distance is unknown)."""
+    before = robot_pose.get_subscription_count()
+    yield
+    assert wait_until(lambda: robot_pose.get_subscription_count() > before, 30.0)
 
 
 @pytest.fixture(scope="module")
-def navigating_http(memory_node: Path) -> Iterator[str]:
+def navigating(
+    memory_node: Path, approver: Approver, robot_pose: Any
+) -> Iterator[tuple[McpCaller, Path]]:
+    """The MCP server over the node, navigation allowed; its standard error's file."""
+    log = memory_node / "mcp_navigation.log"
+    with contextlib.ExitStack() as stack:
+        errlog = stack.enter_context(log.open("w"))
+        with hearing_the_pose(robot_pose):
+            caller = stack.enter_context(stdio_session(NAVIGATING, memory_node, errlog, approver))
+        yield caller, log
+
+
+@pytest.fixture(scope="module")
+def navigating_http(memory_node: Path, robot_pose: Any) -> Iterator[str]:
     """The same server on streamable HTTP (loopback, any free port); its URL."""
-    with http_server(NAVIGATING, memory_node, dict(os.environ)) as url:
+    with contextlib.ExitStack() as stack:
+        with hearing_the_pose(robot_pose):
+            url = stack.enter_context(http_server(NAVIGATING, memory_node, dict(os.environ)))
         yield url
 
 
@@ -237,8 +275,11 @@ def test_refused_goals_send_nothing_and_the_server_lives_on(
     assert answer(caller.call(SEARCH, {"start_time": 5, "end_time": 15}))["count"] == 1
 
 
-def check_asked(approver: Approver) -> None:
-    """The person was asked once, shown the episode, its time and age, its pose, the goal."""
+def check_asked(
+    approver: Approver, distance: str | None = "Distance from the robot's current pose: 4.0 m."
+) -> None:
+    """The person was asked once, shown the episode, its time and age, its pose, the goal,
+    and the distance from the robot (from the pose AMCL published)."""
     (asked,) = approver.asked
     assert "episode 'door' (robot 'me')" in asked, asked
     # the store began an hour ago; its episode 'door' 10 s after that
@@ -246,7 +287,8 @@ def check_asked(approver: Approver) -> None:
         r"Recorded 20\d\d-\d\d-\d\d [0-9:]+ UTC, t=10.0 s \((1 h( \d+ min)?|59 min) ago\)", asked
     )
     assert "Episode pose: (2.00, 3.00, 0.00) in 'map'" in asked
-    assert "Goal: (" in asked and "Distance from the robot" in asked
+    assert "Goal: (2.00, 3.00, 0.00) in 'map', facing 90.0 deg." in asked
+    assert distance is None or distance in asked, asked
 
 
 @pytest.mark.parametrize(
@@ -364,6 +406,6 @@ def test_the_guides_node_configuration_starts_from_a_clients_default_environment
         assert [e["id"] for e in found["episodes"]] == ["door"]
         sent = answer(caller.call("navigate_to_episode", {"episode_id": "door"}))
         assert sent["sent"] is True and sent["approval"] == "accepted by the person", sent
-        check_asked(approver)
+        check_asked(approver, None)  # the guide's robot pose topic (AMCL's) is not this test's
         assert answer(caller.call("stop_navigation", {"goal_id": sent["goal_id"]}))["stopped"]
         nav.wait_for(sent["goal_id"], "canceled")

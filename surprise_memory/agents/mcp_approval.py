@@ -30,6 +30,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.server.elicitation import elicit_with_validation
 from pydantic import BaseModel, Field
 
 from surprise_memory.agents.navigation_tool import NavigateToEpisodeTool, goal_json
@@ -227,8 +228,6 @@ class NavigationApproval:
 
     async def _ask(self, ctx: Any, message: str) -> str:
         """The person's answer in words: accepted, declined, cancelled, no answer, failed."""
-        from mcp.server.elicitation import elicit_with_validation
-
         answer: Any = None
         try:
             with anyio.move_on_after(self.timeout_s):

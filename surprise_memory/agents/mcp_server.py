@@ -97,6 +97,8 @@ class ServedMemory:
         describe: The memory's facts for the summary (where it is, how many episodes, ...).
         refresh: Called before each request (a read-only store catches up with its
             writer); None = nothing to do.
+        robot_pose: The robot's current pose, where known (told to a person approving a
+            goal); None = never known.
 
     """
 
@@ -105,6 +107,7 @@ class ServedMemory:
     navigation: Sequence[FunctionTool] = ()
     describe: Callable[[], dict[str, Any]] = field(default=dict)
     refresh: Callable[[], object] | None = None
+    robot_pose: Callable[[], Any] | None = None
 
     @property
     def tools(self) -> list[FunctionTool]:

@@ -141,6 +141,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
             config.navigation_approval,
             config.approval_timeout_seconds,
             origin_ns=lambda: served.search.origin_ns,
+            robot_pose=served.robot_pose,
         )
         if config.allow_navigation:  # on the record from the start
             note(f"navigation approval {approval.said}")
@@ -207,7 +208,7 @@ def _node_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
         StopNavigationTool,
     )
     from surprise_memory.agents.ros_client import EpisodicMemoryClient, RosEpisodeRetriever
-    from surprise_memory.agents.ros_navigation import GoToEpisodeClient
+    from surprise_memory.agents.ros_navigation import GoToEpisodeClient, RobotPoseWatch
     from surprise_memory.agents.tool import EpisodicMemoryTool
     from surprise_memory.cli.goto import _ros_node
 
@@ -223,8 +224,10 @@ def _node_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
             frames_per_episode=config.frames_per_episode,
         )
         navigation: list[Any] = []
-        navigator = None
+        navigator, watch = None, None
         if config.allow_navigation:
+            if config.robot_pose_topic and config.navigation_approval == "elicit":
+                watch = RobotPoseWatch(node, config.robot_pose_topic)  # told to the person
             navigator = GoToEpisodeClient(node, f"{namespace}/go_to_episode", timeout)
             navigation = [
                 NavigateToEpisodeTool(navigator),
@@ -238,8 +241,11 @@ def _node_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
                 episode=GetEpisodeTool(search, retriever),
                 navigation=navigation,
                 describe=lambda: {"memory": f"memory node {namespace or '/'}", "backend": "node"},
+                robot_pose=watch.latest if watch is not None else None,
             )
         finally:
+            if watch is not None:
+                watch.destroy()
             if navigator is not None:
                 navigator.destroy()
             client.destroy()

@@ -69,6 +69,13 @@ class McpConfig(ComponentConfig):
         low=1.0,
         high=3600.0,
     )
+    robot_pose_topic: str = setting(
+        "/amcl_pose",
+        "With --node and navigation approval: a geometry_msgs/PoseWithCovarianceStamped "
+        "topic (AMCL's, reliable and transient local) whose latest pose is the robot's "
+        "current pose, so the person is told the distance to the goal (when in the goal's "
+        "frame); empty = none (the distance is said to be unknown).",
+    )
     image_episodes: int = setting(
         3,
         "With include_images, how many of a search's best episodes send frames.",
