@@ -21,6 +21,7 @@ import io
 import json
 import os
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ import test_navigation_action as nav_action
 from fleet_helpers import wait_until
 from mcp.shared.exceptions import MCPError
 from mcp_helpers import (
+    MCP,
     Approver,
     McpCaller,
     guide_session,
@@ -409,3 +411,17 @@ def test_the_guides_node_configuration_starts_from_a_clients_default_environment
         check_asked(approver, None)  # the guide's robot pose topic (AMCL's) is not this test's
         assert answer(caller.call("stop_navigation", {"goal_id": sent["goal_id"]}))["stopped"]
         nav.wait_for(sent["goal_id"], "canceled")
+
+
+def test_a_wrong_robot_pose_topic_is_refused_at_start(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [*MCP, *NAVIGATING[:4], "--robot-pose-topic", "not a topic!"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 1 and "--robot-pose-topic 'not a topic!'" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""

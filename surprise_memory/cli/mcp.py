@@ -227,7 +227,12 @@ def _node_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
         navigator, watch = None, None
         if config.allow_navigation:
             if config.robot_pose_topic and config.navigation_approval == "elicit":
-                watch = RobotPoseWatch(node, config.robot_pose_topic)  # told to the person
+                try:  # the pose told to the person
+                    watch = RobotPoseWatch(node, config.robot_pose_topic)
+                except Exception as exc:  # rclpy's invalid-name errors share no base of ours
+                    raise ConfigError(
+                        f"--robot-pose-topic {config.robot_pose_topic!r}: {exc}"
+                    ) from None
             navigator = GoToEpisodeClient(node, f"{namespace}/go_to_episode", timeout)
             navigation = [
                 NavigateToEpisodeTool(navigator),
