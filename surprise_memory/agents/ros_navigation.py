@@ -17,8 +17,10 @@ node, so it works from any callback of the host node.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 
+from geometry_msgs.msg import PoseWithCovarianceStamped
 from rclpy.node import Node
 
 from surprise_memory.agents.navigation_tool import NavigationResult
@@ -26,11 +28,13 @@ from surprise_memory.agents.ros_client import ServiceCaller
 from surprise_memory.errors import InputError
 from surprise_memory.memory.navigation import GoalRefusedError
 from surprise_memory.memory.navigation_goals import GoalStatus
+from surprise_memory.memory.pose import Pose
 from surprise_memory.nodes.goal_messages import goal_status_from_msg
 from surprise_memory.nodes.messages import ns_to_time, pose_from_msg, time_to_ns
+from surprise_memory.nodes.qos import ROBOT_POSE
 from surprise_memory.srv import CancelNavigation, GoToEpisode, NavigationStatus
 
-__all__ = ["GoToEpisodeClient", "result_from_response"]
+__all__ = ["GoToEpisodeClient", "RobotPoseWatch", "result_from_response"]
 
 
 def result_from_response(response: GoToEpisode.Response) -> NavigationResult:
@@ -203,3 +207,38 @@ class GoToEpisodeClient:
         self._caller.destroy()
         self._status.destroy()
         self._cancel.destroy()
+
+
+class RobotPoseWatch:
+    """The robot's latest localised pose, from a ``PoseWithCovarianceStamped`` topic.
+
+    AMCL's ``/amcl_pose`` on a Nav2 robot: what the MCP server tells a person approving a
+    goal (the distance from the robot). Only the latest pose is kept.
+
+    Args:
+        node: A spun node; the subscription is added to it.
+        topic: The topic.
+
+    """
+
+    def __init__(self, node: Node, topic: str) -> None:
+        self._node = node
+        self._lock = threading.Lock()
+        self._latest: Pose | None = None
+        self._subscription = node.create_subscription(
+            PoseWithCovarianceStamped, topic, self._on_pose, ROBOT_POSE
+        )
+
+    def _on_pose(self, msg: PoseWithCovarianceStamped) -> None:
+        pose = pose_from_msg(msg.pose.pose, msg.header.frame_id)
+        with self._lock:
+            self._latest = pose
+
+    def latest(self) -> Pose | None:
+        """The last pose received (None: none yet)."""
+        with self._lock:
+            return self._latest
+
+    def destroy(self) -> None:
+        """Remove the subscription from the node."""
+        self._node.destroy_subscription(self._subscription)
