@@ -20,20 +20,20 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fleet_helpers import wait_until
-from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from test_navigation_action import (  # noqa: F401 - the module fixtures, used by name
     ACTION_NAME,
     TIMEOUT_S,
-    LossyNavigator,
     ScriptedNavigator,
     action_type_name,
-    goto,
+    goto_store,
+    lossy_sender,
     memory,
     ros,
     sent_id,
@@ -82,39 +82,10 @@ def test_an_accepted_goal_is_said_accepted_never_lost(
     assert stopped and status.state == "canceled"
 
 
-@pytest.fixture()
-def sender_for(
-    ros: tuple[Node, ScriptedNavigator],  # noqa: F811
-) -> Iterator[object]:
-    """A GoalSender of the test's node for a held-back navigator (destroyed after)."""
-    from surprise_memory.config import NavigationConfig
-    from surprise_memory.nodes.goal_sender import GoalSender
-
-    node, scripted = ros
-    made: list[tuple[GoalSender, LossyNavigator]] = []
-
-    def make(name: str, accept_after_s: float) -> tuple[GoalSender, LossyNavigator]:
-        lossy = LossyNavigator(node, scripted.action, name, accept_after_s)
-        config = NavigationConfig(
-            goal_transport="action",
-            goal_action=name,
-            goal_action_type=scripted.action_type_name,
-            goal_timeout_seconds=TIMEOUT_S,
-        )
-        sender = GoalSender(node, config, callback_group=ReentrantCallbackGroup())
-        made.append((sender, lossy))
-        return sender, lossy
-
-    yield make
-    for sender, lossy in made:
-        lossy.close()
-        sender.destroy()
-
-
 @pytest.mark.parametrize("answer_after_s", [0.3, None], ids=["answer_after_status", "lost"])
 def test_the_status_topic_first_then_the_answer_or_none(
     ros: tuple[Node, ScriptedNavigator],  # noqa: F811
-    sender_for: object,
+    lossy_sender: Any,  # noqa: F811
     answer_after_s: float | None,
 ) -> None:
     """The navigator lists the goal, then answers 0.3 s later (the order rclpy's server
@@ -123,7 +94,7 @@ def test_the_status_topic_first_then_the_answer_or_none(
 
     node = ros[0]
     tag = "late_answer" if answer_after_s is not None else "lost_answer"
-    sender, lossy = sender_for(f"/{tag}/navigate_to_pose", 0.0)  # type: ignore[operator]
+    sender, lossy = lossy_sender(f"/{tag}/navigate_to_pose", 0.0)
     goal = goal_msg(node, yawed(1.0, 2.0, 0.0))
     if answer_after_s is not None:
 
@@ -217,25 +188,7 @@ def test_goto_store_never_promises_a_cancel_after_it_ends(
     cli_timeout_s, more_s = 1.5, 1.0
     # accepted well after the process ended: nobody is left to cancel it, and it runs
     nav.script(answer_delay_s=cli_timeout_s + more_s + 4.0, steps=10, step_s=0.1)
-    _, store = memory
-    proc = goto(
-        tmp_path,
-        "--id",
-        "door",
-        "--store",
-        str(store),
-        "--allow-other-robots",  # the store's robot "me" is not this host
-        "--goal-transport",
-        "action",
-        "--goal-action",
-        ACTION_NAME,
-        "--goal-action-type",
-        nav.action_type_name,
-        "--goal-timeout-seconds",
-        str(cli_timeout_s),
-        "--timeout",
-        str(more_s),
-    )
+    proc = goto_store(tmp_path, memory[1], nav.action_type_name, cli_timeout_s, more_s)
     assert proc.returncode == 1, proc.stderr
     goal_id = sent_id(proc.stdout)
     said = proc.stdout + proc.stderr
@@ -254,45 +207,44 @@ def test_goto_store_never_promises_a_cancel_after_it_ends(
     assert nav.log(goal_id) == ["accepted", "succeeded"]
 
 
-def test_goto_store_says_a_refused_late_cancel_and_that_it_stops_following(
+@pytest.mark.parametrize("wait", [False, True], ids=["no_wait", "wait"])
+def test_goto_store_says_a_refused_late_cancel_then_ends_or_follows(
     ros: tuple[Node, ScriptedNavigator],  # noqa: F811
     memory: tuple[GoToEpisodeClient, Path],  # noqa: F811
     tmp_path: Path,
+    wait: bool,
 ) -> None:
     nav = ros[1]
     # a new process: the navigator answers after 5 s, once DDS discovery surely matched
     # the CLI's response reader (see test_goto_store_cancels_a_late_acceptance_...)
     cli_timeout_s = 3.0
     nav.script(answer_delay_s=cli_timeout_s + 2.0, refuse_cancel=True, steps=3000, step_s=0.1)
-    _, store = memory
-    proc = goto(
-        tmp_path,
-        "--id",
-        "door",
-        "--store",
-        str(store),
-        "--allow-other-robots",
-        "--goal-transport",
-        "action",
-        "--goal-action",
-        ACTION_NAME,
-        "--goal-action-type",
-        nav.action_type_name,
-        "--goal-timeout-seconds",
-        str(cli_timeout_s),
-        "--timeout",
-        "20",
-    )
-    goal_id = sent_id(proc.stdout)
-    try:
-        assert proc.returncode == 1, proc.stderr
-        last = proc.stderr.strip().splitlines()[-1]
-        assert last.startswith(f"goal {goal_id}: running"), last  # (its distance, if known)
-        assert last.endswith(
-            " (accepted after its caller was told pending; the navigator refused the cancel: "
-            "it runs); this process ends and follows it no further"
-        ), last
-        assert nav.log(goal_id) == ["accepted", "cancel refused"]
-    finally:
+    extra = ("--wait",) if wait else ()
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(
+            goto_store, tmp_path, memory[1], nav.action_type_name, cli_timeout_s, 20.0, *extra
+        )
+        # the goal runs until the test finishes it: once refused (with --wait, followed)
+        assert wait_until(lambda: "cancel refused" in nav.log(), 60.0), nav.log()
+        (goal_id,) = {gid for gid, what in nav.events() if what == "cancel refused"}
+        if not wait:
+            proc = running.result(timeout=60)
         nav.finish(goal_id)
+        proc = running.result(timeout=60)
     nav.wait_for(goal_id, "succeeded")
+    assert sent_id(proc.stdout) == goal_id
+    refused = (
+        " (accepted after its caller was told pending; the navigator refused the cancel: it runs)"
+    )
+    lines = proc.stderr.strip().splitlines()
+    if not wait:  # exit 1: it runs on, and this process says it stops following it
+        assert proc.returncode == 1, proc.stderr
+        assert lines[-1].startswith(f"goal {goal_id}: running"), lines  # (its distance)
+        assert lines[-1].endswith(f"{refused}; this process ends and follows it no further")
+        assert nav.log(goal_id)[:2] == ["accepted", "cancel refused"]
+        return
+    # --wait: the refusal said, then the goal followed to its success (exit 0)
+    assert proc.returncode == 0, proc.stderr
+    assert lines[-1].startswith(f"goal {goal_id}: running") and lines[-1].endswith(refused)
+    assert proc.stdout.strip().splitlines()[-1].startswith(f"goal {goal_id}: succeeded")
+    assert nav.log(goal_id) == ["accepted", "cancel refused", "succeeded"]

@@ -314,8 +314,9 @@ def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespa
         final = None
         if status.state == "pending":
             final = sender.settle(status.goal_id, args.timeout) or status
-            if not args.wait or final.state == "pending":
-                print(_last_line(final, more), file=sys.stderr)
+            follows = args.wait and final.state != "pending"
+            if not (follows and final.done):  # (a line for it comes with the following)
+                print(_last_line(final, more, ends=not follows), file=sys.stderr)
         if args.wait and (final or status).state != "pending":
 
             def status_of(gid: str) -> GoalStatus:
@@ -331,8 +332,15 @@ def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespa
         sender.destroy()
 
 
-def _last_line(status: GoalStatus, more: str) -> str:
-    """What became of a goal that was pending, as this process ends (``goto --store``)."""
+def _last_line(status: GoalStatus, more: str, ends: bool) -> str:
+    """What became of a goal that was pending (``goto --store``).
+
+    Args:
+        status: The goal after :meth:`GoalSender.settle`.
+        more: How long this process followed it (``--timeout``), as said.
+        ends: This process ends now (rather than follows the goal with ``--wait``).
+
+    """
     line = status.progress_line()
     if status.state == "pending":
         return (
@@ -341,7 +349,9 @@ def _last_line(status: GoalStatus, more: str) -> str:
         )
     if status.done:  # its message is in the line
         return line
-    return f"{line} ({status.message}); this process ends and follows it no further"
+    return f"{line} ({status.message})" + (
+        "; this process ends and follows it no further" if ends else ""
+    )
 
 
 def _query(

@@ -14,8 +14,10 @@
   over a slow link), the goal is followed (or cancelled) as listed, and its message says
   that its answer did not come.
 
-The cancels and what the navigator said to each are
-:mod:`surprise_memory.nodes.goal_cancels`'. It takes a host node (the memory node, or the
+Its parts, a file each: the answers, taken once from the response or the status topic
+(:mod:`surprise_memory.nodes.goal_answers`); the cancels and what the navigator said to
+each (:mod:`surprise_memory.nodes.goal_cancels`); the goal topic
+(:mod:`surprise_memory.nodes.goal_topic`). It takes a host node (the memory node, or the
 CLI's short-lived node) whose executor spins in another thread than the caller's: it
 waits with deadlines, from any thread. The tf lookup a goal may need first is
 :mod:`surprise_memory.nodes.tf_lookup`.
