@@ -149,6 +149,32 @@ def test_a_late_acceptance_whose_cancel_is_refused_is_said_refused_at_once_and_f
     assert "this node asks it at once to cancel the goal" in result.message  # as it did
 
 
+def test_a_late_acceptance_whose_cancel_is_answered_late_says_so_then_the_verdict(
+    ros: tuple[Node, ScriptedNavigator],  # noqa: F811
+    memory: tuple[GoToEpisodeClient, Path],  # noqa: F811
+) -> None:
+    """The navigator accepts late, then takes longer than goal_timeout_seconds to accept
+    the cancel: "it may run" while it is unanswered, then cancelled."""
+    nav = ros[1]
+    nav.script(
+        answer_delay_s=TIMEOUT_S + 1.0, cancel_delay_s=TIMEOUT_S + 2.0, steps=300, step_s=0.1
+    )
+    client, _ = memory
+    result = client.go_to(episode_id="door")
+    assert result.state == "pending", result
+    seen = _follow(client, nav, result.goal_id, "cancelled_after_late_acceptance")
+    why = "accepted after its caller was told pending"
+    unanswered = (
+        f"{why}; the navigator did not answer the cancel within {TIMEOUT_S:g} s: it may run "
+        "(cancel it on the navigator)"
+    )
+    assert any(s.state == "running" and s.message == unanswered for s, _ in seen), seen
+    accepted = f"{why}; cancelled: the navigator accepted the cancel asked at once"
+    assert seen[-1][0].message == accepted
+    nav.wait_for(result.goal_id, "canceled")
+    assert nav.log(result.goal_id) == ["accepted", "cancel accepted", "canceled"]
+
+
 def test_a_goal_preempted_before_its_late_acceptance_says_so_and_its_refused_cancel(
     ros: tuple[Node, ScriptedNavigator],  # noqa: F811
     memory: tuple[GoToEpisodeClient, Path],  # noqa: F811

@@ -59,7 +59,7 @@ CANCEL_SAID = {
 """The goal's message after the navigator answered the caller's cancel, by verdict."""
 
 _LATE_SAID = {
-    "accepted": "cancelled at once: the navigator accepted the cancel",
+    "accepted": "cancelled: the navigator accepted the cancel asked at once",
     "ended": "the navigator says it has ended (its result tells how)",
     "unknown goal": "the navigator does not know the goal: not confirmed cancelled, it may run",
     "refused": "the navigator refused the cancel: it runs",
@@ -167,11 +167,14 @@ class GoalCancels:
                 if gid not in self._open:
                     return
                 self._open.discard(gid)
-            self._book.update(
-                gid,
-                message=f"{why}; the navigator did not answer the cancel within "
-                f"{self._late_wait_s:g} s: it may run (cancel it on the navigator)",
-            )
+            now = self._book.get(gid)
+            if now is not None and now.state in _MAY_RUN:  # (not one whose result came)
+                self._book.update(
+                    gid,
+                    force=True,  # a preempted one too: it may run all the same
+                    message=f"{why}; the navigator did not answer the cancel within "
+                    f"{self._late_wait_s:g} s: it may run (cancel it on the navigator)",
+                )
 
         timer = threading.Timer(self._late_wait_s, unanswered)
         timer.daemon = True

@@ -304,7 +304,7 @@ class GoalSender:
             self._answers.listed(str(uuid.UUID(bytes=bytes(goal_id.uuid))), handle)
 
     def _accepted(self, gid: str, handle: Any, why: str, message: str) -> None:
-        """An acceptance, taken once (the answers' lock held): followed, or cancelled at once."""
+        """An acceptance, taken once (the answers' lock held): followed, or its cancel asked."""
         if why:  # its caller has moved on
             now = self.book.get(gid)
             pending = now is not None and now.state == "pending"
