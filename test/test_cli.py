@@ -106,6 +106,8 @@ def test_help_lists_every_setting_with_its_default() -> None:
         assert "".join(f"(default: {spec.default!r})".split()) in where, spec.name
     assert "--batch" in text and "--weights" in text and "--pose-topic" in text
     assert "--standoff" in goto
+    # one default per option: a setting's option parses to None, which is no default
+    assert "(default:None)" not in text and "(default:None)" not in goto
 
 
 def test_process_then_query_and_report(

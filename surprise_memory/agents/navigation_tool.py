@@ -57,7 +57,8 @@ class NavigationResult:
         message: The memory's one-line account.
         goal_id: The goal's id ("" = not sent).
         state: ``running`` (accepted), ``sent`` (topic), ``pending`` (the navigator did not
-            answer in time: cancelled if it accepts late; follow it by id); "" = not sent.
+            answer in time: asked to cancel it if it accepts late; follow it by id); "" =
+            not sent.
         preempted: The earlier goal this one preempted ("" = none).
 
     """

@@ -125,8 +125,8 @@ class GoToEpisodeClient:
 
         Returns:
             The goal: ``state`` ``running`` (accepted), ``sent`` (topic), or ``pending``
-            (the navigator did not answer in time; the node cancels it if it accepts late:
-            :meth:`navigation_status` tells the outcome).
+            (the navigator did not answer in time; the node asks it to cancel the goal if
+            it accepts late: :meth:`navigation_status` tells the outcome).
 
         Raises:
             InputError: A field is invalid (nothing was sent to the node).

@@ -21,7 +21,6 @@ ROS-free.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import sys
@@ -294,31 +293,31 @@ def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespa
     """Send the goal from this process (as the memory node would), print, and follow it.
 
     A goal the navigator has not answered is followed for ``--timeout`` s more, so that
-    a late acceptance is cancelled here (the process must live to cancel it); with
-    ``--wait`` a running goal is followed to its end.
+    a late acceptance is cancelled here (the process must live to ask for the cancel);
+    after that no one follows it, and both lines say so. With ``--wait`` an answered goal
+    is followed to its end.
     """
     from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
 
     sender = GoalSender(node, config)
     try:
         msg = goal_msg(node, goal.pose)
-        status = sender.send(msg, config.goal_timeout_seconds, goal.episode.id)
+        more = f"{args.timeout:g} s"
+        if_late = (
+            f"if it accepts within {more} more, this process asks it at once to cancel the "
+            "goal; after that this process has ended, and the goal may run"
+        )
+        status = sender.send(msg, config.goal_timeout_seconds, goal.episode.id, if_late)
         result = _result(goal, status)
         if not (args.json and args.wait):  # with both: one JSON at the end
             _print(result, args.json)
         final = None
         if status.state == "pending":
-            final = sender.book.wait(status.goal_id, args.timeout) or status
-            if not final.done:
-                final = dataclasses.replace(
-                    final,
-                    message=f"{final.message}; no answer within {args.timeout:g} s more, and "
-                    "this process ends: if the navigator accepts it later it may run",
-                )
-            if not args.wait:
-                line = final.progress_line()
-                print(line if final.done else f"{line}: {final.message}", file=sys.stderr)
-        if args.wait:
+            final = sender.settle(status.goal_id, args.timeout) or status
+            follows = args.wait and final.state != "pending"
+            if not (follows and final.done):  # (a line for it comes with the following)
+                print(_last_line(final, more, ends=not follows), file=sys.stderr)
+        if args.wait and (final or status).state != "pending":
 
             def status_of(gid: str) -> GoalStatus:
                 now = sender.book.wait(gid, _POLL_S, until_done=False)
@@ -326,11 +325,33 @@ def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespa
                 return now
 
             final = _follow(status_of, final or status, args.json)
-            if args.json:
-                _print(result, True, final)
+        if args.json and args.wait:
+            _print(result, True, final)
         return _exit_status(result, final)
     finally:
         sender.destroy()
+
+
+def _last_line(status: GoalStatus, more: str, ends: bool) -> str:
+    """What became of a goal that was pending (``goto --store``).
+
+    Args:
+        status: The goal after :meth:`GoalSender.settle`.
+        more: How long this process followed it (``--timeout``), as said.
+        ends: This process ends now (rather than follows the goal with ``--wait``).
+
+    """
+    line = status.progress_line()
+    if status.state == "pending":
+        return (
+            f"{line}: no answer within {more} more; this process ends, so if the navigator "
+            "accepts it later, the goal may run"
+        )
+    if status.done:  # its message is in the line
+        return line
+    return f"{line} ({status.message})" + (
+        "; this process ends and follows it no further" if ends else ""
+    )
 
 
 def _query(

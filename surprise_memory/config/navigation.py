@@ -76,8 +76,8 @@ class NavigationConfig(ComponentConfig):
         5.0,
         "How long a request waits for the navigator (the action server and its answer, or "
         "navigator_node on goal_topic). No server or navigator by then: no goal is sent. "
-        "Sent but not answered by then: the answer is pending, and a late acceptance is "
-        "cancelled at once (navigation_status tells the outcome).",
+        "Sent but not answered by then: the answer is pending, and the navigator is asked "
+        "at once to cancel a late acceptance (navigation_status tells the outcome).",
         low=0.1,
         high=120.0,
     )

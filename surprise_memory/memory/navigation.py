@@ -324,11 +324,22 @@ def check_session(
         if episode.session_id
         else "in an unknown session (a recording, or a store older than sessions)"
     )
+    fixed = ", ".join(fixed_frames) or "none"
+    if navigation_frame in fixed_frames:
+        needs = f"a pose in {navigation_frame!r} (store episodes in the map frame"
+    else:  # the navigation frame is of the session too: no pose in it would do
+        needs = f"a pose in a fixed frame ({navigation_frame!r} is not one"
+    needs += f", fixed_frames: {fixed})"
+    if not episode.session_id:  # a recording's own odom holds for its replay
+        also = "" if navigation_frame == frame else f"--navigation-frame {frame} "
+        needs += (
+            f", or, for a recording whose {frame!r} is its own, {frame!r} declared fixed "
+            f"({also}--fixed-frames {frame})"
+        )
     raise GoalRefusedError(
         f"episode {episode.id} is posed in {frame!r}, a frame that starts anew each session, "
         f"and was stored {when}, not this one ({session_id}): its place is unknown today; "
-        f"it needs a pose in {navigation_frame!r} (store episodes in the map frame, "
-        f"fixed_frames: {', '.join(fixed_frames) or 'none'})"
+        f"it needs {needs}"
     )
 
 

@@ -42,6 +42,11 @@ from surprise_memory.srv import CancelNavigation, GoToEpisode, NavigationStatus
 
 __all__ = ["NavigationPart", "goal_query_from_request"]
 
+_IF_LATE = (
+    "if it accepts later, this node asks it at once to cancel the goal (navigation_status "
+    "tells what came of it)"
+)
+
 
 class NavigationPart:
     """Serves ``go_to_episode``, ``navigation_status`` and ``cancel_navigation``.
@@ -53,9 +58,10 @@ class NavigationPart:
     ``success=false`` and why not; the node keeps serving. Counted in the diagnostics:
     ``goals_sent`` (accepted, or acknowledged on the topic), ``goals_refused`` (the request
     or the episode did not allow a goal, or no navigator was there: nothing sent),
-    ``goals_rejected``, ``goals_pending`` (not answered in time: followed, and cancelled if
-    accepted late), ``goals_cancelled``; the current goal as ``goal.*`` (id, state,
-    distance remaining) and the remembered goals per state as ``goals.<state>``.
+    ``goals_rejected``, ``goals_pending`` (not answered in time: followed, and the navigator
+    asked at once to cancel it if it accepts late), ``goals_cancelled``; the current goal
+    as ``goal.*`` (id, state, distance remaining) and the remembered goals per state as
+    ``goals.<state>``.
 
     Args:
         node: The host node.
@@ -156,7 +162,7 @@ class NavigationPart:
             if not request.dry_run:
                 earlier = self._sender.book.active()
                 status = self._sender.send(
-                    response.goal, config.goal_timeout_seconds, goal.episode.id
+                    response.goal, config.goal_timeout_seconds, goal.episode.id, _IF_LATE
                 )
         except Exception as exc:  # a bad request, or tf/Nav2 failing, never ends the node
             response.success = False
