@@ -255,11 +255,11 @@ class FrameLossEstimator:
         self._warmup: list[int] | None = []  # the first gaps, judged once the period is known
         self._phase_ns = 0.0  # the last frame's stamp less its slot on the camera's grid
         self._slot = 0  # the last frame's slot on the grid since the sequence began
+        self._time_ns = 0  # its stamp less the sequence's first
         self._seen = 0  # distinct frames received: the index the next one gets
         self._placed = 0  # frames placed on the grid (their absolute slots in the ring)
         self._abs_slot = -1  # the last placed frame's slot, counted over every sequence
         self._skipped_at = 0  # the frame whose gap began the slots not yet confirmed
-        self._time_ns = 0  # its stamp less the sequence's first
         self._anchors: deque[tuple[int, int]] = deque(maxlen=_ANCHORS)  # (slot, time)
         self._unconfirmed = 0  # slots skipped that a late frame may still take back
         self._unconfirmed_for = 0  # frames received since the first of them was skipped

@@ -263,17 +263,17 @@ class FleetStore(StoreFront):
         """
         try:
             with self._monitor.call(_QueryStore(self)):
-                opened = self._query_store is None
-                if opened:
-                    self._query_store = self._open_remote(self._config, True)
+                store, opened = self._query_store, self._query_store is None
+                if store is None:
+                    store = self._query_store = self._open_remote(self._config, True)
                 try:
-                    return call(self._query_store)
+                    return call(store)
                 except StoreUnreachableError:
                     if opened or time.monotonic() >= deadline:
                         raise
                 self._close_query_store()
-                self._query_store = self._open_remote(self._config, True)
-                return call(self._query_store)
+                store = self._query_store = self._open_remote(self._config, True)
+                return call(store)
         except StoreUnreachableError:
             self._close_query_store()
             raise
