@@ -15,7 +15,8 @@ Field names are unique across all component configs, so one flat namespace serve
 node parameters, the YAML and the command line. The settings live beside the stage they
 belong to: :mod:`~surprise_memory.config.cameras`, :mod:`~surprise_memory.config.perception`,
 :mod:`~surprise_memory.config.surprise`,
-:mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.fleet`,
+:mod:`~surprise_memory.config.memory`, :mod:`~surprise_memory.config.places`,
+:mod:`~surprise_memory.config.fleet`,
 :mod:`~surprise_memory.config.navigation`, :mod:`~surprise_memory.config.snapshot`,
 :mod:`~surprise_memory.config.display`, :mod:`~surprise_memory.config.nodes`; this module
 gathers them under one import.
@@ -46,6 +47,7 @@ from surprise_memory.config.nodes import (
     iter_settings,
 )
 from surprise_memory.config.perception import CameraConfig, EmbedderConfig, EncoderConfig
+from surprise_memory.config.places import PlacesConfig
 from surprise_memory.config.schema import ComponentConfig, Setting, setting, settings_of
 from surprise_memory.config.snapshot import SnapshotConfig
 from surprise_memory.config.surprise import (
@@ -81,6 +83,7 @@ __all__ = [
     "HabituationConfig",
     "NavigationConfig",
     "NodeConfig",
+    "PlacesConfig",
     "PoseConfig",
     "ScorerConfig",
     "Setting",

@@ -12,6 +12,7 @@ from surprise_memory.config.fleet import FleetConfig
 from surprise_memory.config.memory import EpisodeConfig, PoseConfig, StoreConfig
 from surprise_memory.config.navigation import NavigationConfig
 from surprise_memory.config.perception import CameraConfig, EmbedderConfig, EncoderConfig
+from surprise_memory.config.places import PlacesConfig
 from surprise_memory.config.schema import ComponentConfig, Setting, setting, settings_of
 from surprise_memory.config.snapshot import SnapshotConfig
 from surprise_memory.config.surprise import (
@@ -65,6 +66,7 @@ ALL_CONFIGS: tuple[type[ComponentConfig], ...] = (
     CamerasConfig,
     CameraConfig,
     EpisodeConfig,
+    PlacesConfig,
     HabituationConfig,
     BudgetConfig,
     BaselineConfig,

@@ -3,6 +3,8 @@
 * :mod:`.episodes`: the bounded frame history by stamp and the assembly of the 8 frames
   around each event.
 * :mod:`.pose`: robot poses by stamp (the pose type, interpolation, the lookup rule).
+* :mod:`.places`: place keyframes, the latest view of every place cell and viewing
+  direction passed (which frames to keep, the place keys).
 * :mod:`.store`: the episode store, a package of its own (interface, ``open_store``, the
   SQLite backend with its durable frame files, schema and in-memory search, the
   PostgreSQL + pgvector backend, migration between them).
