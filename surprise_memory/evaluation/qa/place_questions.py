@@ -214,8 +214,8 @@ def _mix(questions: Sequence[Question], rng: np.random.Generator) -> list[Questi
         by_type[q.type][q.category].append(q)
     for cats in by_type.values():
         for items in cats.values():
-            order = rng.permutation(len(items))
-            items[:] = [items[int(i)] for i in order]
+            shuffled = rng.permutation(len(items))
+            items[:] = [items[int(i)] for i in shuffled]
     available = {t: sum(len(v) for v in cats.values()) for t, cats in by_type.items()}
     # the two largest shares set the size; a rarer type may fall short of its share
     total = min(available[t] / MIX[t] for t in ("position", "binary"))
