@@ -341,7 +341,10 @@ def _landmarks(
         if rng.random() >= _LANDMARK_SHARE:
             continue
         low = _WARM_UP_S if j == 0 else _ENTERS_S[0]  # after the models' warm-up
-        enters = round(float(rng.uniform(low, _ENTERS_S[1] * leg.scene.duration_s)), 1)
+        high = _ENTERS_S[1] * leg.scene.duration_s
+        if high <= low:
+            continue  # a street too short to come by a landmark after the warm-up
+        enters = round(float(rng.uniform(low, high)), 1)
         count = 2 if rng.random() < _SECOND_SHARE else 1
         for k in range(count):
             kind = LANDMARK_KINDS[int(rng.integers(len(LANDMARK_KINDS)))]
