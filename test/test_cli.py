@@ -25,6 +25,7 @@ from surprise_memory.config import (
     FleetConfig,
     NavigationConfig,
     NodeConfig,
+    PlacesConfig,
     SnapshotConfig,
     iter_settings,
 )
@@ -96,8 +97,9 @@ def test_help_lists_every_setting_with_its_default() -> None:
     text, goto = ("".join(helps[cmd].split()) for cmd in ("process", "goto"))
     excluded = {"store_path", "odom_topic"}
     # the live nodes' own: diagnostics, displays, the camera subscription and its loss,
-    # the bag recorder's snapshot trigger, the fleet link (offline runs write directly)
-    live_only = (NodeConfig, DisplayConfig, CameraConfig, SnapshotConfig, FleetConfig)
+    # the bag recorder's snapshot trigger, the fleet link (offline runs write directly),
+    # place keyframes (kept by the live memory node only: `process` stores no places yet)
+    live_only = (NodeConfig, DisplayConfig, CameraConfig, SnapshotConfig, FleetConfig, PlacesConfig)
     for _cls, spec in iter_settings():  # every setting but the live nodes' own
         if spec.name in excluded or _cls in live_only:
             continue
