@@ -150,15 +150,23 @@ def fetch(
 
 
 @contextlib.contextmanager
-def serve(store: str, cwd: Path, *options: str, start_timeout: float = 90.0) -> Iterator[Server]:
+def serve(
+    store: str,
+    cwd: Path,
+    *options: str,
+    start_timeout: float = 90.0,
+    env: dict[str, str] | None = None,
+) -> Iterator[Server]:
     """Run ``surprise-memory serve`` on ``store``; stop it with SIGINT, check it exits cleanly.
 
     Run from ``cwd`` (not the repository), so the colcon install is what is imported: the
-    page's static files are checked to be installed with the package.
+    page's static files are checked to be installed with the package. ``env``: its
+    environment (default: this process's).
     """
     proc = subprocess.Popen(
         [sys.executable, "-m", "surprise_memory", "serve", store, "--port", "0", *options],
         cwd=cwd,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -216,6 +224,17 @@ def chrome(profile: Path) -> Any:
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
+def images_loaded(page: Any, selector: str) -> bool:
+    """Whether the page has images at ``selector`` and every one of them loaded."""
+    from selenium.webdriver.common.by import By
+
+    images = page.find_elements(By.CSS_SELECTOR, selector)
+    return bool(images) and all(
+        page.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i)
+        for i in images
+    )
+
+
 def wait_for(condition: Any, timeout: float, what: str) -> Any:
     """Poll ``condition()`` until it returns something truthy; fail after ``timeout`` s."""
     deadline = time.monotonic() + timeout
@@ -231,10 +250,12 @@ def wait_for(condition: Any, timeout: float, what: str) -> Any:
 class EventStream:
     """The server-sent events of ``/api/live``, read with a raw HTTP connection."""
 
-    def __init__(self, server_url: str, timeout: float = 30.0) -> None:
+    def __init__(
+        self, server_url: str, timeout: float = 30.0, headers: dict[str, str] | None = None
+    ) -> None:
         parts = urlsplit(server_url)
         self._conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-        self._conn.request("GET", "/api/live")
+        self._conn.request("GET", "/api/live", headers=headers or {})
         self._resp = self._conn.getresponse()
         assert self._resp.status == 200, self._resp.status
         assert self._resp.getheader("content-type", "").startswith("text/event-stream")

@@ -22,6 +22,7 @@ from browser_helpers import (
     chrome,
     copy_episode,
     image_search_ids,
+    images_loaded,
     processed_store,
     serve,
     wait_for,
@@ -78,14 +79,6 @@ def _ids(page: Any, box: str) -> list[str]:
     return [e.get_attribute("data-id") for e in page.find_elements(By.CSS_SELECTOR, f"{box} .hit")]
 
 
-def _all_loaded(page: Any, selector: str) -> bool:
-    images = page.find_elements(By.CSS_SELECTOR, selector)
-    return bool(images) and all(
-        page.execute_script("return arguments[0].complete && arguments[0].naturalWidth", i)
-        for i in images
-    )
-
-
 def _search(page: Any, fields: dict[str, str], ranked: str) -> None:
     page.find_element(By.ID, "clear-btn").click()
     for name, value in fields.items():
@@ -115,7 +108,7 @@ def test_first_load_shows_the_timeline_curve_map_and_episodes(
     assert page.execute_script(BLUE, "#map") > 25 * len(ids)  # a dot of radius 3.5 px each
     assert f"{len(ids)} episodes posed in" in page.find_element(By.ID, "map-note").text
     assert sorted(_ids(page, "#recent")) == sorted(ids)
-    wait_for(lambda: _all_loaded(page, "#recent img"), 30, "the latest episodes' thumbnails")
+    wait_for(lambda: images_loaded(page, "#recent img"), 30, "the latest episodes' thumbnails")
     # each card shows the trigger's frame (the route test_browser_http checks), as search does
     srcs = page.execute_script(
         "return [...document.querySelectorAll('#recent img')].map(i => i.src)"
@@ -137,7 +130,7 @@ def test_search_by_time_lists_the_episodes_in_the_range(page: Any, store: Path) 
         assert origin is not None
     want = _expected(store, start_ns=origin + 4 * S, end_ns=origin + 95 * S // 10, max_results=12)
     assert want and _ids(page, "#results") == [h.episode.id for h in want]
-    wait_for(lambda: _all_loaded(page, "#results img"), 30, "the results' thumbnails")
+    wait_for(lambda: images_loaded(page, "#results img"), 30, "the results' thumbnails")
 
 
 def test_text_search_says_why_it_cannot_run_on_random_weights(page: Any) -> None:
@@ -201,7 +194,7 @@ def test_an_episode_shows_its_frames_why_it_was_kept_and_plays(page: Any, store:
     assert episode.is_displayed()
     strip = page.find_elements(By.CSS_SELECTOR, "#ep-frames img")
     assert len(strip) == len(rec.frame_paths) == 8
-    wait_for(lambda: _all_loaded(page, "#ep-frames img, #ep-player"), 30, "the frames")
+    wait_for(lambda: images_loaded(page, "#ep-frames img, #ep-player"), 30, "the frames")
     why = [li.text for li in page.find_elements(By.CSS_SELECTOR, "#ep-why li")]
     assert "above the threshold" in why[0] and any("random" in w for w in why)
     meta = page.find_element(By.ID, "ep-meta").text
@@ -234,7 +227,7 @@ def test_an_episode_added_by_another_process_appears_without_a_reload(
         )[0]
         assert "new" in card.get_attribute("class")
         assert page.find_element(By.ID, "episode-count").text == str(count + 1)
-        wait_for(lambda: _all_loaded(page, '#recent .hit[data-id="live-added-1"] img'), 15, "img")
+        wait_for(lambda: images_loaded(page, '#recent .hit[data-id="live-added-1"] img'), 15, "img")
         writer.delete(["live-added-1"])  # evicted: it leaves the page too
         wait_for(
             lambda: page.find_element(By.ID, "episode-count").text == str(count),

@@ -22,18 +22,17 @@ episode, ``memory://episodes/{episode_id}`` (its JSON and every frame as a JPEG 
 names the newest episodes (up to the search's cap).
 
 Every navigation call (goals sent, statuses, stops) is logged with its arguments and
-answer. :func:`bearer_token_gate` guards the HTTP transport. The calls run in worker
-threads (at most ``worker_threads`` at once): the store, its query embedder and the ROS
-clients are blocking.
+answer. :func:`surprise_memory.access.token_gate` guards the HTTP transport. The calls
+run in worker threads (at most ``worker_threads`` at once): the store, its query embedder
+and the ROS clients are blocking.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -52,7 +51,6 @@ __all__ = [
     "SUMMARY_URI",
     "MemoryMcpServer",
     "ServedMemory",
-    "bearer_token_gate",
     "tool_result",
 ]
 
@@ -66,11 +64,6 @@ EPISODE_URI_TEMPLATE = "memory://episodes/{episode_id}"
 
 _EPISODE_URI = re.compile(r"^memory://episodes/([^/]+)$")
 _JSON = "application/json"
-
-ASGIApp = Callable[
-    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
-    Awaitable[None],
-]
 
 
 @dataclass(frozen=True)
@@ -301,42 +294,3 @@ class MemoryMcpServer:
             "navigation": bool(self._navigation),
             "newest_episodes": [ep["id"] for ep in newest.get("episodes", [])],
         }
-
-
-def bearer_token_gate(app: ASGIApp, token: str) -> ASGIApp:
-    """``app`` behind a bearer token: an HTTP request without it is answered 401.
-
-    Args:
-        app: The ASGI application (the SDK's streamable HTTP app).
-        token: The token a request must carry (``Authorization: Bearer <token>``).
-
-    Returns:
-        The guarded application (lifespan events pass through).
-
-    """
-    expected = f"Bearer {token}".encode()
-
-    async def gate(
-        scope: MutableMapping[str, Any],
-        receive: Callable[[], Awaitable[Any]],
-        send: Callable[[Any], Awaitable[None]],
-    ) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers", [])).get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):  # the same time whatever was sent
-                body = json.dumps({"error": "a valid bearer token is required"}).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="surprise-memory"'),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await app(scope, receive, send)
-
-    return gate

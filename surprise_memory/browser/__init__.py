@@ -15,8 +15,11 @@ server, so it works on a robot without internet).
 * :mod:`~surprise_memory.browser.live`: the live feed (server-sent events of episodes
   added and evicted);
 * :mod:`~surprise_memory.browser.run_notes`: the curve and the "why kept" notes from what
-  ``process`` wrote.
+  ``process`` wrote;
+* :mod:`~surprise_memory.browser.sign_in`: with a token, the sign-in form and its session
+  cookie (the rule itself: :mod:`surprise_memory.access`).
 
 Starlette and uvicorn are the optional ``browser`` extra (``requirements/browser.txt``);
-only :mod:`~surprise_memory.browser.app` imports them.
+only :mod:`~surprise_memory.browser.app` and :mod:`~surprise_memory.browser.sign_in`
+import them.
 """

@@ -17,7 +17,14 @@ read-only):
   ``near_frame``, ``radius``, ``robot_id``, ``k``), or ``POST`` with an image as the body
   and the filters in the query string: the same retrieval as the CLI and the service;
 * ``/api/live``: server-sent events when episodes are added or evicted
-  (:mod:`~surprise_memory.browser.live`).
+  (:mod:`~surprise_memory.browser.live`);
+* ``/login``: with a token, the sign-in form and its check
+  (:mod:`~surprise_memory.browser.sign_in`).
+
+With a token (:mod:`surprise_memory.access`: required off the loopback, and once set,
+required on it too), every route but the sign-in form and its two files answers 401 unless
+the request carries the token (``Authorization: Bearer``) or the sign-in's session cookie;
+``GET /`` without either is sent to the form.
 
 A request the store cannot answer gets a JSON ``{"error": "..."}`` with a 4xx status
 (400 malformed, 404 unknown episode or frame, 413 upload too large; 503 when a fleet store
@@ -32,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
@@ -50,8 +56,15 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from surprise_memory.access import is_loopback, token_gate
 from surprise_memory.browser.live import ChangeFeed, watch
 from surprise_memory.browser.run_notes import RunFiles, why_kept
+from surprise_memory.browser.sign_in import (
+    OPEN_PATHS,
+    SESSION_COOKIE,
+    SIGN_IN_PATH,
+    sign_in_routes,
+)
 from surprise_memory.browser.views import (
     episode_view,
     hit_views,
@@ -396,20 +409,17 @@ def _timeline(summaries: Sequence[EpisodeSummary], origin_ns: int | None) -> dic
     }
 
 
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
-def create_app(store: EpisodeStoreBackend, location: str, config: BrowserConfig) -> Starlette:
+def create_app(
+    store: EpisodeStoreBackend, location: str, config: BrowserConfig, token: str | None = None
+) -> Starlette:
     """The browser's application over an open (read-only) store.
 
     Args:
         store: The store, opened with ``read_only=True``.
         location: Its folder or URI (shown on the page, password-free).
         config: Host, live period, upload limit, query device.
+        token: The token every request must carry (or its sign-in cookie); None: none
+            (only on the loopback: :func:`surprise_memory.access.check_exposure`).
 
     Returns:
         The ASGI application (``app.state.browser`` is its :class:`Browser`).
@@ -431,9 +441,24 @@ def create_app(store: EpisodeStoreBackend, location: str, config: BrowserConfig)
     async def internal(request: Request, exc: Exception) -> Response:
         return _error(500, f"internal error ({type(exc).__name__}); see the server's log")
 
-    hosts = ["127.0.0.1", "localhost", "::1", "[::1]"] if _loopback(config.host) else ["*"]
+    hosts = ["127.0.0.1", "localhost", "::1", "[::1]"] if is_loopback(config.host) else ["*"]
+    middleware = [
+        Middleware(_SecurityHeaders),
+        Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
+    ]
+    if token is not None:
+        middleware.append(
+            Middleware(
+                token_gate,
+                token=token,
+                session_cookie=SESSION_COOKIE,
+                open_paths=OPEN_PATHS,
+                sign_in_page=SIGN_IN_PATH,
+            )
+        )
     app = Starlette(
         routes=[
+            *(sign_in_routes(token, STATIC_DIR) if token is not None else []),
             Route("/", b.index),
             Route("/api/store", b.store_info),
             Route("/api/timeline", b.timeline),
@@ -445,10 +470,7 @@ def create_app(store: EpisodeStoreBackend, location: str, config: BrowserConfig)
             Route("/api/live", b.live),
             Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
         ],
-        middleware=[
-            Middleware(_SecurityHeaders),
-            Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
-        ],
+        middleware=middleware,
         exception_handlers={
             HTTPException: http_error,
             EmbedderMismatchError: handler(400),

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ipaddress
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from surprise_memory.access import add_token_options, check_exposure, read_token, token_gate
 from surprise_memory.cli.options import add_config_options, given, note
 from surprise_memory.config.mcp import McpConfig
 from surprise_memory.errors import ConfigError, InputError
@@ -76,38 +75,9 @@ def add_mcp_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         help="with --node: the memory node's namespace (its services are there)",
     )
     p.add_argument("--robot-id", help="only this robot's episodes (default: every robot's)")
-    p.add_argument(
-        "--token-file",
-        metavar="PATH",
-        help=f"file holding the HTTP bearer token (default: ${TOKEN_ENV} when set)",
-    )
+    add_token_options(p, TOKEN_ENV, "the HTTP transport")
     add_config_options(p, [McpConfig])
     p.set_defaults(func=_cmd_mcp)
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
-def _token(args: argparse.Namespace) -> str | None:
-    """The bearer token from --token-file or the environment (None: none).
-
-    Raises:
-        InputError: The file cannot be read or holds no token.
-
-    """
-    if args.token_file is not None:
-        try:
-            token = Path(args.token_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise InputError(f"--token-file {args.token_file!r}: {exc.strerror or exc}") from None
-        if not token:
-            raise InputError(f"--token-file {args.token_file!r} holds no token")
-        return token
-    return os.environ.get(TOKEN_ENV, "").strip() or None
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
@@ -118,12 +88,9 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
             f"the MCP server needs the mcp SDK ({exc}); pip install -r requirements/agents.txt"
         ) from None
     config = McpConfig.from_mapping(given(args, [McpConfig]))
-    token = _token(args)
-    if config.transport == "http" and token is None and not _is_loopback(config.http_host):
-        raise ConfigError(
-            f"--http-host {config.http_host}: other machines could reach the memory; "
-            f"give a bearer token (${TOKEN_ENV} or --token-file), or bind to 127.0.0.1"
-        )
+    token = read_token(TOKEN_ENV, args.token_file)
+    if config.transport == "http":
+        check_exposure(config.http_host, token, host_option="--http-host", env_var=TOKEN_ENV)
     if config.allow_navigation and not args.node:
         raise ConfigError("--allow-navigation needs --node: goals go through the memory node")
     # what agents make the robot do is logged (stderr: stdout is the stdio transport's)
@@ -252,13 +219,12 @@ def _serve_http(server: Any, config: McpConfig, token: str | None) -> None:
     """Serve streamable HTTP at ``/mcp`` until Ctrl-C or SIGTERM."""
     import uvicorn
 
-    from surprise_memory.agents.mcp_server import bearer_token_gate
     from surprise_memory.cli.serve import _listen
     from surprise_memory.cli.stopping import raise_for_signal
 
     app: Any = server.server.streamable_http_app(host=config.http_host)
     if token is not None:
-        app = bearer_token_gate(app, token)
+        app = token_gate(app, token)
     sock = _listen(config.http_host, config.http_port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

@@ -1,12 +1,15 @@
 """``surprise-memory serve``: the memory browser, one web page over a store, read-only.
 
 The store (a folder or a ``postgresql://`` URI) is opened read-only and the page served
-by uvicorn on ``--host``/``--port`` (127.0.0.1:8765 by default: this machine only). The
-first line printed is the page's address (with the real port when ``--port 0`` asked for
-any free one), so a script or a test can read it. Ctrl-C (or SIGTERM) stops the server,
-ending the pages' live streams first, and the command exits 130 (or 143) as every other
-does after Ctrl-C (SIGTERM), also when it was started with SIGINT ignored
-(:mod:`~surprise_memory.cli.stopping`).
+by uvicorn on ``--host``/``--port`` (127.0.0.1:8765 by default: this machine only).
+Access follows :mod:`surprise_memory.access`, as ``mcp`` does: another address needs a
+token (:data:`TOKEN_ENV` or ``--token-file``, never the command line), or the command
+refuses to start; with a token, on any address, a person signs in once on the page and
+scripts send ``Authorization: Bearer <token>``. The first line printed is the page's
+address (with the real port when ``--port 0`` asked for any free one), so a script or a
+test can read it. Ctrl-C (or SIGTERM) stops the server, ending the pages' live streams
+first, and the command exits 130 (or 143) as every other does after Ctrl-C (SIGTERM),
+also when it was started with SIGINT ignored (:mod:`~surprise_memory.cli.stopping`).
 """
 
 from __future__ import annotations
@@ -16,12 +19,16 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from surprise_memory.access import add_token_options, check_exposure, is_loopback, read_token
 from surprise_memory.cli.options import add_config_options, given, note
 from surprise_memory.cli.stopping import raise_for_signal
 from surprise_memory.config.browser import BrowserConfig
 from surprise_memory.errors import ConfigError, InputError
 
-__all__ = ["add_serve_command"]
+__all__ = ["TOKEN_ENV", "add_serve_command"]
+
+TOKEN_ENV = "SURPRISE_MEMORY_BROWSER_TOKEN"
+"""The environment variable that holds the browser's token."""
 
 
 def add_serve_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
@@ -41,10 +48,12 @@ def add_serve_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "scores.csv), search by text, image, time and place, a map of the episodes' poses "
         "per robot, each episode's frames and why it was kept, and the episodes a running "
         "memory node adds, as they come. The page loads nothing from the internet. By "
-        "default only this machine can open it; --host 0.0.0.0 lets anyone who reaches "
-        "this machine read the store's episodes and frames (no login).",
+        "default only this machine can open it; another --host (0.0.0.0, the robot's "
+        f"address) needs a token (${TOKEN_ENV} or --token-file), which a person types "
+        "once on the page's sign-in form and a script sends as 'Authorization: Bearer'.",
     )
     p.add_argument("store", metavar="STORE", help="store folder or postgresql:// URI")
+    add_token_options(p, TOKEN_ENV, "the page")
     add_config_options(p, [BrowserConfig])
     p.set_defaults(func=_cmd_serve)
 
@@ -86,21 +95,25 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
 
     config = BrowserConfig.from_mapping(given(args, [BrowserConfig]))
+    token = read_token(TOKEN_ENV, args.token_file)
+    check_exposure(config.host, token, host_option="--host", env_var=TOKEN_ENV)
     if not is_postgres_url(args.store) and not Path(args.store).is_dir():
         raise InputError(f"store {args.store!r} does not exist")
     with open_store(args.store, read_only=True) as store:
-        app = create_app(store, args.store, config)
+        app = create_app(store, args.store, config, token)
         sock = _listen(config.host, config.port)
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
+        signed = "sign in with the token; " if token is not None else ""
         serving = (
             f"serving {describe_location(args.store)} read-only at http://{shown}:{port}/ "
-            "(Ctrl-C stops)"
+            f"({signed}Ctrl-C stops)"
         )
-        if host not in ("127.0.0.1", "::1"):
+        if not is_loopback(host):
             note(
-                f"listening on {host}: anyone who can reach this machine can read the "
-                "store's episodes and frames (the page is read-only, without a login)"
+                f"listening on {host}: other machines reach the page, each after signing in "
+                "with the token (plain HTTP: use it on a network you trust, or behind a TLS "
+                "proxy)"
             )
         browser = app.state.browser
         stopped_by: list[int] = []

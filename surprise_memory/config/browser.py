@@ -22,9 +22,10 @@ class BrowserConfig(ComponentConfig):
 
     host: str = setting(
         "127.0.0.1",
-        "Address the page is served on. The default is this machine only; 0.0.0.0 (or a "
-        "robot's address) lets anyone who reaches it read the store's episodes and frames "
-        "(read-only, no login).",
+        "Address the page is served on. Loopback (the default) is this machine only; any "
+        "other address (0.0.0.0, a robot's address) needs a token, or the command refuses "
+        "to start, and then every request must carry it (a person signs in once on the "
+        "page).",
     )
     port: int = setting(
         8765, "TCP port of the page (0 = any free port, printed at start).", low=0, high=65535

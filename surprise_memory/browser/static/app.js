@@ -34,6 +34,10 @@
 
   async function getJSON(url, options) {
     const response = await fetch(url, options);
+    if (response.status === 401) {  // the server has a token and this browser is not signed in
+      window.location.assign("/login");
+      throw new Error("sign in first");
+    }
     let body = null;
     try {
       body = await response.json();
