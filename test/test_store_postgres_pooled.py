@@ -14,6 +14,7 @@ import numpy as np
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
+from test_store_postgres import as_schema_5
 
 import surprise_memory.memory.store.postgres.schema as pg_schema
 from surprise_memory.config import StoreConfig
@@ -92,6 +93,7 @@ def test_schema_1_store_is_migrated_to_pooled_vectors(pg_url: str) -> None:
     with open_store(pg_url) as store:
         ids = [_add(store, rng, i, emb) for i, emb in enumerate(embs)]
     # turn it into the store schema 1 wrote: no pooled vectors, the HNSW index over frames
+    as_schema_5(pg_url)  # no kinds or places
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("DROP TABLE surprise_memory.snapshots")  # schema 3
         conn.execute("DROP TABLE surprise_memory.episode_vectors")
@@ -185,8 +187,6 @@ def test_only_a_store_with_rows_migrates_under_the_long_bound(pg_url: str) -> No
     with pg_schema.connect(pg_url, read_only=False, timeout_s=5.0) as conn:
         pg_schema.ensure_schema(conn, "new", read_only=False, long_work=long_work)
         assert entered == [] and pg_schema.schema_version(conn) == pg_schema.SCHEMA_VERSION
-        for name, _, _ in CAMERA_COLUMN_TYPES:  # back to schema 4: one step to migrate
-            conn.execute(f"ALTER TABLE surprise_memory.episodes DROP COLUMN {name}")
-        conn.execute("UPDATE surprise_memory.meta SET value = '4' WHERE key = 'schema_version'")
+        as_schema_5(pg_url)  # back to schema 5: one step to migrate
         pg_schema.ensure_schema(conn, "old", read_only=False, long_work=long_work)
         assert entered == [1] and pg_schema.schema_version(conn) == pg_schema.SCHEMA_VERSION

@@ -158,15 +158,21 @@ def timeline_columns(
     Returns:
         ``id``, ``robot``, ``t`` (seconds), ``surprise``, ``threshold`` (null = unknown),
         ``x``, ``y``, ``z`` and ``frame`` (null without a pose), ``camera`` ("" = the one
-        unnamed camera) and ``view`` (where the camera looked, degrees about z in
-        ``frame``; null when unknown), one entry per episode.
+        unnamed camera), ``view`` (where the camera looked, degrees about z in
+        ``frame``; null when unknown) and ``kind`` (``episode`` or ``place``), one entry
+        per episode.
 
     """
-    names = ("id", "robot", "t", "surprise", "threshold", "x", "y", "z", "frame", "camera", "view")
+    names = (
+        "id", "robot", "t", "surprise", "threshold", "x", "y", "z", "frame", "camera", "view",
+        "kind",
+    )  # fmt: skip
     if not summaries:
         return {name: [] for name in names}
     columns = zip(*summaries, strict=True)
-    ids, robots, stamps, surprise, threshold, valid, x, y, z, frames, cameras, yaws, *_ = columns
+    ids, robots, stamps, surprise, threshold, valid, x, y, z, frames, cameras, yaws, kinds, *_ = (
+        columns
+    )
     posed = np.asarray(valid, dtype=bool)
     tau = np.asarray(threshold, dtype=np.float64)
     view = np.asarray(yaws, dtype=np.float64)
@@ -184,6 +190,7 @@ def timeline_columns(
         "frame": [f if ok else None for f, ok in zip(frames, valid, strict=True)],
         "camera": list(cameras),
         "view": _rounded(np.degrees(view), 1, posed & np.isfinite(view)),
+        "kind": list(kinds),
     }
 
 
