@@ -12,9 +12,6 @@
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +25,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
 from sensor_msgs.msg import Image
+from test_go_to_episode import goto
 from test_scorer_node import FPS, PARAMS, T0, _embedding, _stream
 
 from surprise_memory.agents.ros_client import EpisodicMemoryClient
@@ -113,18 +111,6 @@ def _event(stamp: int, sigma: float | None) -> SurpriseEvent:
     return msg
 
 
-def _goto(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "surprise_memory", "goto", *args],
-        cwd=cwd,  # never the repository root: the colcon install is what is imported
-        env=os.environ.copy(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def _memory_params(store: Path, camera: str) -> dict[str, Any]:
     values = {
         **sf.EPISODE,
@@ -176,15 +162,15 @@ def test_the_memory_keeps_it_and_goto_refuses_what_it_cannot_trust(tmp_path: Pat
             found = {e.id: e.pose_trust for e in client.retrieve(k=5)}
             client.destroy()
             assert found == {lost.id: PoseTrust(0.5, "lab"), unknown.id: PoseTrust(None, "lab")}
-            refused = _goto(tmp_path, "--id", lost.id, "--dry-run")
+            refused = goto(tmp_path, "--id", lost.id, "--dry-run")
             assert refused.returncode == 1 and "Traceback" not in refused.stderr
             (line,) = refused.stderr.strip().splitlines()
             assert "uncertain by 0.50 m" in line and "max_goal_uncertainty_m 0.3" in line
             assert "--trust-pose" in line
-            trusted = _goto(tmp_path, "--id", lost.id, "--dry-run", "--trust-pose")
+            trusted = goto(tmp_path, "--id", lost.id, "--dry-run", "--trust-pose")
             assert trusted.returncode == 0, trusted.stderr
             assert "dry run" in trusted.stdout and "trusted anyway" in trusted.stdout
-            plain = _goto(tmp_path, "--id", unknown.id, "--dry-run")
+            plain = goto(tmp_path, "--id", unknown.id, "--dry-run")
             assert plain.returncode == 0, plain.stderr
             assert "uncertainty unknown, map 'lab'" in plain.stdout
             assert proc.poll() is None
@@ -203,13 +189,11 @@ def test_the_memory_keeps_it_and_goto_refuses_what_it_cannot_trust(tmp_path: Pat
         "0",
         "--allow-other-robots",
     )
-    other = _goto(tmp_path, "--id", unknown.id, "--map-id", "hall", *on_store)
+    other = goto(tmp_path, "--id", unknown.id, "--map-id", "hall", *on_store)
     assert other.returncode == 1 and "Traceback" not in other.stderr
     (line,) = other.stderr.strip().splitlines()
     assert "recorded on map 'lab'" in line and "on map 'hall'" in line
     assert (
-        _goto(
-            tmp_path, "--id", unknown.id, "--map-id", "hall", "--trust-pose", *on_store
-        ).returncode
+        goto(tmp_path, "--id", unknown.id, "--map-id", "hall", "--trust-pose", *on_store).returncode
         == 0
     )

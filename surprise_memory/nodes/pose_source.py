@@ -116,22 +116,20 @@ class PoseSource:
         return buffer
 
     def _on_odometry(self, msg: Odometry) -> None:
-        pose = pose_from_msg(msg.pose.pose, msg.header.frame_id)
-        if not pose.is_finite():
-            self._stats.reject("odometry", f"odometry pose with NaN/inf values: {pose}")
-            return
-        stamp = time_to_ns(msg.header.stamp)
-        self._odometry.add(stamp, pose)
-        self._odometry_sigmas.add(stamp, _sigma(msg.pose.covariance), pose.frame_id)
+        self._take(msg, "odometry", self._odometry, self._odometry_sigmas)
 
     def _on_located(self, msg: PoseWithCovarianceStamped) -> None:
+        self._take(msg, "located_pose", self._located, self._located_sigmas)
+
+    def _take(self, msg: Any, what: str, poses: PoseBuffer, sigmas: SigmaBuffer) -> None:
+        """A pose with its covariance into its buffers (a non-finite one counted, dropped)."""
         pose = pose_from_msg(msg.pose.pose, msg.header.frame_id)
         if not pose.is_finite():
-            self._stats.reject("located_pose", f"pose with NaN/inf values: {pose}")
+            self._stats.reject(what, f"{what} pose with NaN/inf values: {pose}")
             return
         stamp = time_to_ns(msg.header.stamp)
-        self._located.add(stamp, pose)
-        self._located_sigmas.add(stamp, _sigma(msg.pose.covariance), pose.frame_id)
+        poses.add(stamp, pose)
+        sigmas.add(stamp, _sigma(msg.pose.covariance), pose.frame_id)
 
     def _lookup(self, target: str, source: str, stamp_ns: int) -> Pose:
         """The transform ``target <- source`` at the stamp, a pose in ``target`` (or raises).
