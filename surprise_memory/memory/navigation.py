@@ -22,7 +22,6 @@ tf and send the goal (:mod:`surprise_memory.nodes.navigation_part`).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -415,13 +414,14 @@ def _check_trust(episode: EpisodeRecord, rule: TrustRule | None) -> str:
     if rule is None or not episode.pose_valid:
         return ""
     trust = episode.pose_trust
-    reason = trust_refusal(trust, dataclasses.replace(rule, override=False))
+    reason = trust_refusal(trust, rule)
     if reason is None:
         unknown = trust.sigma_m is None or not trust.map_id
         return f"pose {trust.describe()}" if unknown else ""
     if not rule.override:
-        raise GoalRefusedError(f"episode {episode.id} gets no goal: {reason}")
-    return f"pose trusted anyway (override): {reason.split(' (override')[0]}"
+        override = "(override: --trust-pose / trust_pose)"
+        raise GoalRefusedError(f"episode {episode.id} gets no goal: {reason} {override}")
+    return f"pose trusted anyway (override): {reason}"
 
 
 def facing_pose(episode: EpisodeRecord, facing: str = "camera") -> tuple[Pose, str]:

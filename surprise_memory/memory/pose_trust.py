@@ -197,19 +197,15 @@ def trust_refusal(trust: PoseTrust, rule: TrustRule) -> str | None:
         rule: The caller's.
 
     Returns:
-        The reason, with the override named, or None (also whenever ``rule.override``).
+        The reason, or None. ``rule.override`` is the caller's to apply (the goal is sent
+        anyway, its note saying why it would not have been).
 
     """
-    if rule.override:
-        return None
     if rule.map_id and trust.map_id and trust.map_id != rule.map_id:
-        return (
-            f"it was recorded on map {trust.map_id!r} and the robot is on map {rule.map_id!r} "
-            "(override: --trust-pose / trust_pose)"
-        )
+        return f"it was recorded on map {trust.map_id!r} and the robot is on map {rule.map_id!r}"
     if rule.max_sigma_m > 0 and trust.sigma_m is not None and trust.sigma_m > rule.max_sigma_m:
         return (
             f"its pose was uncertain by {trust.sigma_m:.2f} m (1σ), over "
-            f"max_goal_uncertainty_m {rule.max_sigma_m:g} (override: --trust-pose / trust_pose)"
+            f"max_goal_uncertainty_m {rule.max_sigma_m:g}"
         )
     return None
