@@ -173,3 +173,16 @@ def test_plan_goal_refuses_what_it_cannot_trust(tmp_path: Path) -> None:
         _plan(other, TrustRule("lab", 1.0))
     assert "trusted anyway" in _plan(lost, TrustRule("lab", 1.0, override=True))
     assert "uncertainty unknown" in _plan(tf_pose, TrustRule("lab", 1.0))
+
+
+def test_a_migration_carries_the_trust(tmp_path: Path, pg_url: str) -> None:
+    from surprise_memory.memory.store.migrate import migrate_store
+
+    with EpisodeStore(tmp_path / "src") as store:
+        known = _add(store, 1.0, PoseTrust(0.25, "lab"))
+        unknown = _add(store, 2.0, None)
+    report = migrate_store(tmp_path / "src", pg_url)
+    assert report.episodes == 2
+    with open_store(pg_url, read_only=True) as copy:
+        assert copy.get(known.id).pose_trust == PoseTrust(0.25, "lab")
+        assert copy.get(unknown.id).pose_trust == PoseTrust()
