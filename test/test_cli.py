@@ -95,7 +95,7 @@ def test_help_lists_every_setting_with_its_default() -> None:
     helps = {cmd: run(REPO.parent, cmd, "--help").stdout for cmd in ("process", "goto")}
     # argparse wraps lines, also at hyphens
     text, goto = ("".join(helps[cmd].split()) for cmd in ("process", "goto"))
-    excluded = {"store_path", "odom_topic"}
+    excluded = {"store_path", "odom_topic", "pose_covariance_topic"}
     # the live nodes' own: diagnostics, displays, the camera subscription and its loss,
     # the bag recorder's snapshot trigger, the fleet link (offline runs write directly),
     # place keyframes (kept by the live memory node only: `process` stores no places yet)

@@ -106,6 +106,7 @@ class GoToEpisodeClient:
         standoff_m: float | None = None,
         dry_run: bool = False,
         camera: str | None = None,
+        trust_pose: bool = False,
     ) -> NavigationResult:
         """Send the robot to an episode: by id, or the best hit of the query fields.
 
@@ -122,6 +123,8 @@ class GoToEpisodeClient:
             standoff_m: Metres short of the pose (None = the node's setting).
             dry_run: Make the goal, send nothing.
             camera: Only the episodes this camera saw (None = every camera's).
+            trust_pose: Go even to an episode from another map than the node's, or whose
+                pose was more uncertain than its max_goal_uncertainty_m.
 
         Returns:
             The goal: ``state`` ``running`` (accepted), ``sent`` (topic), or ``pending``
@@ -161,6 +164,7 @@ class GoToEpisodeClient:
                 raise InputError(f"standoff_m={standoff_m!r}: must be a finite number >= 0")
             request.standoff = float(standoff_m)
         request.dry_run = bool(dry_run)
+        request.trust_pose = bool(trust_pose)
         response = self._caller.call(request, self._timeout)
         if not response.success and response.state not in ("pending", "unknown"):
             raise GoalRefusedError(f"go_to_episode: no goal: {response.message}")

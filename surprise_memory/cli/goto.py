@@ -39,6 +39,7 @@ from surprise_memory.errors import InputError
 from surprise_memory.memory.navigation import GoalQuery, GoalRefusedError, choose_episode, plan_goal
 from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
 from surprise_memory.memory.pose import yaw_of
+from surprise_memory.memory.pose_trust import TrustRule
 from surprise_memory.memory.query_embedder import store_query_embedder
 from surprise_memory.memory.retrieval import parse_point
 from surprise_memory.stamps import NS_PER_SECOND, parse_time
@@ -70,9 +71,10 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "--near). No goal is sent for an episode without a pose, for another robot's "
         "unless --allow-other-robots, for a time in the future, for a frame that has "
         "no transform to the navigation frame, or for a pose in odom (a frame of its "
-        "session) stored in another session. Prints the goal's id; --wait follows it to "
-        "its outcome, --status/--cancel ask about (or cancel) a goal by id. Exit 0: "
-        "accepted (with --wait: succeeded); 1: anything else.",
+        "session) stored in another session, or, unless --trust-pose, for a pose recorded "
+        "on another map or more uncertain than max_goal_uncertainty_m. Prints the goal's "
+        "id; --wait follows it to its outcome, --status/--cancel ask about (or cancel) a "
+        "goal by id. Exit 0: accepted (with --wait: succeeded); 1: anything else.",
     )
     g.add_argument("text", nargs="?", help="what happened, in words")
     g.add_argument("--id", dest="episode_id", metavar="ID", help="the episode's id")
@@ -83,6 +85,12 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "--allow-other-robots", action="store_true", help="allow another robot's episode"
     )
     g.add_argument("--dry-run", action="store_true", help="print the goal, send nothing")
+    g.add_argument(
+        "--trust-pose",
+        action="store_true",
+        help="go even to an episode recorded on another map than --map-id, or whose pose "
+        "was more uncertain than --max-goal-uncertainty-m (both refused otherwise)",
+    )
     g.add_argument(
         "--wait",
         action="store_true",
@@ -282,6 +290,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
             allow_other_robots=args.allow_other_robots,
             transform_of=transform_of,
             facing=config.goal_facing,
+            trust=TrustRule(config.map_id, config.max_goal_uncertainty_m, args.trust_pose),
         )
         if args.dry_run:
             _print(_result(goal, None), args.json)
@@ -424,6 +433,7 @@ def _goto_through_service(args: argparse.Namespace, standoff: float | None) -> i
                 standoff_m=standoff,
                 dry_run=args.dry_run,
                 camera=query.camera,
+                trust_pose=args.trust_pose,
             )
             if not (args.json and args.wait):  # with both: one JSON at the end
                 _print(result, args.json)

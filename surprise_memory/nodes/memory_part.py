@@ -41,6 +41,7 @@ from surprise_memory.health import (
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.episodes import CameraClock, EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.redaction import FaceRedactor
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import (
@@ -162,6 +163,14 @@ def _scored_by(event: SurpriseEvent | None) -> tuple[Pose | None, str, bool, Cam
         camera_pose = pose_from_msg(event.camera_pose, event.header.frame_id)
     camera = CameraView(event.camera, event.camera_frame_id, camera_pose)
     return pose, event.encoder_model, event.encoder_pretrained, camera
+
+
+def _pose_trust(event: SurpriseEvent | None, map_id: str) -> PoseTrust:
+    """An episode's pose trust: the event's uncertainty, the map the node is on now."""
+    sigma = None
+    if event is not None and event.pose_valid and event.pose_sigma_valid:
+        sigma = float(event.pose_sigma_m)
+    return PoseTrust(sigma, map_id if event is not None and event.pose_valid else "")
 
 
 class MemoryPart:
@@ -433,6 +442,7 @@ class MemoryPart:
             encoder_model=encoder_model,
             encoder_pretrained=encoder_pretrained,
             camera=camera or CameraView(item.camera),
+            pose_trust=_pose_trust(event, self._navigation.map_id),
         )
 
     def flush(self) -> None:

@@ -29,6 +29,7 @@ from surprise_memory.memory.navigation import (
 )
 from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import TrustRule
 from surprise_memory.memory.store import EpisodeStoreBackend
 from surprise_memory.memory.store.records import host_session_id, resolve_robot_id
 from surprise_memory.nodes.diagnostics import NodeStats
@@ -97,6 +98,11 @@ class NavigationPart:
         self._stats.set(goal_via=self._sender.via, session_id=self._session)
         self._stats.add_values(self._applied)
         self._stats.add_values(self._goal_values)
+
+    @property
+    def map_id(self) -> str:
+        """The map the robot is on now (``map_id``; "" = unknown), stored with each episode."""
+        return self._config.map_id
 
     def appliers(self) -> dict[type[ComponentConfig], Applier]:
         """Live changes (frame, stand-off, timeout; the transport and names are read-only)."""
@@ -284,6 +290,7 @@ class NavigationPart:
             transform_of=transform_of,
             chosen=partial,
             facing=config.goal_facing,
+            trust=TrustRule(config.map_id, config.max_goal_uncertainty_m, request.trust_pose),
         )
 
 
