@@ -13,7 +13,10 @@ TCP address or a Unix socket, e.g. the test's PostgreSQL). The test controls the
 * ``cut()``: reset every open connection now (RST);
 * ``cut_next_commit()``: the next ``COMMIT`` a client sends reaches the server, and the
   connection is reset before the answer comes back: the client cannot know whether its
-  transaction committed (an ambiguous commit).
+  transaction committed (an ambiguous commit);
+* ``cut_open_on_use()``: each connection open now is reset when its client next sends
+  something, before it reaches the server (a connection the server dropped while it was
+  idle, which the client finds only by using it); new connections pass.
 
 Threads only (an accept thread; per connection and direction a reader and a sender, so a
 peer that stops reading never holds up the other direction); every socket is closed by
@@ -101,6 +104,7 @@ class _Connection:
         self.upstream = upstream
         self.closed = threading.Event()
         self._drop_replies = False  # after an ambiguous commit: nothing more reaches the client
+        self.cut_on_use = False  # reset at the client's next bytes, which never go up
         self._directions: list[_Direction] = []
         if upstream is None:  # accepted into a black hole: read and swallow until closed
             threading.Thread(target=self._swallow, name="sink", daemon=True).start()
@@ -132,6 +136,9 @@ class _Connection:
             mode, latency = self.proxy.state()
             if mode == "black_hole":
                 continue  # swallowed: the peer waits for ever
+            if src is self.client and self.cut_on_use:
+                self.close(reset=True)
+                return
             if src is self.client and _COMMIT in data and self.proxy.take_commit_cut():
                 with contextlib.suppress(OSError):
                     to.dst.sendall(data)  # the server commits ...
@@ -233,6 +240,12 @@ class LinkProxy:
         """Let the next client COMMIT reach the server, then reset before its answer."""
         with self._lock:
             self._commit_cuts += 1
+
+    def cut_open_on_use(self) -> None:
+        """Reset each open connection when its client next sends (nothing reaches the server)."""
+        with self._lock:
+            for conn in self._connections:
+                conn.cut_on_use = True
 
     @property
     def commit_cuts_pending(self) -> int:

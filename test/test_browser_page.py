@@ -199,6 +199,8 @@ def test_an_episode_shows_its_frames_why_it_was_kept_and_plays(page: Any, store:
     assert "above the threshold" in why[0] and any("random" in w for w in why)
     meta = page.find_element(By.ID, "ep-meta").text
     assert rec.robot_id in meta and "odom" in meta
+    # an offline run's pose: no covariance kept, no map named (issue 48)
+    assert "uncertainty unknown, map unknown" in meta
     label = page.find_element(By.ID, "ep-frame-label")
     first = label.text
     assert "(trigger)" in first

@@ -25,6 +25,7 @@ from surprise_memory.config import (
     FleetConfig,
     NavigationConfig,
     NodeConfig,
+    PlacesConfig,
     SnapshotConfig,
     iter_settings,
 )
@@ -94,10 +95,11 @@ def test_help_lists_every_setting_with_its_default() -> None:
     helps = {cmd: run(REPO.parent, cmd, "--help").stdout for cmd in ("process", "goto")}
     # argparse wraps lines, also at hyphens
     text, goto = ("".join(helps[cmd].split()) for cmd in ("process", "goto"))
-    excluded = {"store_path", "odom_topic"}
+    excluded = {"store_path", "odom_topic", "pose_covariance_topic"}
     # the live nodes' own: diagnostics, displays, the camera subscription and its loss,
-    # the bag recorder's snapshot trigger, the fleet link (offline runs write directly)
-    live_only = (NodeConfig, DisplayConfig, CameraConfig, SnapshotConfig, FleetConfig)
+    # the bag recorder's snapshot trigger, the fleet link (offline runs write directly),
+    # place keyframes (kept by the live memory node only: `process` stores no places yet)
+    live_only = (NodeConfig, DisplayConfig, CameraConfig, SnapshotConfig, FleetConfig, PlacesConfig)
     for _cls, spec in iter_settings():  # every setting but the live nodes' own
         if spec.name in excluded or _cls in live_only:
             continue
@@ -106,6 +108,8 @@ def test_help_lists_every_setting_with_its_default() -> None:
         assert "".join(f"(default: {spec.default!r})".split()) in where, spec.name
     assert "--batch" in text and "--weights" in text and "--pose-topic" in text
     assert "--standoff" in goto
+    # one default per option: a setting's option parses to None, which is no default
+    assert "(default:None)" not in text and "(default:None)" not in goto
 
 
 def test_process_then_query_and_report(

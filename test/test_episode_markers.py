@@ -7,6 +7,7 @@ smaller than the request and episodes sharing a stamp across a page boundary.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -25,6 +26,7 @@ from surprise_memory.memory.episode_markers import (
     surprise_level,
 )
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.store import EpisodeRecord, EpisodeStoreBackend, open_store
 from surprise_memory.perception.frames import Frame
 
@@ -96,6 +98,20 @@ def test_label_gives_seconds_since_the_origin_short_id_surprise_and_threshold() 
     assert no_tau.endswith("(tau ?)")
     # no origin known: seconds of the stamp itself
     assert episode_label(_record(stamp_ns=7 * S), None).startswith("7.0 s  a1b2c3")
+
+
+@pytest.mark.parametrize(
+    ("trust", "tail"),
+    [
+        (PoseTrust(0.25, "lab"), "(tau 2.00)  ±0.25 m  map lab"),
+        (PoseTrust(0.25, ""), "(tau 2.00)  ±0.25 m"),
+        (PoseTrust(None, "lab"), "(tau 2.00)  map lab"),
+        (PoseTrust(), "(tau 2.00)"),  # unknown: the label as before
+    ],
+)
+def test_label_shows_the_poses_uncertainty_and_map_where_known(trust: PoseTrust, tail: str) -> None:
+    record = dataclasses.replace(_record(), pose_trust=trust)
+    assert episode_label(record, ORIGIN).endswith(tail)
 
 
 def test_marker_sits_at_the_pose_and_grows_with_the_surprise() -> None:

@@ -94,6 +94,11 @@ def test_the_link_state_follows_the_calls() -> None:
         assert monitor.report().state == "slow" and monitor.report().waiting_s == 0.2
     report = monitor.report()
     assert report.state == "connected" and report.round_trip_s == 0.01  # its exchanges: fast
+    # a link that answered fast and now says nothing is not slow: it does not answer
+    with monitor.call(Timed()):
+        report = monitor.report()
+        assert report.state == "not answering", report
+        assert report.detail == "a call has waited 0.2 s for an answer"
 
 
 def _status(state: str, nbytes: int = 0, refused: str = "") -> FleetStatus:
@@ -110,6 +115,11 @@ def test_findings_warn_for_the_link_and_err_for_losses() -> None:
     assert "3 episode(s)" in down.reason and "the oldest for 30 s" in down.reason
     (slow,) = fleet_findings(_status("slow"), time.time_ns())
     assert slow is not None and slow.level is Level.WARN and "slow" in slow.reason
+    (silent,) = fleet_findings(_status("not answering"), time.time_ns())
+    assert silent is not None and silent.level is Level.WARN
+    assert (
+        "fleet store fleet-db not answering: cut" in silent.reason and "slow" not in silent.reason
+    )
     full = fleet_findings(_status("connected", nbytes=800), time.time_ns())
     assert [f.level for f in full if f] == [Level.ERROR]  # 80% of the bound
     refused = fleet_findings(_status("connected", refused="another embedder"), time.time_ns())

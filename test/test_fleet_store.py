@@ -10,7 +10,10 @@ it is down, and the link's state says what happened.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,15 +95,18 @@ def test_a_dropped_link_costs_delay_never_an_episode(
         robot.add(0)
         assert wait_until(robot.delivered, 20.0)
         getattr(link, fault)()
-        _add_without_waiting(robot, range(1, 6))
-        assert wait_until(lambda: robot.store.status().link.state == "unreachable", 10.0), (
-            robot.store.status()
-        )
+        states: list[str] = []
+        with _watching(robot, states):
+            _add_without_waiting(robot, range(1, 6))
+            assert wait_until(lambda: robot.store.status().link.state == "unreachable", 10.0), (
+                robot.store.status()
+            )
         status = robot.store.status()
         assert status.backlog.episodes == 5 and status.backlog.nbytes > 0
         if fault == "black_hole":  # cut by the watchdog, or a reconnect that timed out since
             detail = status.link.detail
             assert "no answer from the server within 1 s" in detail or "timeout" in detail
+            assert "slow" not in states, states  # a dead link is not a slow one
         hits = robot.store.search(max_results=20)  # answered at once, from the robot
         assert "fleet unreachable" in partial_of(hits)
         assert sorted(h.episode.id for h in hits) == [f"r1-{k}" for k in range(6)]
@@ -331,3 +337,111 @@ def test_place_keyframes_are_delivered_and_their_replaced_views_are_not_lost(
     finally:
         robot.store.close()
     assert robot.not_sent == []
+
+
+@contextlib.contextmanager
+def _watching(robot: Robot, states: list[str]) -> Iterator[None]:
+    """Record every state of the robot's link (every 5 ms) during the block."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            states.append(robot.store.status().link.state)
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
+
+
+def _whole(robot: Robot, episodes: int) -> bool:
+    hits = robot.store.search(max_results=20)
+    return partial_of(hits) == "" and len(hits) == episodes
+
+
+@contextlib.contextmanager
+def _refused(link: LinkProxy) -> Iterator[None]:
+    link.refuse()
+    try:
+        yield
+    finally:
+        link.pass_traffic()
+
+
+@pytest.mark.parametrize("fault", ["stopped", "refused"])
+def test_answers_are_whole_again_within_five_heartbeats_of_the_return(
+    tmp_path: Path, pg_server: Any, link: LinkProxy, db: str, fault: str
+) -> None:
+    """The server stopped and started again, or its link refused, for 3 s, with the
+    robot's read connection open before. From the return, cross-robot answers are whole
+    within 5 x fleet_heartbeat_seconds (the sender's longest wait between tries) and one
+    round of connecting; and a robot that read nothing since the return gets a whole
+    first answer (its connection from before the fault is found dropped and opened
+    again, not used), the link never called unreachable after the return."""
+    heartbeat = 0.2
+    robot = Robot(tmp_path, via(db, link.port), "r1", fleet_heartbeat_seconds=heartbeat)
+    other = Robot(tmp_path, db, "r2")
+
+    def outage() -> contextlib.AbstractContextManager[None]:
+        return stopped(pg_server) if fault == "stopped" else _refused(link)
+
+    try:
+        other.add(100)
+        robot.add(0)
+        assert wait_until(robot.delivered, 20.0)
+        assert wait_until(lambda: _whole(robot, 2), 10.0)  # the read connection is open
+        with outage():
+            robot.add(1)
+            assert wait_until(lambda: robot.store.status().link.state == "unreachable", 10.0)
+            time.sleep(3.0)  # the sender's wait between tries grows to 5 heartbeats
+        returned = time.monotonic()
+        assert wait_until(lambda: _whole(robot, 3), 10.0, step=0.01)
+        whole_after = time.monotonic() - returned
+        print(f"{fault}: the first whole answer {whole_after:.2f} s after the return")
+        # the backoff, then one connection and a delivery's round trips on a loaded machine
+        assert whole_after <= 5 * heartbeat + robot.timeout_s, whole_after
+
+        # again, and the robot reads nothing from the fault until well after the return
+        with outage():
+            robot.add(2)
+            assert wait_until(lambda: robot.store.status().link.state == "unreachable", 10.0)
+            time.sleep(2.0)
+        assert wait_until(robot.delivered, 20.0)
+        time.sleep(5 * heartbeat)
+        states: list[str] = []
+        with _watching(robot, states):
+            assert _whole(robot, 4), robot.store.search(max_results=20)
+            time.sleep(5 * heartbeat)  # the sender's checks meanwhile
+        assert "unreachable" not in states, states
+    finally:
+        robot.store.close()
+        other.store.close()
+
+
+def test_a_read_whose_connection_was_dropped_is_tried_again(
+    tmp_path: Path, link: LinkProxy, db: str
+) -> None:
+    """The read connection is reset when it is next used (the server dropped it, and the
+    robot finds out only by sending): the read is tried once more on a fresh connection
+    within its bound, the answer is whole, and the link never called unreachable."""
+    robot = Robot(tmp_path, via(db, link.port), "r1", fleet_heartbeat_seconds=5.0)
+    other = Robot(tmp_path, db, "r2")
+    try:
+        other.add(100)
+        robot.add(0)
+        assert wait_until(robot.delivered, 20.0)
+        assert wait_until(lambda: _whole(robot, 2), 10.0)
+        states: list[str] = []
+        with _watching(robot, states):
+            link.cut_open_on_use()  # the sender's and the reader's connections alike
+            start = time.monotonic()
+            assert _whole(robot, 2)
+            took = time.monotonic() - start
+        assert took < robot.timeout_s and "unreachable" not in states, (took, states)
+    finally:
+        robot.store.close()
+        other.store.close()

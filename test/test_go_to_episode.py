@@ -535,6 +535,10 @@ def test_cli_on_the_demo_store(
         assert proc.returncode == 1 and "Traceback" not in proc.stderr
         (line,) = proc.stderr.strip().splitlines()
         assert "'odom', a frame that starts anew each session" in line and f"'{frame}'" in line
+        # what is missing: a fixed frame, or (a recording's odom) odom declared fixed
+        assert "it needs a pose in 'odom'" not in line
+        fixed = "--fixed-frames odom" if frame == "odom" else "--navigation-frame odom --fix"
+        assert f"'odom' declared fixed ({fixed}" in line, line
     proc = goto(tmp_path, "--id", newest.id, "--navigation-frame", "odom", "--dry-run", *store)
     assert proc.returncode == 1 and "starts anew each session" in proc.stderr
     assert nav.quiet(0.5) == []

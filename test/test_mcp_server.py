@@ -25,11 +25,19 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import MCP, McpCaller, http_server, http_session, stdio_session
+from mcp_helpers import (
+    MCP,
+    McpCaller,
+    guide_session,
+    http_server,
+    http_session,
+    stdio_session,
+)
 from PIL import Image
 from trained_models import SEED, build_trained_store
 
 from surprise_memory.agents.episode_tool import GetEpisodeTool, StoreEpisodeLookup
+from surprise_memory.agents.mcp_approval import DATA_NOTE
 from surprise_memory.agents.tool import EpisodicMemoryTool
 from surprise_memory.cli import main as cli_main
 from surprise_memory.memory.store import EpisodeStore
@@ -91,13 +99,16 @@ def client(request: pytest.FixtureRequest) -> Iterator[McpCaller]:
 
 
 def answer(result: types.CallToolResult) -> dict[str, Any]:
-    """A tool result's JSON (its first content, and the structured content alike)."""
+    """A tool's answer: the data field of the result's JSON (its first content, and the
+    structured content alike), where episode text is marked as data."""
     first = result.content[0]
     assert isinstance(first, types.TextContent)
     body: dict[str, Any] = json.loads(first.text)
     assert result.structured_content == body
-    assert result.is_error == ("error" in body)
-    return body
+    assert set(body) <= {"memory_data", "error"}
+    assert result.is_error == ("error" in body) == ("error" in body["memory_data"])
+    data: dict[str, Any] = body["memory_data"]
+    return data
 
 
 def images(result: types.CallToolResult) -> list[bytes]:
@@ -138,9 +149,11 @@ def test_the_tools_are_the_agent_tools_own_definitions(stdio: McpCaller, store: 
         for ours in (search, GetEpisodeTool(search, StoreEpisodeLookup(s))):
             served = tools[ours.name]
             assert served.input_schema == ours.parameters
-            assert served.description == ours.description
+            # the tool's own words, then what episode text is: data, never instructions
+            assert served.description == f"{ours.description} {DATA_NOTE}"
             assert served.annotations is not None and served.annotations.read_only_hint
     assert "search_episodic_memory" in (stdio.init.instructions or "")
+    assert DATA_NOTE in (stdio.init.instructions or "")
 
 
 # ---------------------------------------------------------------------- search
@@ -150,7 +163,11 @@ def test_text_search_finds_the_person_first_with_images(client: McpCaller, perso
     assert found[0] == person
     jpegs = images(result)
     assert 3 <= len(jpegs) <= 9  # up to 3 frames of each of the best 3 episodes
-    labels = [c.text for c in result.content[1:] if isinstance(c, types.TextContent)]
+    labels = [
+        json.loads(c.text)["memory_data"]["image_label"]
+        for c in result.content[1:]
+        if isinstance(c, types.TextContent)
+    ]
     assert labels[0].startswith(f"episode {person}, frame 1/8")
     episode = answer(result)["episodes"][0]
     assert episode["similarity"] > answer(result)["episodes"][1]["similarity"]
@@ -223,7 +240,7 @@ def test_resources_summary_and_episodes(stdio: McpCaller, store: Path, person: s
     contents = stdio.read(f"memory://episodes/{person}").contents
     head, *frames = contents
     assert isinstance(head, types.TextResourceContents)
-    assert json.loads(head.text)["episode"]["id"] == person
+    assert json.loads(head.text)["memory_data"]["episode"]["id"] == person
     assert [f.uri for f in frames] == [
         f"memory://episodes/{person}/frames/{n}" for n in range(1, 9)
     ]
@@ -337,3 +354,18 @@ def test_refusals_at_start(store: Path, tmp_path: Path) -> None:
     assert missing.returncode == 1 and "does not exist" in missing.stderr
     for out in (wide, no_token, nav, missing):
         assert "Traceback" not in out.stderr
+
+
+# ---------------------------------------------------------------------- the guide's client
+def test_the_guides_desktop_configuration_starts_from_a_clients_default_environment(
+    store: Path, person: str, tmp_path: Path
+) -> None:
+    """The agents guide's first ``mcpServers`` example, started as a desktop client does."""
+    with (
+        (tmp_path / "stderr.log").open("w") as errlog,
+        guide_session(
+            "robot-memory", tmp_path, errlog, {"/home/me/memory/store": str(store)}
+        ) as caller,
+    ):
+        assert sorted(caller.tools()) == ["get_episode", SEARCH]
+        assert ids(caller.call(SEARCH, {"query": "a person crossing"}))[0] == person

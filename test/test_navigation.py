@@ -329,6 +329,27 @@ def test_a_pose_in_a_frame_of_another_session_is_refused(
     goal_from_episode(ep, "map", fixed_frames=fixed, **kwargs)
 
 
+@pytest.mark.parametrize("stored_in", ["boot-0", ""], ids=["another_boot", "a_recording"])
+def test_a_refusal_in_a_session_frame_names_what_is_missing(stored_in: str) -> None:
+    """Navigating in odom itself, an odom pose of another session needs a fixed frame (or,
+    for a recording, odom declared fixed), never "a pose in 'odom'", which it has."""
+    ep = in_session(yawed(1.0, 0.0, 0.0, "odom"), stored_in)
+    with pytest.raises(GoalRefusedError) as info:
+        check_session(ep, BOOT, ("map",), "odom")
+    message = str(info.value)
+    assert "it needs a pose in 'odom'" not in message
+    assert "it needs a pose in a fixed frame ('odom' is not one, fixed_frames: map)" in message
+    recording = "or, for a recording whose 'odom' is its own, 'odom' declared fixed"
+    assert (f"{recording} (--fixed-frames odom)" in message) == (stored_in == "")
+    # navigating in map: a pose in map, or for a recording odom both fixed and navigated in
+    with pytest.raises(GoalRefusedError) as info:
+        check_session(ep, BOOT, ("map",), "map")
+    message = str(info.value)
+    assert "it needs a pose in 'map' (store episodes in the map frame" in message
+    wanted = f"{recording} (--navigation-frame odom --fixed-frames odom)"
+    assert (wanted in message) == (stored_in == "")
+
+
 def test_session_ids_are_this_boots_and_checked() -> None:
     session = host_session_id()
     assert session == host_session_id()  # one per process at least, the boot's on Linux

@@ -30,6 +30,7 @@ from surprise_memory.offline.batch import (
     BatchJob,
     BatchRecord,
     Recording,
+    RecordingWorker,
     plan_recordings,
     run_batch,
 )
@@ -116,6 +117,28 @@ def test_a_rerun_skips_what_completed_and_redoes_the_rest(
     assert entries[CORRUPT]["status"] == "failed"
     assert_same_episodes(episodes(out / "robot_a/run2"), before)  # redone, not doubled
     assert record.totals()["frames"] == 180
+
+
+def test_a_worker_finishing_after_the_interrupt_leaves_its_recording_undone(
+    fleet: Path, tmp_path: Path
+) -> None:
+    """``ray.kill`` only asks: on a loaded machine a worker may finish the recording it
+    held after the interrupted job wrote its summary (issue 48: the re-run then skipped a
+    recording the summary had not listed as complete). The summary's word stands: the
+    worker's run is refused, its folder stays partial, and the next run processes it."""
+    job = BatchJob.make(settings(), str(tmp_path / "out"), pose_topic="/odom")
+    recs = plan(fleet, "robot_a/run1")
+    record = BatchRecord(job, recs)
+    worker = RecordingWorker(job, record.token)  # still running when the job is interrupted
+    record.close(interrupted=True)
+    summary = json.loads((job.root / "summary.json").read_text())
+    assert summary["recordings"]["robot_a/run1"]["status"] == "interrupted"
+    with pytest.raises(StoreError, match="processed after its job was interrupted"):
+        worker.run(recs[0], lambda _units: None)
+    assert not job.run_dir("robot_a/run1").exists()  # as the summary says
+    again = run_batch(job, recs)
+    assert again.complete and not again.entries["robot_a/run1"].get("skipped")
+    assert load_run_record(job.run_dir("robot_a/run1"))["status"] == "complete"
 
 
 def test_other_settings_and_foreign_folders_are_refused(

@@ -61,6 +61,10 @@ def test_contract_fields() -> None:
         "camera_frame_id": "string",
         "camera_pose": "geometry_msgs/Pose",
         "camera_pose_valid": "boolean",
+        # interface version 6: how far its pose can be trusted (issue 48)
+        "pose_sigma_m": "float",
+        "pose_sigma_valid": "boolean",
+        "map_id": "string",
     }
     req = RetrieveEpisodes.Request.get_fields_and_field_types()
     assert req == {
@@ -89,10 +93,12 @@ def test_contract_fields() -> None:
         "origin": "builtin_interfaces/Time",
         "partial": "string",
     }
-    assert RetrieveEpisodes.Request.INTERFACE_VERSION == 5
+    assert RetrieveEpisodes.Request.INTERFACE_VERSION == 6
     assert FrameEmbedding.get_fields_and_field_types()["embedding"] == "sequence<float>"
     assert {"score", "kl", "threshold", "header"} <= set(SurpriseScore.get_fields_and_field_types())
-    assert {"pose", "pose_valid", "decided"} <= set(SurpriseEvent.get_fields_and_field_types())
+    assert {"pose", "pose_valid", "decided", "pose_sigma_m", "pose_sigma_valid"} <= set(
+        SurpriseEvent.get_fields_and_field_types()
+    )
     # each camera scored apart, each event with its camera's pose (issue 42)
     assert FrameEmbedding.get_fields_and_field_types()["camera"] == "string"
     assert SurpriseScore.get_fields_and_field_types()["camera"] == "string"

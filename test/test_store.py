@@ -182,9 +182,10 @@ def test_migration_path_runs_each_step(tmp_path: Path, monkeypatch: pytest.Monke
 def test_schema_versions_are_origin_then_robot_id_then_snapshots_then_session_id() -> None:
     """Version 2 moved the origin to the first frame (issue 13), version 3 added robot ids,
     version 4 the snapshot notes (issue 30), version 5 session ids (issue 29), version 6
-    the episode's camera (issue 42), version 7 the record's kind and place (issue 47)."""
-    assert store_mod.SCHEMA_VERSION == 7
-    assert sorted(store_mod._MIGRATIONS) == [1, 2, 3, 4, 5, 6]
+    the episode's camera (issue 42), version 7 the record's kind and place (issue 47),
+    version 8 the pose's uncertainty and map (issue 48)."""
+    assert store_mod.SCHEMA_VERSION == 8
+    assert sorted(store_mod._MIGRATIONS) == [1, 2, 3, 4, 5, 6, 7]
 
 
 def test_time_origin_is_the_first_frame_seen_and_persisted(store_location: str) -> None:
@@ -214,8 +215,19 @@ def test_time_origin_is_the_first_frame_seen_and_persisted(store_location: str) 
         assert store.origin_ns == 0
 
 
+def as_version_7(db: Path) -> None:
+    """Turn a store's database back into what schema version 7 wrote (no pose trust)."""
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE episodes DROP COLUMN map_id")
+    conn.execute("ALTER TABLE episodes DROP COLUMN pose_sigma_m")
+    conn.execute("PRAGMA user_version = 7")
+    conn.commit()
+    conn.close()
+
+
 def as_version_6(db: Path) -> None:
     """Turn a store's database back into what schema version 6 wrote (no kinds, no places)."""
+    as_version_7(db)
     conn = sqlite3.connect(db)
     conn.execute("DROP INDEX episodes_place")
     conn.execute("ALTER TABLE episodes DROP COLUMN place_key")

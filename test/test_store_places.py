@@ -243,7 +243,7 @@ def test_a_schema_6_store_opens_and_its_rows_are_episodes(tmp_path: Path) -> Non
         assert _ids(store.latest_places([view.place_key])) == [view.id]
         assert [h.episode.id for h in store.search(kinds={"episode"})] == [old.id]
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
     conn.close()
 
 

@@ -164,8 +164,16 @@ def test_schema_3_store_gains_unknown_session_ids(pg_url: str) -> None:
         assert store.get(new.id).session_id == "boot-elsewhere"
 
 
+def as_schema_6(pg_url: str) -> None:
+    """Turn the store into what schema 6 wrote: no pose trust."""
+    for column in ("pose_sigma_m", "map_id"):
+        _sql(pg_url, f"ALTER TABLE surprise_memory.episodes DROP COLUMN {column}")
+    _sql(pg_url, "UPDATE surprise_memory.meta SET value = '6' WHERE key = 'schema_version'")
+
+
 def as_schema_5(pg_url: str) -> None:
     """Turn the store into what schema 5 wrote: no kinds or places, an eviction index of all."""
+    as_schema_6(pg_url)
     for column in ("kind", "place_key"):  # their indexes go with them
         _sql(pg_url, f"ALTER TABLE surprise_memory.episodes DROP COLUMN {column}")
     for column in ("places", "place_bytes"):
@@ -203,7 +211,7 @@ def test_schema_4_store_opens_with_one_unnamed_camera(pg_url: str) -> None:
         assert [h.episode.id for h in store.search(camera="")] == [old.id]
     with open_store(pg_url, read_only=True) as store:
         assert store.get(new.id).camera == camera
-    assert pg_schema.SCHEMA_VERSION == 6
+    assert pg_schema.SCHEMA_VERSION == 7
 
 
 def test_connection_strings_carry_no_password(pg_url: str) -> None:

@@ -9,22 +9,27 @@ The tools are the agent tools themselves, served as they are, not described agai
   ``stop_navigation`` (:mod:`surprise_memory.agents.navigation_tool`).
 
 Each tool's MCP ``inputSchema`` is its strict JSON schema (``parameters``), its
-description the same text, and a call goes to its ``execute``, which validates the
-arguments and never raises: its ``{"error": ...}`` comes back as a tool result with
-``isError`` set (the model reads why and can correct itself); an unknown tool or an
-argument object that is not an object is a JSON-RPC error. A result's JSON is both the
-text content and the structured content; its ``"_images"`` (the stored JPEGs) become MCP
-image content, each after a text line with its label.
+description the same text followed by :data:`~surprise_memory.agents.mcp_approval.DATA_NOTE`,
+and a call goes to its ``execute``, which validates the arguments and never raises: its
+``{"error": ...}`` comes back as a tool result with ``isError`` set (the model reads why
+and can correct itself); an unknown tool or an argument object that is not an object is a
+JSON-RPC error. A result's JSON is both the text content and the structured content, the
+tool's answer inside the one field ``memory_data`` (episode text is data, never
+instructions: :func:`~surprise_memory.agents.mcp_approval.as_memory_data`); its
+``"_images"`` (the stored JPEGs) become MCP image content, each after its label (in the
+same field).
 
 Resources: ``memory://summary`` (what the memory holds and how to query it), and each
 episode, ``memory://episodes/{episode_id}`` (its JSON and every frame as a JPEG blob,
 ``memory://episodes/{episode_id}/frames/{n}``), read through ``get_episode``; the listing
 names the newest episodes (up to the search's cap).
 
-Every navigation call (goals sent, statuses, stops) is logged with its arguments and
-answer. :func:`surprise_memory.access.token_gate` guards the HTTP transport. The calls
-run in worker threads (at most ``worker_threads`` at once): the store, its query embedder
-and the ROS clients are blocking.
+``navigate_to_episode`` sends a goal only after the person approved it (MCP elicitation,
+:class:`~surprise_memory.agents.mcp_approval.NavigationApproval`), unless approval was
+switched off explicitly. Every navigation call (goals sent, statuses, stops) is logged
+with its arguments and answer. :func:`surprise_memory.access.token_gate` guards the HTTP
+transport. The calls run in worker threads (at most ``worker_threads`` at once): the
+store, its query embedder and the ROS clients are blocking.
 """
 
 from __future__ import annotations
@@ -44,6 +49,14 @@ from mcp.shared.exceptions import MCPError
 
 from surprise_memory.agents.episode_tool import GetEpisodeTool
 from surprise_memory.agents.function_tool import FunctionTool
+from surprise_memory.agents.mcp_approval import (
+    APPROVAL_NOTE,
+    DATA_FIELD,
+    DATA_NOTE,
+    NavigationApproval,
+    as_memory_data,
+)
+from surprise_memory.agents.navigation_tool import NavigateToEpisodeTool
 from surprise_memory.agents.tool import EpisodicMemoryTool
 
 __all__ = [
@@ -77,6 +90,8 @@ class ServedMemory:
         describe: The memory's facts for the summary (where it is, how many episodes, ...).
         refresh: Called before each request (a read-only store catches up with its
             writer); None = nothing to do.
+        robot_pose: The robot's current pose, where known (told to a person approving a
+            goal); None = never known.
 
     """
 
@@ -85,6 +100,7 @@ class ServedMemory:
     navigation: Sequence[FunctionTool] = ()
     describe: Callable[[], dict[str, Any]] = field(default=dict)
     refresh: Callable[[], object] | None = None
+    robot_pose: Callable[[], Any] | None = None
 
     @property
     def tools(self) -> list[FunctionTool]:
@@ -104,13 +120,15 @@ def tool_result(result: dict[str, Any]) -> types.CallToolResult:
             frames, ``{"base64", "label"}`` each, JPEG).
 
     Returns:
-        The JSON (text and structured content), then each image's label and the image.
+        The JSON, the answer in its data field (text and structured content), then each
+        image's label (in the same field) and the image.
 
     """
-    body = _without_images(result)
+    body = as_memory_data(_without_images(result))
     content: list[Any] = [types.TextContent(type="text", text=json.dumps(body))]
     for image in result.get("_images", []):
-        content.append(types.TextContent(type="text", text=image["label"]))
+        label = json.dumps({DATA_FIELD: {"image_label": image["label"]}})
+        content.append(types.TextContent(type="text", text=label))
         content.append(
             types.ImageContent(type="image", data=image["base64"], mime_type="image/jpeg")
         )
@@ -125,6 +143,8 @@ class MemoryMcpServer:
         name: The server's name in the MCP handshake.
         version: Its version there.
         worker_threads: Most calls running at once.
+        approval: Who approves ``navigate_to_episode``'s goals (default: the person, asked
+            through the client).
 
     """
 
@@ -135,8 +155,10 @@ class MemoryMcpServer:
         name: str = "surprise-memory",
         version: str = "",
         worker_threads: int = 4,
+        approval: NavigationApproval | None = None,
     ) -> None:
         self._served = served
+        self._approval = approval if approval is not None else NavigationApproval()
         self._tools = {tool.name: tool for tool in served.tools}
         self._navigation = {tool.name for tool in served.navigation}
         self._limiter = anyio.CapacityLimiter(worker_threads)
@@ -157,13 +179,22 @@ class MemoryMcpServer:
             "The robot's surprise-gated episodic memory: 8-frame episodes stored when "
             f"something surprising happened. Find episodes with {search} (words, a picture, "
             "a time window, a place, a robot), look at one with get_episode. Times are "
-            "seconds since the start of the recording; positions [x, y, z] in metres."
+            "seconds since the start of the recording; positions [x, y, z] in metres. " + DATA_NOTE
         )
         if self._navigation:
             text += (
                 " navigate_to_episode sends the robot to where an episode happened; follow "
                 "the goal with navigation_status, cancel it with stop_navigation."
             )
+            if self._approval.mode == "elicit":
+                text += " " + APPROVAL_NOTE
+        return text
+
+    def _description(self, tool: FunctionTool) -> str:
+        """The tool's own description, then what the MCP server adds (data, approval)."""
+        text = f"{tool.description} {DATA_NOTE}"
+        if isinstance(tool, NavigateToEpisodeTool) and self._approval.mode == "elicit":
+            text += " " + APPROVAL_NOTE
         return text
 
     async def _run(self, call: Callable[[], Any]) -> Any:
@@ -182,7 +213,7 @@ class MemoryMcpServer:
             tools=[
                 types.Tool(
                     name=tool.name,
-                    description=tool.description,
+                    description=self._description(tool),
                     input_schema=tool.parameters,
                     annotations=types.ToolAnnotations(
                         read_only_hint=tool.name not in self._navigation,
@@ -204,7 +235,10 @@ class MemoryMcpServer:
                 f"unknown tool {params.name!r}; this server has {sorted(self._tools)}",
             )
         arguments = params.arguments or {}
-        result = await self._run(partial(tool.execute, **arguments))
+        if isinstance(tool, NavigateToEpisodeTool):
+            result = await self._approval.navigate(ctx, tool, arguments, self._run)
+        else:
+            result = await self._run(partial(tool.execute, **arguments))
         if tool.name in self._navigation:  # what an agent made the robot do, on the record
             log.info(
                 "%s(%s) -> %s",
@@ -272,7 +306,8 @@ class MemoryMcpServer:
         if "error" in result:
             raise MCPError(types.INVALID_PARAMS, f"{uri}: {result['error']}")
         body = {**_without_images(result), "frames": [i["label"] for i in result["_images"]]}
-        contents = [types.TextResourceContents(uri=uri, mime_type=_JSON, text=json.dumps(body))]
+        text = json.dumps(as_memory_data(body))
+        contents = [types.TextResourceContents(uri=uri, mime_type=_JSON, text=text)]
         for n, image in enumerate(result["_images"], 1):
             contents.append(
                 types.BlobResourceContents(

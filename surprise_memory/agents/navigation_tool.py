@@ -57,7 +57,8 @@ class NavigationResult:
         message: The memory's one-line account.
         goal_id: The goal's id ("" = not sent).
         state: ``running`` (accepted), ``sent`` (topic), ``pending`` (the navigator did not
-            answer in time: cancelled if it accepts late; follow it by id); "" = not sent.
+            answer in time: asked to cancel it if it accepts late; follow it by id); "" =
+            not sent.
         preempted: The earlier goal this one preempted ("" = none).
 
     """
@@ -203,13 +204,38 @@ class NavigateToEpisodeTool(FunctionTool):
         except Exception as exc:  # an agent loop must never see a raise
             return {"sent": False, "error": f"{type(exc).__name__}: {exc}"}
 
-    def _execute(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def preview(self, **kwargs: Any) -> NavigationResult:
+        """The goal a call would send, sent nowhere (the navigator's dry run).
+
+        What a person is shown before approving the call
+        (:mod:`surprise_memory.agents.mcp_approval`); the arguments are checked as
+        :meth:`execute` checks them.
+
+        Args:
+            **kwargs: ``episode_id``.
+
+        Returns:
+            The episode and the goal made for it (``sent_via`` empty).
+
+        Raises:
+            SurpriseMemoryError: The arguments are wrong, or no goal can be made (why).
+
+        """
+        episode_id = self._episode_id(kwargs)
+        return self._navigator.go_to_episode(episode_id, standoff_m=self._standoff_m, dry_run=True)
+
+    @staticmethod
+    def _episode_id(kwargs: dict[str, Any]) -> str:
         unknown = sorted(set(kwargs) - set(_PARAMETERS))
         if unknown:
             raise InputError(f"unknown arguments {unknown}; allowed: {list(_PARAMETERS)}")
         episode_id = kwargs.get("episode_id")
         if not isinstance(episode_id, str) or not episode_id:
             raise InputError(f"episode_id={episode_id!r}: must be an episode id (a string)")
+        return episode_id
+
+    def _execute(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        episode_id = self._episode_id(kwargs)
         result = self._navigator.go_to_episode(episode_id, standoff_m=self._standoff_m)
         out = {
             "sent": bool(result.sent_via),

@@ -41,6 +41,7 @@ from rclpy.node import Node
 from surprise_memory.errors import InputError, ServiceTimeoutError, StoreError
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.query_embedder import canonical_model_name
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeRecord, RetrievalHit, RetrievalHits, decode_jpeg
@@ -88,10 +89,11 @@ class RetrievedEpisode:
     jpegs: tuple[bytes, ...] = ()
     robot_id: str = ""
     camera: CameraView = field(default_factory=CameraView)
+    pose_trust: PoseTrust = field(default_factory=PoseTrust)
 
     @classmethod
     def from_msg(cls, msg: Episode, score: float) -> RetrievedEpisode:
-        """Convert a surprise_memory/Episode message (interface version 5 or later)."""
+        """Convert a surprise_memory/Episode message (interface version 6 or later)."""
         camera_pose = None
         if msg.camera_pose_valid:
             camera_pose = pose_from_msg(msg.camera_pose, msg.header.frame_id)
@@ -110,6 +112,9 @@ class RetrievedEpisode:
             score=float(score),
             jpegs=tuple(bytes(img.data) for img in msg.frames),
             camera=CameraView(msg.camera, msg.camera_frame_id, camera_pose),
+            pose_trust=PoseTrust(
+                float(msg.pose_sigma_m) if msg.pose_sigma_valid else None, msg.map_id
+            ),
         )
 
     def decode_images(self) -> list[npt.NDArray[np.uint8]]:
@@ -547,6 +552,7 @@ class RosEpisodeRetriever:
             created_wall_ns=0,
             robot_id=ep.robot_id,
             camera=ep.camera,
+            pose_trust=ep.pose_trust,
         )
         return RetrievalHit(
             episode=record,

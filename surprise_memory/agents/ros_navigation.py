@@ -17,8 +17,10 @@ node, so it works from any callback of the host node.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 
+from geometry_msgs.msg import PoseWithCovarianceStamped
 from rclpy.node import Node
 
 from surprise_memory.agents.navigation_tool import NavigationResult
@@ -26,11 +28,13 @@ from surprise_memory.agents.ros_client import ServiceCaller
 from surprise_memory.errors import InputError
 from surprise_memory.memory.navigation import GoalRefusedError
 from surprise_memory.memory.navigation_goals import GoalStatus
+from surprise_memory.memory.pose import Pose
 from surprise_memory.nodes.goal_messages import goal_status_from_msg
 from surprise_memory.nodes.messages import ns_to_time, pose_from_msg, time_to_ns
+from surprise_memory.nodes.qos import ROBOT_POSE
 from surprise_memory.srv import CancelNavigation, GoToEpisode, NavigationStatus
 
-__all__ = ["GoToEpisodeClient", "result_from_response"]
+__all__ = ["GoToEpisodeClient", "RobotPoseWatch", "result_from_response"]
 
 
 def result_from_response(response: GoToEpisode.Response) -> NavigationResult:
@@ -102,6 +106,7 @@ class GoToEpisodeClient:
         standoff_m: float | None = None,
         dry_run: bool = False,
         camera: str | None = None,
+        trust_pose: bool = False,
     ) -> NavigationResult:
         """Send the robot to an episode: by id, or the best hit of the query fields.
 
@@ -118,11 +123,13 @@ class GoToEpisodeClient:
             standoff_m: Metres short of the pose (None = the node's setting).
             dry_run: Make the goal, send nothing.
             camera: Only the episodes this camera saw (None = every camera's).
+            trust_pose: Go even to an episode from another map than the node's, or whose
+                pose was more uncertain than its max_goal_uncertainty_m.
 
         Returns:
             The goal: ``state`` ``running`` (accepted), ``sent`` (topic), or ``pending``
-            (the navigator did not answer in time; the node cancels it if it accepts late:
-            :meth:`navigation_status` tells the outcome).
+            (the navigator did not answer in time; the node asks it to cancel the goal if
+            it accepts late: :meth:`navigation_status` tells the outcome).
 
         Raises:
             InputError: A field is invalid (nothing was sent to the node).
@@ -157,6 +164,7 @@ class GoToEpisodeClient:
                 raise InputError(f"standoff_m={standoff_m!r}: must be a finite number >= 0")
             request.standoff = float(standoff_m)
         request.dry_run = bool(dry_run)
+        request.trust_pose = bool(trust_pose)
         response = self._caller.call(request, self._timeout)
         if not response.success and response.state not in ("pending", "unknown"):
             raise GoalRefusedError(f"go_to_episode: no goal: {response.message}")
@@ -203,3 +211,38 @@ class GoToEpisodeClient:
         self._caller.destroy()
         self._status.destroy()
         self._cancel.destroy()
+
+
+class RobotPoseWatch:
+    """The robot's latest localised pose, from a ``PoseWithCovarianceStamped`` topic.
+
+    AMCL's ``/amcl_pose`` on a Nav2 robot: what the MCP server tells a person approving a
+    goal (the distance from the robot). Only the latest pose is kept.
+
+    Args:
+        node: A spun node; the subscription is added to it.
+        topic: The topic.
+
+    """
+
+    def __init__(self, node: Node, topic: str) -> None:
+        self._node = node
+        self._lock = threading.Lock()
+        self._latest: Pose | None = None
+        self._subscription = node.create_subscription(
+            PoseWithCovarianceStamped, topic, self._on_pose, ROBOT_POSE
+        )
+
+    def _on_pose(self, msg: PoseWithCovarianceStamped) -> None:
+        pose = pose_from_msg(msg.pose.pose, msg.header.frame_id)
+        with self._lock:
+            self._latest = pose
+
+    def latest(self) -> Pose | None:
+        """The last pose received (None: none yet)."""
+        with self._lock:
+            return self._latest
+
+    def destroy(self) -> None:
+        """Remove the subscription from the node."""
+        self._node.destroy_subscription(self._subscription)

@@ -170,7 +170,9 @@ def timeline_columns(
     if not summaries:
         return {name: [] for name in names}
     columns = zip(*summaries, strict=True)
-    ids, robots, stamps, surprise, threshold, valid, x, y, z, frames, cameras, yaws, kinds = columns
+    ids, robots, stamps, surprise, threshold, valid, x, y, z, frames, cameras, yaws, kinds, *_ = (
+        columns
+    )
     posed = np.asarray(valid, dtype=bool)
     tau = np.asarray(threshold, dtype=np.float64)
     view = np.asarray(yaws, dtype=np.float64)
@@ -236,6 +238,7 @@ def episode_view(
             "frame": rec.camera.frame_id,
             "view_yaw_deg": None if rec.camera.yaw is None else math.degrees(rec.camera.yaw),
         },
+        "pose_trust": _trust_view(rec),
         "surprise": rec.surprise,
         "threshold": _finite(rec.threshold),
         "encoder": {"model": rec.encoder_model, "pretrained": rec.encoder_pretrained},
@@ -247,6 +250,12 @@ def episode_view(
             for n in snapshots
         ],
     }
+
+
+def _trust_view(rec: EpisodeRecord) -> dict[str, Any]:
+    """How far an episode's pose can be trusted: uncertainty (null = unknown), map, a line."""
+    trust = rec.pose_trust
+    return {"sigma_m": trust.sigma_m, "map_id": trust.map_id, "text": trust.describe()}
 
 
 def hit_views(hits: Sequence[RetrievalHit], origin_ns: int | None) -> list[dict[str, Any]]:
@@ -265,6 +274,7 @@ def hit_views(hits: Sequence[RetrievalHit], origin_ns: int | None) -> list[dict[
                 "position": list(rec.pose.position) if rec.pose_valid else None,
                 "frame": rec.pose.frame_id if rec.pose_valid else None,
                 "camera": rec.camera.name,
+                "pose_trust": _trust_view(rec),
                 "thumbnail": thumbnail_url(rec),
             }
         )

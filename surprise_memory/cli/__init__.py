@@ -33,7 +33,7 @@ from surprise_memory.cli.export import add_export_command
 from surprise_memory.cli.gebd import add_gebd_command
 from surprise_memory.cli.goto import add_goto_command
 from surprise_memory.cli.mcp import add_mcp_command
-from surprise_memory.cli.options import PROG
+from surprise_memory.cli.options import PROG, HelpFormatter
 from surprise_memory.cli.process import add_process_commands
 from surprise_memory.cli.qa import add_qa_command
 from surprise_memory.cli.serve import add_serve_command
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         "default and range as the ROS node parameter.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = HelpFormatter
     add_process_commands(sub, fmt)
     add_store_commands(sub, fmt)
     add_export_command(sub, fmt)

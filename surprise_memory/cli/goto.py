@@ -21,7 +21,6 @@ ROS-free.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import sys
@@ -40,6 +39,7 @@ from surprise_memory.errors import InputError
 from surprise_memory.memory.navigation import GoalQuery, GoalRefusedError, choose_episode, plan_goal
 from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
 from surprise_memory.memory.pose import yaw_of
+from surprise_memory.memory.pose_trust import TrustRule
 from surprise_memory.memory.query_embedder import store_query_embedder
 from surprise_memory.memory.retrieval import parse_point
 from surprise_memory.stamps import NS_PER_SECOND, parse_time
@@ -71,9 +71,10 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "--near). No goal is sent for an episode without a pose, for another robot's "
         "unless --allow-other-robots, for a time in the future, for a frame that has "
         "no transform to the navigation frame, or for a pose in odom (a frame of its "
-        "session) stored in another session. Prints the goal's id; --wait follows it to "
-        "its outcome, --status/--cancel ask about (or cancel) a goal by id. Exit 0: "
-        "accepted (with --wait: succeeded); 1: anything else.",
+        "session) stored in another session, or, unless --trust-pose, for a pose recorded "
+        "on another map or more uncertain than max_goal_uncertainty_m. Prints the goal's "
+        "id; --wait follows it to its outcome, --status/--cancel ask about (or cancel) a "
+        "goal by id. Exit 0: accepted (with --wait: succeeded); 1: anything else.",
     )
     g.add_argument("text", nargs="?", help="what happened, in words")
     g.add_argument("--id", dest="episode_id", metavar="ID", help="the episode's id")
@@ -84,6 +85,12 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "--allow-other-robots", action="store_true", help="allow another robot's episode"
     )
     g.add_argument("--dry-run", action="store_true", help="print the goal, send nothing")
+    g.add_argument(
+        "--trust-pose",
+        action="store_true",
+        help="go even to an episode recorded on another map than --map-id, or whose pose "
+        "was more uncertain than --max-goal-uncertainty-m (both refused otherwise)",
+    )
     g.add_argument(
         "--wait",
         action="store_true",
@@ -283,6 +290,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
             allow_other_robots=args.allow_other_robots,
             transform_of=transform_of,
             facing=config.goal_facing,
+            trust=TrustRule(config.map_id, config.max_goal_uncertainty_m, args.trust_pose),
         )
         if args.dry_run:
             _print(_result(goal, None), args.json)
@@ -294,31 +302,31 @@ def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespa
     """Send the goal from this process (as the memory node would), print, and follow it.
 
     A goal the navigator has not answered is followed for ``--timeout`` s more, so that
-    a late acceptance is cancelled here (the process must live to cancel it); with
-    ``--wait`` a running goal is followed to its end.
+    a late acceptance is cancelled here (the process must live to ask for the cancel);
+    after that no one follows it, and both lines say so. With ``--wait`` an answered goal
+    is followed to its end.
     """
     from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
 
     sender = GoalSender(node, config)
     try:
         msg = goal_msg(node, goal.pose)
-        status = sender.send(msg, config.goal_timeout_seconds, goal.episode.id)
+        more = f"{args.timeout:g} s"
+        if_late = (
+            f"if it accepts within {more} more, this process asks it at once to cancel the "
+            "goal; after that this process has ended, and the goal may run"
+        )
+        status = sender.send(msg, config.goal_timeout_seconds, goal.episode.id, if_late)
         result = _result(goal, status)
         if not (args.json and args.wait):  # with both: one JSON at the end
             _print(result, args.json)
         final = None
         if status.state == "pending":
-            final = sender.book.wait(status.goal_id, args.timeout) or status
-            if not final.done:
-                final = dataclasses.replace(
-                    final,
-                    message=f"{final.message}; no answer within {args.timeout:g} s more, and "
-                    "this process ends: if the navigator accepts it later it may run",
-                )
-            if not args.wait:
-                line = final.progress_line()
-                print(line if final.done else f"{line}: {final.message}", file=sys.stderr)
-        if args.wait:
+            final = sender.settle(status.goal_id, args.timeout) or status
+            follows = args.wait and final.state != "pending"
+            if not (follows and final.done):  # (a line for it comes with the following)
+                print(_last_line(final, more, ends=not follows), file=sys.stderr)
+        if args.wait and (final or status).state != "pending":
 
             def status_of(gid: str) -> GoalStatus:
                 now = sender.book.wait(gid, _POLL_S, until_done=False)
@@ -326,11 +334,33 @@ def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespa
                 return now
 
             final = _follow(status_of, final or status, args.json)
-            if args.json:
-                _print(result, True, final)
+        if args.json and args.wait:
+            _print(result, True, final)
         return _exit_status(result, final)
     finally:
         sender.destroy()
+
+
+def _last_line(status: GoalStatus, more: str, ends: bool) -> str:
+    """What became of a goal that was pending (``goto --store``).
+
+    Args:
+        status: The goal after :meth:`GoalSender.settle`.
+        more: How long this process followed it (``--timeout``), as said.
+        ends: This process ends now (rather than follows the goal with ``--wait``).
+
+    """
+    line = status.progress_line()
+    if status.state == "pending":
+        return (
+            f"{line}: no answer within {more} more; this process ends, so if the navigator "
+            "accepts it later, the goal may run"
+        )
+    if status.done:  # its message is in the line
+        return line
+    return f"{line} ({status.message})" + (
+        "; this process ends and follows it no further" if ends else ""
+    )
 
 
 def _query(
@@ -403,6 +433,7 @@ def _goto_through_service(args: argparse.Namespace, standoff: float | None) -> i
                 standoff_m=standoff,
                 dry_run=args.dry_run,
                 camera=query.camera,
+                trust_pose=args.trust_pose,
             )
             if not (args.json and args.wait):  # with both: one JSON at the end
                 _print(result, args.json)

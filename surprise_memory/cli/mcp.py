@@ -56,7 +56,8 @@ def add_mcp_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "get_episode (its frames as images), the resources memory://summary and "
         "memory://episodes/{id}; with --node and --allow-navigation also "
         "navigate_to_episode, navigation_status and stop_navigation (each call logged "
-        "on standard error). Times as in `query`: seconds since the store's time origin. "
+        "on standard error; each goal approved by the person through the client unless "
+        "--navigation-approval none). Times as in `query`: seconds since the store's time origin. "
         f"HTTP on another address than loopback needs a bearer token (${TOKEN_ENV} or "
         "--token-file).",
     )
@@ -82,6 +83,7 @@ def add_mcp_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
     try:
+        from surprise_memory.agents.mcp_approval import NavigationApproval
         from surprise_memory.agents.mcp_server import MemoryMcpServer
     except ImportError as exc:
         raise ConfigError(
@@ -102,7 +104,15 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
             served = stack.enter_context(_node_memory(args, config))
         else:
             served = stack.enter_context(_store_memory(args, config))
-        server = MemoryMcpServer(served, version=__version__)
+        approval = NavigationApproval(
+            config.navigation_approval,
+            config.approval_timeout_seconds,
+            origin_ns=lambda: served.search.origin_ns,
+            robot_pose=served.robot_pose,
+        )
+        if config.allow_navigation:  # on the record from the start
+            note(f"navigation approval {approval.said}")
+        server = MemoryMcpServer(served, version=__version__, approval=approval)
         if config.transport == "stdio":
             _serve_stdio(server)
         else:
@@ -165,7 +175,7 @@ def _node_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
         StopNavigationTool,
     )
     from surprise_memory.agents.ros_client import EpisodicMemoryClient, RosEpisodeRetriever
-    from surprise_memory.agents.ros_navigation import GoToEpisodeClient
+    from surprise_memory.agents.ros_navigation import GoToEpisodeClient, RobotPoseWatch
     from surprise_memory.agents.tool import EpisodicMemoryTool
     from surprise_memory.cli.goto import _ros_node
 
@@ -181,8 +191,15 @@ def _node_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
             frames_per_episode=config.frames_per_episode,
         )
         navigation: list[Any] = []
-        navigator = None
+        navigator, watch = None, None
         if config.allow_navigation:
+            if config.robot_pose_topic and config.navigation_approval == "elicit":
+                try:  # the pose told to the person
+                    watch = RobotPoseWatch(node, config.robot_pose_topic)
+                except Exception as exc:  # rclpy's invalid-name errors share no base of ours
+                    raise ConfigError(
+                        f"--robot-pose-topic {config.robot_pose_topic!r}: {exc}"
+                    ) from None
             navigator = GoToEpisodeClient(node, f"{namespace}/go_to_episode", timeout)
             navigation = [
                 NavigateToEpisodeTool(navigator),
@@ -196,8 +213,11 @@ def _node_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
                 episode=GetEpisodeTool(search, retriever),
                 navigation=navigation,
                 describe=lambda: {"memory": f"memory node {namespace or '/'}", "backend": "node"},
+                robot_pose=watch.latest if watch is not None else None,
             )
         finally:
+            if watch is not None:
+                watch.destroy()
             if navigator is not None:
                 navigator.destroy()
             client.destroy()

@@ -4,7 +4,8 @@ Each setting ``name`` becomes ``--name-with-hyphens`` (the underscore spelling `
 accepted too), with the setting's description, range and default in ``--help``. The
 defaults are not repeated here: an option left out parses as None and the config
 dataclass's default applies, so the command line, the node parameters and
-``config/surprise_memory.yaml`` agree.
+``config/surprise_memory.yaml`` agree; :class:`HelpFormatter` shows that default once
+(never the None the option parses to).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = [
     "ALIASES",
     "EXIT_INCOMPLETE",
     "PROG",
+    "HelpFormatter",
     "add_config_options",
     "add_setting",
     "add_time_place_options",
@@ -42,6 +44,20 @@ ALIASES = {
     "mcp_query_device": ("--device",),  # mcp: likewise
 }
 """Short extra spellings of some settings' options."""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every subcommand's ``--help``: each option's default said once, where it has one.
+
+    argparse's defaults formatter appends "(default: None)" to an option that parses to
+    None when left out: a setting (whose help already names the schema's default) or an
+    option whose help says what its absence means.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def option_strings(name: str) -> list[str]:

@@ -19,6 +19,7 @@ __all__ = ["add_process_commands"]
 _PROCESS_EXCLUDED = {
     "store_path": "the store is --out",
     "odom_topic": "poses come from --pose-topic",
+    "pose_covariance_topic": "poses come from --pose-topic",
 }
 
 

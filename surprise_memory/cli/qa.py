@@ -7,7 +7,10 @@ read-only) or a running memory node (``--service SEQ=NAME``: its ``retrieve_epis
 service, over DDS). The run folder (``--out``) gets every answer, score and transcript,
 the summary and the settings (:mod:`surprise_memory.evaluation.qa.run`); ``--resume RUN``
 asks what a stopped run left, from the run's own settings. ``--dry-run`` reads the
-question file only and prints its counts.
+question file only and prints its counts and the questions that disagree with themselves
+(an answer seen outside the question's window or after it is asked, units that disagree:
+:mod:`surprise_memory.evaluation.qa.consistency`); ``--skip-inconsistent`` leaves those
+out of the run, and the summary says how many.
 
 Exit status: 0 when every question got an answer (right or wrong), 3 when some failed (an
 endpoint down, a timeout: listed in the summary; ``--resume`` asks them again), 1 on an
@@ -79,7 +82,15 @@ def add_qa_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="read and check QUESTIONS only: counts per type and sequence, rows rejected",
+        help="read and check QUESTIONS only: counts per type and sequence, rows rejected, "
+        "questions whose answer time lies outside their window or after their asking, or "
+        "whose units disagree",
+    )
+    p.add_argument(
+        "--skip-inconsistent",
+        action="store_true",
+        help="leave out the questions --dry-run lists as inconsistent (the summary says how "
+        "many, settings.json which and why)",
     )
     p.add_argument(
         "--sequence",
@@ -92,14 +103,15 @@ def add_qa_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "--question-times",
         metavar="DIR",
         help="OC-NaVQA: ReMEmbR's remembr/data/navqa folder, whose <seq>/qa_unfilled.json "
-        "end_time is each question's current time (default: after the whole sequence)",
+        "end_time is each question's current time (default: after the whole sequence) and "
+        "start_time its window's start (both checked against the answer's time)",
     )
     add_config_options(p, [QaConfig])
     p.set_defaults(func=_cmd_eval_qa)
 
 
 def _read(args: argparse.Namespace) -> Any:
-    from surprise_memory.evaluation.qa.oc_navqa import read_remembr_question_times
+    from surprise_memory.evaluation.qa.oc_navqa import read_remembr_question_windows
     from surprise_memory.evaluation.qa.question_files import read_questions
 
     if not args.questions:
@@ -108,13 +120,15 @@ def _read(args: argparse.Namespace) -> Any:
     if args.question_times:
         if not args.questions.lower().endswith(".csv"):
             raise InputError("--question-times applies to OC-NaVQA's CSV only")
-        options["question_times"] = read_remembr_question_times(args.question_times)
+        options["question_windows"] = read_remembr_question_windows(args.question_times)
     read = read_questions(args.questions, **options)
     if args.sequence:
         unknown = sorted(set(args.sequence) - set(read.sequences))
         if unknown:
             raise InputError(f"--sequence {unknown}: the file asks about {read.sequences}")
         read.questions = [q for q in read.questions if q.sequence in args.sequence]
+        kept = {q.id for q in read.questions}
+        read.inconsistent = {k: v for k, v in read.inconsistent.items() if k in kept}
     return read
 
 
@@ -128,6 +142,24 @@ def _print_counts(read: Any) -> None:
         print(f"  rejected: line {line}: {reason}")
     for text in read.notes:
         print(f"  note: {text}")
+    _print_inconsistent(read)
+
+
+def _print_inconsistent(read: Any) -> None:
+    from surprise_memory.evaluation.qa.consistency import problem_kinds
+
+    if not read.inconsistent:
+        print("  inconsistent: none (answer times within their windows, units agree)")
+        return
+    kinds = "; ".join(f"{k}: {n}" for k, n in problem_kinds(read).items() if n)
+    print(
+        f"  inconsistent: {len(read.inconsistent)} of {len(read.questions)} questions "
+        f"({kinds}); --skip-inconsistent leaves them out"
+    )
+    sources = {q.id: q.source for q in read.questions}
+    for qid, reasons in read.inconsistent.items():
+        for reason in reasons:
+            print(f"    {qid} ({sources[qid]}): {reason}")
 
 
 def _memory_specs(args: argparse.Namespace, sequences: list[str]) -> dict[str, dict[str, str]]:
@@ -173,7 +205,14 @@ def _cmd_eval_qa(args: argparse.Namespace) -> int:
 
     changes = given(args, [QaConfig])
     if args.resume:
-        if args.questions or args.store or args.service or args.out or args.sequence:
+        if (
+            args.questions
+            or args.store
+            or args.service
+            or args.out
+            or args.sequence
+            or args.skip_inconsistent
+        ):
             raise InputError(
                 "--resume RUN takes its questions and memories from RUN/settings.json; give "
                 "only the settings to change"
@@ -188,6 +227,7 @@ def _cmd_eval_qa(args: argparse.Namespace) -> int:
             return 0
         if not args.out:
             raise InputError("give --out RUN, a new folder for the run (or --dry-run)")
+        inconsistent = _leave_out(read, args.skip_inconsistent)
         config = QaConfig.from_mapping(changes)
         specs = _memory_specs(args, sorted({q.sequence for q in read.questions}))
         missing = sorted({q.sequence for q in read.questions} - set(specs))
@@ -208,6 +248,7 @@ def _cmd_eval_qa(args: argparse.Namespace) -> int:
                     "sha256": file_sha256(read.path),
                 },
                 "memories": specs,
+                "inconsistent": {"left_out": args.skip_inconsistent, "questions": inconsistent},
                 "config": config.as_dict(),
                 "answerer": {"name": answerer.name, **answerer.settings()},
                 "embedders": {
@@ -230,6 +271,24 @@ def _cmd_eval_qa(args: argparse.Namespace) -> int:
         )
     _print_summary(summary, run.folder)
     return EXIT_INCOMPLETE if summary["errors"] else 0
+
+
+def _leave_out(read: Any, skip: bool) -> dict[str, list[str]]:
+    """The inconsistent questions (id: reasons); with ``skip``, taken out of ``read``."""
+    found = dict(read.inconsistent)
+    if not found:
+        return found
+    if skip:
+        read.questions = [q for q in read.questions if q.id not in found]
+        if not read.questions:
+            raise InputError("--skip-inconsistent leaves no question: every one is inconsistent")
+        note(f"{len(found)} inconsistent question(s) left out (--skip-inconsistent)")
+    else:
+        note(
+            f"{len(found)} question(s) disagree with themselves (--dry-run lists them; "
+            "--skip-inconsistent leaves them out); asked all the same"
+        )
+    return found
 
 
 def _record_versions(run: Any) -> None:
@@ -324,6 +383,10 @@ def _print_summary(summary: Mapping[str, Any], folder: Path) -> None:
         f"{counts['unanswered']} unanswered, {counts['unscored']} unscored, "
         f"{counts['errors']} failed"
     )
+    left = summary.get("inconsistent", {})
+    if left.get("count"):
+        verb = "left out" if left["left_out"] else "asked and scored"
+        print(f"{left['count']} inconsistent question(s) {verb} (settings.json lists them)")
     if summary["errors"]:
         print(f"{len(summary['errors'])} failed: resume with --resume {folder}")
     print(f"summary: {folder / 'summary.md'}")

@@ -151,6 +151,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
             if not r["pose_valid"]
             else "({:.2f}, {:.2f}, {:.2f})".format(*r["position"]) + f" {r['frame_id']}"
         )
+        trust = hits[i - 1].episode.pose_trust.brief() if r["pose_valid"] else ""
+        pose += f" {trust}" if trust else ""
         seen = f"  camera {r['camera']}" if r["camera"] else ""
         print(f"{i:>2} {t:>8} {score:>7} {dist:>7} {r['surprise']:>8.3f}  {pose}  {r['id']}{seen}")
     return 0
@@ -186,6 +188,9 @@ def _hit_dict(hit: Any, origin: int | None, snapshots: list[Any]) -> dict[str, A
         "camera": ep.camera.name,
         "camera_frame_id": ep.camera.frame_id,
         "view_yaw_deg": None if ep.camera.yaw is None else math.degrees(ep.camera.yaw),
+        # the pose's horizontal 1-sigma in metres and its map (null and "": unknown)
+        "pose_sigma_m": ep.pose_trust.sigma_m,
+        "map_id": ep.pose_trust.map_id,
         # what a bag recorder answered when asked for a snapshot (empty: none was asked)
         "snapshots": [n.as_dict() for n in snapshots],
     }

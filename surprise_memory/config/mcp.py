@@ -13,10 +13,13 @@ from typing import ClassVar
 
 from surprise_memory.config.schema import ComponentConfig, setting
 
-__all__ = ["MCP_TRANSPORTS", "McpConfig"]
+__all__ = ["MCP_TRANSPORTS", "NAVIGATION_APPROVALS", "McpConfig"]
 
 MCP_TRANSPORTS = ("stdio", "http")
 """How an MCP client reaches the server: stdio (the client starts it) or streamable HTTP."""
+
+NAVIGATION_APPROVALS = ("elicit", "none")
+"""Who approves an agent's goal: the person (MCP elicitation), or nobody (an autonomous agent)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,29 @@ class McpConfig(ComponentConfig):
         "Offer navigate_to_episode, navigation_status and stop_navigation (through the "
         "memory node's go_to_episode; not with --store). Off, the server is read-only. "
         "Every goal sent and every stop is logged on standard error.",
+    )
+    navigation_approval: str = setting(
+        "elicit",
+        "With --allow-navigation, who approves each navigate_to_episode goal before it is "
+        "sent. elicit: the person, asked through the MCP client (elicitation) with the "
+        "episode, its time and age, its pose and the goal; declined, cancelled or "
+        "unanswered, nothing is sent; a client that cannot ask is refused. none: nobody, "
+        "for an autonomous agent (said at start and in every goal's log line and answer).",
+        choices=NAVIGATION_APPROVALS,
+    )
+    approval_timeout_seconds: float = setting(
+        120.0,
+        "With navigation_approval elicit: seconds to wait for the person's answer; "
+        "unanswered by then, no goal is sent.",
+        low=1.0,
+        high=3600.0,
+    )
+    robot_pose_topic: str = setting(
+        "/amcl_pose",
+        "With --node and navigation approval: a geometry_msgs/PoseWithCovarianceStamped "
+        "topic (AMCL's, reliable and transient local) whose latest pose is the robot's "
+        "current pose, so the person is told the distance to the goal (when in the goal's "
+        "frame); empty = none (the distance is said to be unknown).",
     )
     image_episodes: int = setting(
         3,

@@ -113,10 +113,17 @@ class PoseConfig(ComponentConfig):
         "not installed); empty = no odometry fallback.",
         read_only=True,
     )
+    pose_covariance_topic: str = setting(
+        "",
+        "geometry_msgs/PoseWithCovarianceStamped topic (AMCL's /amcl_pose): a pose source "
+        "after tf and before odometry, and the uncertainty of a tf pose in map_frame (its "
+        "latest message at or before the stamp). Empty = none.",
+        read_only=True,
+    )
     pose_tolerance_seconds: float = setting(
         0.5,
-        "Largest gap between an event stamp and the nearest odometry message for the pose "
-        "to count as valid.",
+        "Largest gap between an event stamp and the nearest odometry (or "
+        "pose_covariance_topic) message for the pose to count as valid.",
         low=0.0,
         high=60.0,
     )

@@ -76,8 +76,8 @@ class NavigationConfig(ComponentConfig):
         5.0,
         "How long a request waits for the navigator (the action server and its answer, or "
         "navigator_node on goal_topic). No server or navigator by then: no goal is sent. "
-        "Sent but not answered by then: the answer is pending, and a late acceptance is "
-        "cancelled at once (navigation_status tells the outcome).",
+        "Sent but not answered by then: the answer is pending, and the navigator is asked "
+        "at once to cancel a late acceptance (navigation_status tells the outcome).",
         low=0.1,
         high=120.0,
     )
@@ -88,8 +88,26 @@ class NavigationConfig(ComponentConfig):
         "an episode of another session posed there gets no goal.",
     )
 
+    map_id: str = setting(
+        "",
+        "The map the robot is localised on now (a name of yours, e.g. the map file's): "
+        "stored with each episode, and a goal is refused for an episode recorded on another "
+        "map. Empty = unknown (episodes get no map; none is refused for its map).",
+    )
+    max_goal_uncertainty_m: float = setting(
+        1.0,
+        "A goal is refused for an episode whose pose was more uncertain than this: the "
+        "horizontal 1-sigma in metres (sqrt of the largest eigenvalue of the pose "
+        "covariance's xy block, from odometry or pose_covariance_topic). An unknown "
+        "uncertainty (a tf pose) is not refused. 0 = no limit.",
+        low=0.0,
+        high=1000.0,
+    )
+
     def validate(self) -> None:
-        """The action type names a package, ``action`` and a type."""
+        """The action type names a package, ``action`` and a type; the map id is printable."""
+        if len(self.map_id) > 256 or not self.map_id.isprintable():
+            raise ConfigError(f"map_id={self.map_id!r}: must be a printable string (at most 256)")
         parts = self.goal_action_type.split("/")
         if len(parts) != 3 or parts[1] != "action" or not all(p.isidentifier() for p in parts):
             raise ConfigError(

@@ -123,7 +123,10 @@ def level_rgba(level: float | None) -> tuple[float, float, float, float]:
 
 
 def episode_label(record: EpisodeRecord, origin_ns: int | None) -> str:
-    """The label of an episode: its time, short id, surprise and threshold.
+    """The label of an episode: its time, short id, surprise, threshold and pose trust.
+
+    The pose's uncertainty and map are shown where they are known (:meth:`PoseTrust.brief
+    <surprise_memory.memory.pose_trust.PoseTrust.brief>`).
 
     Times are seconds since the store's origin (its recording start), as in
     ``surprise-memory query``, the report and the agent tool; without an origin, seconds
@@ -137,9 +140,10 @@ def episode_label(record: EpisodeRecord, origin_ns: int | None) -> str:
     seconds = (record.stamp_ns - (origin_ns or 0)) / NS_PER_SECOND
     tau = f"{record.threshold:.2f}" if math.isfinite(record.threshold) else "?"
     camera = f"  {record.camera.name}" if record.camera.name else ""
+    trust = record.pose_trust.brief()
     return (
         f"{seconds:.1f} s  {short_id(record.id)}{camera}\n"
-        f"surprise {record.surprise:.2f} (tau {tau})"
+        f"surprise {record.surprise:.2f} (tau {tau})" + (f"  {trust}" if trust else "")
     )
 
 

@@ -13,10 +13,11 @@
   demo call.
 
 A goal is refused (:class:`GoalRefusedError`, an :class:`~surprise_memory.errors.InputError`)
-rather than made wrong: no valid pose, another robot's episode unless asked, a time that
-has not happened yet on the robot's clock, a pose in a frame with no transform to the
-navigation frame. ROS-free: the nodes look the transform up with tf and send the goal
-(:mod:`surprise_memory.nodes.navigation_part`).
+rather than made wrong: no valid pose, a pose from another map or too uncertain unless the
+caller overrides (:mod:`~surprise_memory.memory.pose_trust`), another robot's episode
+unless asked, a time that has not happened yet on the robot's clock, a pose in a frame
+with no transform to the navigation frame. ROS-free: the nodes look the transform up with
+tf and send the goal (:mod:`surprise_memory.nodes.navigation_part`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy.typing as npt
 from surprise_memory.errors import InputError
 from surprise_memory.memory.camera_view import yaw_pose
 from surprise_memory.memory.pose import Pose, compose
+from surprise_memory.memory.pose_trust import TrustRule, trust_refusal
 from surprise_memory.memory.retrieval import RetrievalQuery, check_robot_id
 from surprise_memory.memory.store.hits import partial_of
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
@@ -324,11 +326,22 @@ def check_session(
         if episode.session_id
         else "in an unknown session (a recording, or a store older than sessions)"
     )
+    fixed = ", ".join(fixed_frames) or "none"
+    if navigation_frame in fixed_frames:
+        needs = f"a pose in {navigation_frame!r} (store episodes in the map frame"
+    else:  # the navigation frame is of the session too: no pose in it would do
+        needs = f"a pose in a fixed frame ({navigation_frame!r} is not one"
+    needs += f", fixed_frames: {fixed})"
+    if not episode.session_id:  # a recording's own odom holds for its replay
+        also = "" if navigation_frame == frame else f"--navigation-frame {frame} "
+        needs += (
+            f", or, for a recording whose {frame!r} is its own, {frame!r} declared fixed "
+            f"({also}--fixed-frames {frame})"
+        )
     raise GoalRefusedError(
         f"episode {episode.id} is posed in {frame!r}, a frame that starts anew each session, "
         f"and was stored {when}, not this one ({session_id}): its place is unknown today; "
-        f"it needs a pose in {navigation_frame!r} (store episodes in the map frame, "
-        f"fixed_frames: {', '.join(fixed_frames) or 'none'})"
+        f"it needs {needs}"
     )
 
 
@@ -349,11 +362,13 @@ def plan_goal(
     transform_of: TransformOf | None = None,
     chosen: str = "",
     facing: str = "camera",
+    trust: TrustRule | None = None,
 ) -> NavigationGoal:
     """The goal for a chosen episode (:func:`choose_episode`), or a refusal.
 
-    A pose in a frame of another session is refused before any transform is looked up
-    (a refusal needs no wait for tf); then :func:`goal_from_episode`.
+    A pose from another map or too uncertain (``trust``), or in a frame of another session,
+    is refused before any transform is looked up (a refusal needs no wait for tf); then
+    :func:`goal_from_episode`.
 
     Args:
         episode: The episode.
@@ -370,20 +385,24 @@ def plan_goal(
         chosen: Why the episode was chosen from a partial answer (``choose_episode``'s
             second value); said in the goal's note.
         facing: Which way the goal faces (``camera`` or ``robot``: ``goal_facing``).
+        trust: The map the robot is on, the largest uncertainty accepted and the override
+            (:func:`~surprise_memory.memory.pose_trust.trust_refusal`); None = not checked.
 
     Returns:
-        The goal.
+        The goal (its note says an unknown or overridden trust).
 
     Raises:
-        GoalRefusedError: As :func:`check_session` and :func:`goal_from_episode` refuse.
+        GoalRefusedError: As :func:`~surprise_memory.memory.pose_trust.trust_refusal`,
+            :func:`check_session` and :func:`goal_from_episode` refuse.
 
     """
     frame = episode.pose.frame_id
-    transform, note = None, ""
+    transform, note = None, _check_trust(episode, trust)
     if episode.pose_valid and frame:
         check_session(episode, session_id, fixed_frames, navigation_frame)
         if frame != navigation_frame and transform_of is not None:
-            transform, note = transform_of(frame, episode.stamp_ns)
+            transform, tf_note = transform_of(frame, episode.stamp_ns)
+            note = "; ".join(filter(None, [note, tf_note]))
     if chosen:
         note = "; ".join(filter(None, [note, f"the best of a partial answer: {chosen}"]))
     return goal_from_episode(
@@ -399,6 +418,21 @@ def plan_goal(
         fixed_frames=fixed_frames,
         facing=facing,
     )
+
+
+def _check_trust(episode: EpisodeRecord, rule: TrustRule | None) -> str:
+    """Refuse an untrusted pose (one line); else the note an unknown or overridden one needs."""
+    if rule is None or not episode.pose_valid:
+        return ""
+    trust = episode.pose_trust
+    reason = trust_refusal(trust, rule)
+    if reason is None:
+        unknown = trust.sigma_m is None or not trust.map_id
+        return f"pose {trust.describe()}" if unknown else ""
+    if not rule.override:
+        override = "(override: --trust-pose / trust_pose)"
+        raise GoalRefusedError(f"episode {episode.id} gets no goal: {reason} {override}")
+    return f"pose trusted anyway (override): {reason}"
 
 
 def facing_pose(episode: EpisodeRecord, facing: str = "camera") -> tuple[Pose, str]:

@@ -12,11 +12,13 @@ The states (:data:`GOAL_STATES`): a goal is ``pending`` from the moment it is se
 navigator answers; ``running`` once accepted (the action) or ``sent`` once acknowledged on
 the topic (no outcome is reported there); final: ``succeeded``, ``aborted``, ``canceled``,
 ``preempted``, ``rejected``, ``cancelled_after_late_acceptance`` (the navigator accepted
-after the caller had been answered "pending": the node cancelled it at once, and the
-navigator acknowledged), ``unknown`` (what became of it cannot be known: a late acceptance
-whose cancel was not acknowledged). A final state is kept: a result that arrives after it
-(the ``aborted`` of a preempted goal, the ``canceled`` of a late one) does not change it;
-only ``unknown`` gives way to a result, which says more.
+after the caller had been answered "pending": the node asked it at once to cancel the
+goal, and the navigator accepted the cancel), ``unknown`` (what became of it cannot be
+known: published on the topic and not acknowledged, or no result came). A late
+acceptance whose cancel the navigator refused (or did not answer) is ``running``, its
+message says so, and its feedback and result follow. A final state is kept: a result
+that arrives after it (the ``aborted`` of a preempted goal, the ``canceled`` of a late
+one) does not change it.
 ROS-free: the node's :class:`~surprise_memory.nodes.goal_sender.GoalSender` fills it.
 """
 

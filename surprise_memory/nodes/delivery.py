@@ -87,6 +87,18 @@ class CameraDelivery:
         """The camera's estimated frame period (None before the first frames)."""
         return self._estimator.period_ns
 
+    @property
+    def frames_seen(self) -> int:
+        """Distinct frames observed so far (the ``i``-th has index ``i``, from 0)."""
+        return self._estimator.frames_seen
+
+    def missing_between(self, first: int, last: int) -> int | None:
+        """Frames lost between two observed frames (by index), once settled, else None.
+
+        See :meth:`~surprise_memory.perception.delivery.FrameLossEstimator.missing_between`.
+        """
+        return self._estimator.missing_between(first, last)
+
     def watch(self, subscription: Any) -> None:
         """A new camera subscription (activate): the frames before it are not loss.
 

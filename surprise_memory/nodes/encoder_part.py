@@ -36,7 +36,7 @@ from surprise_memory.nodes.messages import ns_to_time
 from surprise_memory.nodes.parameters import Applier
 from surprise_memory.perception.camera_batches import CameraBatcher
 from surprise_memory.perception.catchup import FrameBatch
-from surprise_memory.perception.delivery import WindowSpan
+from surprise_memory.perception.delivery import CONFIRM_FRAMES, WindowSpan
 from surprise_memory.perception.encoders import LiveWindowEncoder, VideoEncoder
 from surprise_memory.perception.frames import Frame
 from surprise_memory.stamps import NS_PER_SECOND
@@ -54,8 +54,11 @@ class EncoderPart:
     the bounded queue (``encoder_queue``) drops windows, oldest first, counted
     (``/diagnostics``: windows_encoded, windows_dropped, batches, batch_max, latency). Each
     embedding carries the stamp of its newest frame. Each window's span is judged against
-    the input period (``1/input_fps``, else the camera's): ``window_frames_missing``
-    counts the frames it lacks, and a WARN says so above ``camera_loss_warn``.
+    the input period (``1/input_fps``), or, every frame kept, by the frames between its
+    first and last that never arrived (the camera's grid, which the stamps' jitter does
+    not move: :class:`~surprise_memory.perception.delivery.FrameLossEstimator`):
+    ``window_frames_missing`` counts the frames it lacks, and a WARN says so above
+    ``camera_loss_warn``.
 
     Several cameras: each embedding names its camera (``FrameEmbedding.camera``) and its
     frame (the camera's ``frame=``, else the images'); each camera's windows are in stamp
@@ -103,6 +106,11 @@ class EncoderPart:
         self._window_frames = config.clip_frames
         self._input_period_ns = round(NS_PER_SECOND / config.input_fps) if config.input_fps else 0
         self._spans = {spec.name: WindowSpan() for spec in specs}
+        # every frame kept: each window (first and last frame's index, frames, span) until
+        # the camera's grid has placed its frames for good (CONFIRM_FRAMES later)
+        self._unsettled: dict[str, deque[tuple[int, int, int, int]]] = {
+            spec.name: deque(maxlen=4 * CONFIRM_FRAMES) for spec in specs
+        }
         if not self._encoder.pretrained:
             self._node.get_logger().warning(
                 f"encoder weights {self._encoder.model_name}: UNTRAINED, surprise is meaningless"
@@ -156,12 +164,31 @@ class EncoderPart:
             self._stats.count_camera("windows_dropped", camera, dropped)
         window = self._batcher.last_window
         if window is not None:
-            period = self._input_period_ns or self._cameras[camera].period_ns
             frames = self._window_frames - window.padded
-            missing = self._spans[camera].add(window.span_ns, frames, period)
-            if missing:
-                self._stats.count_camera("window_frames_missing", camera, missing)
+            if self._input_period_ns:  # sampled at input_fps: its span against that period
+                self._judged(camera, window.span_ns, frames, self._input_period_ns, None)
+            else:  # every frame kept: the frames that did not arrive, once the grid knows
+                last = self._cameras[camera].frames_seen - 1
+                self._unsettled[camera].append((last - frames + 1, last, frames, window.span_ns))
+        if not self._input_period_ns:
+            self._judge_settled(camera)
         return True
+
+    def _judge_settled(self, camera: str) -> None:
+        """Judge the windows whose frames the camera's grid has placed for good."""
+        delivery, unsettled = self._cameras[camera], self._unsettled[camera]
+        while unsettled and unsettled[0][1] < delivery.frames_seen - 1 - CONFIRM_FRAMES:
+            first, last, frames, span_ns = unsettled.popleft()
+            missing = delivery.missing_between(first, last)
+            if missing is not None:  # None: before the grid (the camera's first frames)
+                self._judged(camera, span_ns, frames, delivery.period_ns, missing)
+
+    def _judged(
+        self, camera: str, span_ns: int, frames: int, period: int | None, missing: int | None
+    ) -> None:
+        missing = self._spans[camera].add(span_ns, frames, period, missing)
+        if missing:
+            self._stats.count_camera("window_frames_missing", camera, missing)
 
     def reset(self, camera: str = "") -> None:
         """A camera starts a new sequence (its time went back); queued windows stay."""

@@ -6,35 +6,41 @@
   it, and follows it in a :class:`~surprise_memory.memory.navigation_goals.GoalBook`: its
   id, state, feedback and outcome; one goal at a time (a new one preempts ours); a goal
   cancelled by id. A goal that reaches no navigator is refused ("not sent"); one the
-  navigator has not answered within the timeout is "pending", and cancelled at once if
-  the navigator accepts it late: never reported as not sent while it may run. The
-  action's status topic also tells of an acceptance whose answer was lost on the way
-  (DDS drops a service response to a client its navigator has not discovered yet, as
-  under load or over a slow link): such a goal is followed (or cancelled) as if answered.
+  navigator has not answered within the timeout is "pending", and the navigator is asked
+  at once to cancel it if it accepts late: never reported as not sent while it may run.
+  The action's status topic lists an accepted goal too, usually just before the answer
+  comes (rclpy publishes it first); where the answer does not come at all (DDS drops a
+  service response to a client its navigator has not discovered yet, as under load or
+  over a slow link), the goal is followed (or cancelled) as listed, and its message says
+  that its answer did not come.
 
-It takes a host node (the memory node, or the CLI's short-lived node) whose executor spins
-in another thread than the caller's: it waits with deadlines, from any thread. The tf
-lookup a goal may need first is :mod:`surprise_memory.nodes.tf_lookup`.
+Its parts, a file each: the answers, taken once from the response or the status topic
+(:mod:`surprise_memory.nodes.goal_answers`); the cancels and what the navigator said to
+each (:mod:`surprise_memory.nodes.goal_cancels`); the goal topic
+(:mod:`surprise_memory.nodes.goal_topic`). It takes a host node (the memory node, or the
+CLI's short-lived node) whose executor spins in another thread than the caller's: it
+waits with deadlines, from any thread. The tf lookup a goal may need first is
+:mod:`surprise_memory.nodes.tf_lookup`.
 """
 
 from __future__ import annotations
 
 import importlib
-import threading
 import time
 import uuid
 from typing import Any
 
 from geometry_msgs.msg import PoseStamped
-from rclpy.duration import Duration
 
 from surprise_memory.config import NavigationConfig
 from surprise_memory.errors import ConfigError
 from surprise_memory.memory.navigation import GoalRefusedError
 from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalBook, GoalStatus
 from surprise_memory.memory.pose import Pose
+from surprise_memory.nodes.goal_answers import GoalAnswers
+from surprise_memory.nodes.goal_cancels import GoalCancels
+from surprise_memory.nodes.goal_topic import GoalTopic
 from surprise_memory.nodes.messages import pose_from_msg, pose_to_msg, time_to_ns
-from surprise_memory.nodes.qos import GOAL
 
 __all__ = [
     "NAV2_ACTION_TYPE",
@@ -44,14 +50,12 @@ __all__ = [
     "navigate_to_pose_action",
 ]
 
-_POLL_S = 0.02
 NAV2_ACTION_TYPE = "nav2_msgs/action/NavigateToPose"
 """Nav2's action type, the default of ``goal_action_type``."""
 
-# action_msgs/GoalStatus codes of a result, and CancelGoal's return codes (1, ERROR_REJECTED,
-# is a refusal, as is 0 with our goal left out of goals_canceling: see _cancel_verdict)
+# action_msgs/GoalStatus codes of a result
 _RESULT_STATES = {4: "succeeded", 5: "canceled", 6: "aborted"}
-_CANCEL_UNKNOWN_GOAL, _CANCEL_TERMINATED = 2, 3
+_IF_LATE = "if it accepts later, the navigator is asked at once to cancel the goal"
 
 
 def action_type(name: str) -> Any:
@@ -72,30 +76,18 @@ def _seconds(duration: Any) -> float:
     return float(duration.sec) + float(duration.nanosec) * 1e-9
 
 
-def _cancel_verdict(gid: str, future: Any) -> str:
-    """What the navigator said to our cancel of goal ``gid``: a key of :data:`_CANCEL_SAID`."""
-    response = future.result() if future.exception() is None else None
-    if response is None:
-        return "failed"
-    ours = uuid.UUID(gid).bytes
-    if any(bytes(g.goal_id.uuid) == ours for g in response.goals_canceling):
-        return "accepted"
-    code = int(response.return_code)
-    if code == _CANCEL_TERMINATED:
-        return "ended"
-    if code == _CANCEL_UNKNOWN_GOAL:
-        return "unknown goal"
-    return "refused"  # ERROR_REJECTED (rclcpp), or return code 0 without our goal (rclpy)
-
-
-_CANCEL_SAID = {
-    "accepted": "the navigator accepted the cancel",
-    "ended": "the navigator says the goal has ended (its result tells how)",
-    "unknown goal": "the navigator does not know the goal: not confirmed",
-    "refused": "the navigator refused the cancel",
-    "failed": "the cancel request failed: not confirmed",
-}
-"""The goal's message after the navigator answered a cancel, by :func:`_cancel_verdict`."""
+def _progress(feedback: Any) -> dict[str, Any]:
+    """The goal's progress in a NavigateToPose feedback (the fields it has), as book fields."""
+    changes: dict[str, Any] = {}
+    if hasattr(feedback, "distance_remaining"):
+        changes["distance_remaining_m"] = float(feedback.distance_remaining)
+    if hasattr(feedback, "estimated_time_remaining"):
+        changes["eta_s"] = _seconds(feedback.estimated_time_remaining)
+    if hasattr(feedback, "navigation_time"):
+        changes["navigation_time_s"] = _seconds(feedback.navigation_time)
+    if hasattr(feedback, "number_of_recoveries"):
+        changes["recoveries"] = int(feedback.number_of_recoveries)
+    return changes
 
 
 def goal_msg(node: Any, pose: Pose) -> PoseStamped:
@@ -108,10 +100,6 @@ def goal_msg(node: Any, pose: Pose) -> PoseStamped:
 
 class GoalSender:
     """Sends goals to Nav2 (the action, or the goal topic) and follows them.
-
-    Long class: each goal's whole life on both transports (send, a late answer, feedback,
-    result, cancel, preemption) goes through one goal book under one lock; the topic path
-    apart in a class of its own is the next split.
 
     Every goal gets an id (the action goal's UUID, chosen here; a made one on the topic)
     and a :class:`~surprise_memory.memory.navigation_goals.GoalStatus` in :attr:`book`,
@@ -155,13 +143,9 @@ class GoalSender:
         self._action_name = ""
         self._client: Any = None
         self._status_sub: Any = None
-        self._publisher: Any = None
-        self._navigator = config.navigator_node
-        self._late_wait_s = config.goal_timeout_seconds
-        self._lock = threading.Lock()
-        self._handles: dict[str, Any] = {}  # accepted goals not finished: id -> handle
-        self._waiting: dict[str, str] = {}  # sent, not answered: id -> "waiting" | "late"
-        self._answered: dict[str, threading.Event] = {}  # id -> set once answered, either way
+        self._topic: GoalTopic | None = None
+        self._cancels = GoalCancels(self.book, config.goal_timeout_seconds)
+        self._answers = GoalAnswers(self.book, self._accepted)
         if action is not None:
             from action_msgs.msg import GoalStatusArray
             from rclpy.action.client import ActionClient
@@ -171,7 +155,7 @@ class GoalSender:
                 node, action, config.goal_action, callback_group=callback_group
             )
             self._action_name = node.resolve_topic_name(config.goal_action)
-            # the navigator's list of the goals it holds: an acceptance whose answer was lost
+            # the navigator's list of the goals it holds: an acceptance whose answer is lost
             self._status_sub = node.create_subscription(
                 GoalStatusArray,
                 f"{self._action_name}/_action/status",
@@ -180,23 +164,32 @@ class GoalSender:
                 callback_group=callback_group,
             )
         else:
-            self._publisher = node.create_publisher(PoseStamped, config.goal_topic, GOAL)
+            self._topic = GoalTopic(node, config.goal_topic, config.navigator_node)
         self.via = (
             f"action {self._action_name}"
-            if self._client is not None
-            else f"topic {self._publisher.topic_name}"
+            if self._topic is None
+            else f"topic {self._topic.topic_name}"
         )
         """How goals go: ``action /navigate_to_pose`` or ``topic /goal_pose``."""
 
     # ------------------------------------------------------------------ sending
-    def send(self, goal: PoseStamped, timeout_s: float, episode_id: str = "") -> GoalStatus:
+    def send(
+        self, goal: PoseStamped, timeout_s: float, episode_id: str = "", if_late: str = _IF_LATE
+    ) -> GoalStatus:
         """Send one goal; returns its status when the navigator answered or the time ran out.
 
         Through the action: waits for the server, then for its answer: ``running``
         (accepted), ``rejected``, or ``pending`` (no answer within ``timeout_s``: the goal
-        is followed on, and cancelled at once if the navigator accepts it late). On the
-        topic: waits for ``navigator_node`` to subscribe, then for the subscribers to
-        acknowledge the message (reliable QoS): ``sent``.
+        is followed on, and the navigator asked at once to cancel it if it accepts late).
+        On the topic: waits for ``navigator_node`` to subscribe, then for the subscribers
+        to acknowledge the message (reliable QoS): ``sent``.
+
+        Args:
+            goal: The goal pose (:func:`goal_msg`).
+            timeout_s: The wait for the navigator, then for its answer.
+            episode_id: The episode it is for.
+            if_late: What a ``pending`` goal's message says happens to a late acceptance
+                (who follows the goal: the node, or a process that ends).
 
         Raises:
             GoalRefusedError: Nothing was sent: no action server, or no navigator on the
@@ -210,63 +203,33 @@ class GoalSender:
             goal=pose_from_msg(goal.pose, goal.header.frame_id),
             sent_ns=time_to_ns(goal.header.stamp),
         )
-        if self._client is not None:
-            return self._send_action(goal, status, timeout_s)
+        if self._topic is None:
+            return self._send_action(goal, status, timeout_s, if_late)
         return self._send_topic(goal, status, timeout_s)
 
-    def _navigator_on_topic(self) -> tuple[bool, list[str]]:
-        """Whether ``navigator_node`` subscribes the goal topic, and who does."""
-        names = []
-        for info in self._node.get_subscriptions_info_by_topic(self._publisher.topic_name):
-            ns = info.node_namespace.rstrip("/")
-            names.append(f"{ns}/{info.node_name}")
-        want = self._navigator
-        found = any(n == want or n.rsplit("/", 1)[-1] == want for n in names)
-        return found, sorted(set(names))
-
     def _send_topic(self, goal: PoseStamped, status: GoalStatus, timeout_s: float) -> GoalStatus:
-        topic = self._publisher.topic_name
+        topic = self._topic
+        assert topic is not None
         deadline = time.monotonic() + timeout_s
-        while not (found := self._navigator_on_topic())[0]:
-            if time.monotonic() >= deadline:
-                others = ", ".join(found[1]) or "none"
-                raise GoalRefusedError(
-                    f"the navigator {self._navigator!r} does not subscribe {topic} within "
-                    f"{timeout_s:g} s (subscribers: {others}): is Nav2 running (same "
-                    "ROS_DOMAIN_ID; navigator_node)? Goal not sent"
-                )
-            time.sleep(_POLL_S)
+        topic.wait_for_navigator(timeout_s)
         self.book.add(status)
-        self._publisher.publish(goal)
-        left = max(deadline - time.monotonic(), 0.5)
-        if not self._publisher.wait_for_all_acked(Duration(seconds=left)):
-            # published: the navigator may have it; nothing on a topic says so
-            return self._preempting(
-                status.goal_id,
-                state="unknown",
-                message=f"published on {topic}, not acknowledged within {timeout_s:g} s: "
-                "the navigator may or may not have it (a topic cannot be cancelled)",
-            )
-        return self._preempting(
-            status.goal_id,
-            state="sent",
-            message=f"sent on {topic} to {self._navigator} (a topic reports no outcome)",
-        )
+        state, message = topic.publish(goal, max(deadline - time.monotonic(), 0.5), timeout_s)
+        return self._preempting(status.goal_id, state=state, message=message)
 
     def _preempting(self, goal_id: str, **changes: Any) -> GoalStatus:
         """Set the goal's state; any earlier goal that may still run is preempted by it."""
         now = self.book.update(goal_id, force=True, **changes)
         assert now is not None
         for earlier in self.book.preempt_others(goal_id):
-            with self._lock:
-                handle = self._handles.pop(earlier.goal_id, None)
-                if self._waiting.get(earlier.goal_id) == "waiting":
-                    self._waiting[earlier.goal_id] = "late"  # cancelled if accepted late
+            handle = self._answers.finished(earlier.goal_id)
+            self._answers.move_on(earlier.goal_id, f"accepted after goal {goal_id} took its place")
             if handle is not None:  # a navigator that queues would run it next
-                handle.cancel_goal_async()
+                self._cancels.preempted(earlier.goal_id, handle)
         return now
 
-    def _send_action(self, goal: PoseStamped, status: GoalStatus, timeout_s: float) -> GoalStatus:
+    def _send_action(
+        self, goal: PoseStamped, status: GoalStatus, timeout_s: float, if_late: str
+    ) -> GoalStatus:
         from unique_identifier_msgs.msg import UUID
 
         name = self._action_name
@@ -279,42 +242,50 @@ class GoalSender:
         gid = status.goal_id
         request = self._action.Goal()
         request.pose = goal
-        answered = threading.Event()
         self.book.add(status)
-        with self._lock:
-            self._waiting[gid] = "waiting"
-            self._answered[gid] = answered
+        answered = self._answers.expect(gid)
         future = self._client.send_goal_async(
             request,
-            feedback_callback=lambda msg: self._on_feedback(gid, msg),
+            feedback_callback=lambda msg: self.book.update(gid, **_progress(msg.feedback)),
             goal_uuid=UUID(uuid=list(uuid.UUID(gid).bytes)),
         )
         future.add_done_callback(lambda f: self._on_answer(gid, f))
         answered.wait(max(timeout_s - (time.monotonic() - start), 0.5))
-        with self._lock:
-            late = self._waiting.get(gid) == "waiting"
-            if late:
-                self._waiting[gid] = "late"
-        if late:
-            now = self.book.update(
-                gid,
-                message=f"the navigator ({name}) did not answer within {timeout_s:g} s; if it "
-                "accepts later, the goal is cancelled at once (navigation_status tells)",
-            )
-            assert now is not None
-            return now
+        pending = f"the navigator ({name}) did not answer within {timeout_s:g} s; {if_late}"
+        self._answers.end_wait(gid, timeout_s, pending)
         now = self.book.get(gid)
         assert now is not None
         return now
+
+    def settle(self, goal_id: str, timeout_s: float) -> GoalStatus | None:
+        """Wait up to ``timeout_s`` for the navigator to answer the goal, and its cancel.
+
+        Until the goal is answered and, if it was accepted late, the navigator has answered
+        the cancel asked then (or the goal is done).
+
+        Returns:
+            The goal as it is then (None = not known).
+
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            now = self.book.get(goal_id)
+            answering = self._answers.unanswered(goal_id) or self._cancels.open(goal_id)
+            if now is None or now.done or not answering:
+                return now
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return now
+            self.book.wait(goal_id, min(left, 0.1), until_done=False)
 
     # ------------------------------------------------------------------ the navigator's answers
     def _on_answer(self, gid: str, future: Any) -> None:
         """The goal's answer (executor thread): accepted, rejected, or failed."""
         handle: Any = future.result() if future.exception() is None else None
         if handle is None:
-            self._answer(gid, None, f"failed: {future.exception()}")
+            self._answers.response(gid, None, f"failed: {future.exception()}")
         else:
-            self._answer(gid, handle, "" if handle.accepted else "rejected the goal")
+            self._answers.response(gid, handle, "" if handle.accepted else "rejected the goal")
 
     def _on_status(self, msg: Any) -> None:
         """The navigator's list of its goals (executor thread).
@@ -325,89 +296,31 @@ class GoalSender:
 
         for entry in msg.status_list:
             goal_id = entry.goal_info.goal_id
-            gid = str(uuid.UUID(bytes=bytes(goal_id.uuid)))
-            with self._lock:
-                unanswered = gid in self._waiting
-            if unanswered:
-                response = self._action.Impl.SendGoalService.Response(
-                    accepted=True, stamp=entry.goal_info.stamp
-                )
-                handle = ClientGoalHandle(self._client, goal_id, response)
-                self._answer(gid, handle, "", seen="its answer lost, seen on its status topic")
 
-    def _answer(self, gid: str, handle: Any, refused: str, seen: str = "") -> None:
-        """Take the navigator's answer once, from its response or its status topic."""
-        with self._lock:
-            waited = self._waiting.pop(gid, None)
-            if waited is None:
-                return  # answered already: the other way told first
-            answered = self._answered.pop(gid)
-            if not refused:
-                self._handles[gid] = handle
-        how = f" ({seen})" if seen else ""
-        if refused:
-            self.book.update(gid, state="rejected", message=f"the navigator {refused}")
-        elif waited == "late":
-            self.book.update(gid, force=True, message=f"accepted late{how}: cancelling it")
-            self._cancel_late(gid, handle, how)
-        else:
-            self._preempting(gid, state="running", message=f"accepted by the navigator{how}")
-        if not refused:
-            handle.get_result_async().add_done_callback(lambda f: self._on_result(gid, f))
-        answered.set()
+            def handle(goal_id: Any = goal_id, stamp: Any = entry.goal_info.stamp) -> Any:
+                response = self._action.Impl.SendGoalService.Response(accepted=True, stamp=stamp)
+                return ClientGoalHandle(self._client, goal_id, response)
 
-    def _cancel_late(self, gid: str, handle: Any, how: str) -> None:
-        """Cancel a goal accepted after its caller was answered; unknown if not acknowledged."""
-        acknowledged = threading.Event()
+            self._answers.listed(str(uuid.UUID(bytes=bytes(goal_id.uuid))), handle)
 
-        def on_cancel(future: Any) -> None:
-            if _cancel_verdict(gid, future) != "accepted":
-                return  # the timer below says what that means
-            acknowledged.set()
-            late = f"accepted after the answer's timeout{how}; cancelled at once, acknowledged"
+    def _accepted(self, gid: str, handle: Any, why: str, message: str) -> None:
+        """An acceptance, taken once (the answers' lock held): followed, or its cancel asked."""
+        if why:  # its caller has moved on
             now = self.book.get(gid)
-            if now is not None and now.state == "preempted":  # its caller knows that
-                self.book.update(gid, force=True, message=late)
-                return
+            pending = now is not None and now.state == "pending"
             self.book.update(
                 gid,
                 force=True,
-                state="cancelled_after_late_acceptance",
-                message=f"the navigator {late}",
+                message=f"{why}: cancelling it",
+                **({"state": "running"} if pending else {}),  # (a preempted one stays)
             )
-
-        handle.cancel_goal_async().add_done_callback(on_cancel)
-
-        def unacknowledged() -> None:
-            if not acknowledged.is_set():
-                self.book.update(
-                    gid,
-                    force=True,
-                    state="unknown",
-                    message="the navigator accepted it late and did not acknowledge its cancel "
-                    f"within {self._late_wait_s:g} s: it may run; cancel it on the navigator",
-                )
-
-        timer = threading.Timer(self._late_wait_s, unacknowledged)
-        timer.daemon = True
-        timer.start()
-
-    def _on_feedback(self, gid: str, msg: Any) -> None:
-        fb = msg.feedback
-        changes: dict[str, Any] = {}
-        if hasattr(fb, "distance_remaining"):
-            changes["distance_remaining_m"] = float(fb.distance_remaining)
-        if hasattr(fb, "estimated_time_remaining"):
-            changes["eta_s"] = _seconds(fb.estimated_time_remaining)
-        if hasattr(fb, "navigation_time"):
-            changes["navigation_time_s"] = _seconds(fb.navigation_time)
-        if hasattr(fb, "number_of_recoveries"):
-            changes["recoveries"] = int(fb.number_of_recoveries)
-        self.book.update(gid, **changes)
+            self._cancels.late(gid, handle, why)
+        else:
+            self._preempting(gid, state="running", message=message)
+        handle.get_result_async().add_done_callback(lambda f: self._on_result(gid, f))
 
     def _on_result(self, gid: str, future: Any) -> None:
-        with self._lock:
-            self._handles.pop(gid, None)
+        self._answers.finished(gid)
         response = future.result() if future.exception() is None else None
         if response is None:
             self.book.update(gid, state="unknown", message="no result from the navigator")
@@ -418,23 +331,18 @@ class GoalSender:
         message = "the navigator's result"
         if detail or code:
             message += f": error {code} {detail}".rstrip()
-        now = self.book.get(gid)
-        # "unknown" was what could be said without a result; a result says more
-        self.book.update(
-            gid, force=now is not None and now.state == "unknown", state=state, message=message
-        )
+        self.book.update(gid, state=state, message=message)
 
     # ------------------------------------------------------------------ cancelling
     def cancel(self, goal_id: str, timeout_s: float) -> tuple[bool, GoalStatus]:
         """Cancel one of our goals: by id, or the current one ("").
 
         A cancel counts only when the navigator says so for this goal: it is in the
-        answer's ``goals_canceling``, or its result comes back CANCELED. rclcpp's server
-        (Nav2) refuses with ``ERROR_REJECTED``; rclpy's leaves the goal out of
-        ``goals_canceling`` with return code 0: both are a refusal. Otherwise the goal's
-        message says what the navigator said (refused, no answer within ``timeout_s``, an
-        unknown goal) and its state stays what the navigator reports; an answer that comes
-        after ``timeout_s`` still updates the message.
+        answer's ``goals_canceling``, or its result comes back CANCELED (see
+        :mod:`surprise_memory.nodes.goal_cancels`). Otherwise the goal's message says
+        what the navigator said (refused, no answer within ``timeout_s``, an unknown
+        goal) and its state stays what the navigator reports; an answer that comes after
+        ``timeout_s`` still updates the message.
 
         Returns:
             Whether the navigator confirmed the cancel (or the goal had ended: nothing
@@ -453,43 +361,24 @@ class GoalSender:
         gid = status.goal_id
         if status.done:
             return True, status
-        if self._client is None:
+        if self._topic is not None:
             raise GoalRefusedError(
-                f"goal {gid} went on {self._publisher.topic_name}: a topic has no cancel (use "
+                f"goal {gid} went on {self._topic.topic_name}: a topic has no cancel (use "
                 "goal_transport action, or stop the robot through Nav2)"
             )
-        with self._lock:
-            handle = self._handles.get(gid)
-            if handle is None and self._waiting.get(gid) == "waiting":
-                self._waiting[gid] = "late"  # not answered yet: cancelled once accepted
+        with self._answers.lock:
+            handle = self._answers.handle(gid)
+            if handle is None:  # not answered yet: cancelled once accepted
+                self._answers.move_on(gid, "accepted after a cancel was asked")
         if handle is None:
             now = self.book.update(
                 gid,
                 message="cancel asked before the navigator answered the goal: not confirmed; "
-                "cancelled when it accepts",
+                "if it accepts, the navigator is asked at once to cancel it",
             )
             assert now is not None
             return False, now
-        answered = threading.Event()
-        verdicts: list[str] = []
-
-        def on_answer(future: Any) -> None:
-            verdict = _cancel_verdict(gid, future)
-            with self._lock:  # one message: the answer's, or the caller's "no answer"
-                verdicts.append(verdict)
-                self.book.update(gid, message=_CANCEL_SAID[verdict])
-            answered.set()
-
-        handle.cancel_goal_async().add_done_callback(on_answer)
-        answered.wait(timeout_s)
-        with self._lock:
-            verdict = verdicts[0] if verdicts else ""
-            if not verdict:
-                self.book.update(
-                    gid,
-                    message=f"the navigator did not answer the cancel within {timeout_s:g} s: "
-                    "not confirmed",
-                )
+        verdict = self._cancels.ask(gid, handle, timeout_s)
         if verdict in ("accepted", "ended"):  # the result follows
             self.book.wait(gid, timeout_s)
         now = self.book.get(gid) or status  # (forgotten only after 64 newer goals)

@@ -47,6 +47,7 @@ from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.episodes import CameraClock, EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.redaction import FaceRedactor
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import (
@@ -210,6 +211,7 @@ def _add_episode(
     embed: _Embedding,
     item: _CameraEpisode,
     event: SurpriseEvent | None,
+    trust: PoseTrust,
 ) -> EpisodeRecord:
     """Embed an episode's frames and store it with what its event says (writer thread)."""
     frames, embeddings = embed(item.frames.frames)
@@ -228,7 +230,16 @@ def _add_episode(
         encoder_model=encoder_model,
         encoder_pretrained=encoder_pretrained,
         camera=camera or CameraView(item.camera),
+        pose_trust=trust,
     )
+
+
+def _pose_trust(event: SurpriseEvent | None, map_id: str) -> PoseTrust:
+    """An episode's pose trust: the event's uncertainty, the map the node is on now."""
+    sigma = None
+    if event is not None and event.pose_valid and event.pose_sigma_valid:
+        sigma = float(event.pose_sigma_m)
+    return PoseTrust(sigma, map_id if event is not None and event.pose_valid else "")
 
 
 class MemoryPart:
@@ -484,7 +495,8 @@ class MemoryPart:
             self._store.note_origin(item.stamp_ns)
             return None
         event = self._events.pop((item.camera, item.frames.trigger.stamp_ns), None)
-        return _add_episode(self._store, self._embed, item, event)
+        trust = _pose_trust(event, self._navigation.map_id)
+        return _add_episode(self._store, self._embed, item, event, trust)
 
     def flush(self) -> None:
         """Store the episodes still pending (end of a bag), then close the store.

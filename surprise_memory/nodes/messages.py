@@ -109,6 +109,9 @@ def episode_to_msg(record: EpisodeRecord, jpegs: Sequence[bytes] = ()) -> Episod
         camera=record.camera.name,
         camera_frame_id=record.camera.frame_id,
         camera_pose_valid=record.camera.pose is not None,
+        pose_sigma_m=record.pose_trust.sigma_m or 0.0,
+        pose_sigma_valid=record.pose_trust.sigma_m is not None,
+        map_id=record.pose_trust.map_id,
     )
     if record.camera.pose is not None:
         msg.camera_pose = pose_to_msg(record.camera.pose)

@@ -29,6 +29,7 @@ from surprise_memory.memory.navigation import (
 )
 from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import TrustRule
 from surprise_memory.memory.store import EpisodeStoreBackend
 from surprise_memory.memory.store.records import host_session_id, resolve_robot_id
 from surprise_memory.nodes.diagnostics import NodeStats
@@ -42,6 +43,11 @@ from surprise_memory.srv import CancelNavigation, GoToEpisode, NavigationStatus
 
 __all__ = ["NavigationPart", "goal_query_from_request"]
 
+_IF_LATE = (
+    "if it accepts later, this node asks it at once to cancel the goal (navigation_status "
+    "tells what came of it)"
+)
+
 
 class NavigationPart:
     """Serves ``go_to_episode``, ``navigation_status`` and ``cancel_navigation``.
@@ -53,9 +59,10 @@ class NavigationPart:
     ``success=false`` and why not; the node keeps serving. Counted in the diagnostics:
     ``goals_sent`` (accepted, or acknowledged on the topic), ``goals_refused`` (the request
     or the episode did not allow a goal, or no navigator was there: nothing sent),
-    ``goals_rejected``, ``goals_pending`` (not answered in time: followed, and cancelled if
-    accepted late), ``goals_cancelled``; the current goal as ``goal.*`` (id, state,
-    distance remaining) and the remembered goals per state as ``goals.<state>``.
+    ``goals_rejected``, ``goals_pending`` (not answered in time: followed, and the navigator
+    asked at once to cancel it if it accepts late), ``goals_cancelled``; the current goal
+    as ``goal.*`` (id, state, distance remaining) and the remembered goals per state as
+    ``goals.<state>``.
 
     Args:
         node: The host node.
@@ -91,6 +98,11 @@ class NavigationPart:
         self._stats.set(goal_via=self._sender.via, session_id=self._session)
         self._stats.add_values(self._applied)
         self._stats.add_values(self._goal_values)
+
+    @property
+    def map_id(self) -> str:
+        """The map the robot is on now (``map_id``; "" = unknown), stored with each episode."""
+        return self._config.map_id
 
     def appliers(self) -> dict[type[ComponentConfig], Applier]:
         """Live changes (frame, stand-off, timeout; the transport and names are read-only)."""
@@ -156,7 +168,7 @@ class NavigationPart:
             if not request.dry_run:
                 earlier = self._sender.book.active()
                 status = self._sender.send(
-                    response.goal, config.goal_timeout_seconds, goal.episode.id
+                    response.goal, config.goal_timeout_seconds, goal.episode.id, _IF_LATE
                 )
         except Exception as exc:  # a bad request, or tf/Nav2 failing, never ends the node
             response.success = False
@@ -278,6 +290,7 @@ class NavigationPart:
             transform_of=transform_of,
             chosen=partial,
             facing=config.goal_facing,
+            trust=TrustRule(config.map_id, config.max_goal_uncertainty_m, request.trust_pose),
         )
 
 

@@ -3,8 +3,13 @@
 :class:`PoseSource` is the scorer's: it holds the tf buffer (where tf2_ros is installed)
 and the odometry buffer, and answers
 
-* the robot's pose at a stamp: tf ``map_frame <- robot_frame``, else the odometry, else
-  none with the reason;
+* the robot's pose at a stamp: tf ``map_frame <- robot_frame``, else the
+  ``pose_covariance_topic`` (``geometry_msgs/PoseWithCovarianceStamped``, AMCL's
+  ``/amcl_pose``), else the odometry, else none with the reason;
+* that pose's horizontal uncertainty (:func:`~surprise_memory.memory.pose_trust.position_sigma_m`):
+  the covariance of the message the pose came from; for a tf pose, that of the newest
+  ``pose_covariance_topic`` message at or before the stamp in ``map_frame`` (the
+  localiser's belief), else unknown;
 * the camera's pose at that stamp, in the robot pose's frame: tf ``map_frame <- camera
   frame`` where the robot's came from tf; else the robot's pose and the camera's mounting
   from tf (``robot_frame <- camera frame``, e.g. ``/tf_static``); else the robot's pose
@@ -16,12 +21,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from geometry_msgs.msg import PoseWithCovarianceStamped
 from nav_msgs.msg import Odometry
 from rclpy.time import Time as RclpyTime
 
 from surprise_memory.config import CameraSpec, PoseConfig
+from surprise_memory.errors import InputError
 from surprise_memory.memory.camera_view import mounting_pose
 from surprise_memory.memory.pose import Pose, PoseBuffer, compose
+from surprise_memory.memory.pose_trust import SigmaBuffer, position_sigma_m
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.messages import pose_from_msg, time_to_ns
 from surprise_memory.nodes.qos import ODOMETRY, overridable
@@ -44,7 +52,11 @@ class PoseSource:
         self._node = node
         self._stats = stats
         self._config = config
-        self._odometry = PoseBuffer(max_gap_ns=round(config.pose_tolerance_seconds * NS_PER_SECOND))
+        gap = round(config.pose_tolerance_seconds * NS_PER_SECOND)
+        self._odometry = PoseBuffer(max_gap_ns=gap)
+        self._located = PoseBuffer(max_gap_ns=gap)  # pose_covariance_topic's poses
+        self._odometry_sigmas = SigmaBuffer()
+        self._located_sigmas = SigmaBuffer()
         self._tf_buffer = self._make_tf_buffer()
 
     @property
@@ -59,7 +71,8 @@ class PoseSource:
 
     def reconfigure(self, config: PoseConfig) -> None:
         """Apply new pose settings live (the tolerance; the frame names are read-only)."""
-        self._odometry.max_gap_ns = round(config.pose_tolerance_seconds * NS_PER_SECOND)
+        gap = round(config.pose_tolerance_seconds * NS_PER_SECOND)
+        self._odometry.max_gap_ns = self._located.max_gap_ns = gap
         self._config = config
 
     def subscribe(self) -> None:
@@ -72,10 +85,20 @@ class PoseSource:
                 ODOMETRY,
                 qos_overriding_options=overridable(),
             )
+        if self._config.pose_covariance_topic:
+            # best effort and volatile: matches AMCL's reliable, transient-local publisher
+            self._node.create_subscription(
+                PoseWithCovarianceStamped,
+                self._config.pose_covariance_topic,
+                self._on_located,
+                ODOMETRY,
+                qos_overriding_options=overridable(),
+            )
 
     def clear(self) -> None:
-        """Forget the odometry (time went backwards)."""
-        self._odometry.clear()
+        """Forget the odometry and located poses (time went backwards)."""
+        for buffer in (self._odometry, self._located, self._odometry_sigmas, self._located_sigmas):
+            buffer.clear()
 
     def _make_tf_buffer(self) -> Any:
         try:
@@ -93,11 +116,20 @@ class PoseSource:
         return buffer
 
     def _on_odometry(self, msg: Odometry) -> None:
+        self._take(msg, "odometry", self._odometry, self._odometry_sigmas)
+
+    def _on_located(self, msg: PoseWithCovarianceStamped) -> None:
+        self._take(msg, "located_pose", self._located, self._located_sigmas)
+
+    def _take(self, msg: Any, what: str, poses: PoseBuffer, sigmas: SigmaBuffer) -> None:
+        """A pose with its covariance into its buffers (a non-finite one counted, dropped)."""
         pose = pose_from_msg(msg.pose.pose, msg.header.frame_id)
         if not pose.is_finite():
-            self._stats.reject("odometry", f"odometry pose with NaN/inf values: {pose}")
+            self._stats.reject(what, f"{what} pose with NaN/inf values: {pose}")
             return
-        self._odometry.add(time_to_ns(msg.header.stamp), pose)
+        stamp = time_to_ns(msg.header.stamp)
+        poses.add(stamp, pose)
+        sigmas.add(stamp, _sigma(msg.pose.covariance), pose.frame_id)
 
     def _lookup(self, target: str, source: str, stamp_ns: int) -> Pose:
         """The transform ``target <- source`` at the stamp, a pose in ``target`` (or raises).
@@ -119,6 +151,9 @@ class PoseSource:
                 return self._lookup(cfg.map_frame, cfg.robot_frame, stamp_ns), "tf"
             except Exception as exc:  # tf2 raises several lookup/extrapolation errors
                 reason = f"tf: {type(exc).__name__}"
+        pose = self._located.lookup(stamp_ns)
+        if pose is not None:
+            return pose, "pose_covariance"
         pose = self._odometry.lookup(stamp_ns)
         if pose is not None:
             return pose, "odometry"
@@ -160,6 +195,23 @@ class PoseSource:
             return latest[1], latest[0], "odometry"
         topic = f"no odometry on '{cfg.odom_topic}'" if cfg.odom_topic else "no odometry topic"
         return None, 0, f"{reason}; {topic}"
+
+    def sigma_at(self, stamp_ns: int, source: str) -> float | None:
+        """The uncertainty (metres, 1-sigma) of the pose :meth:`robot_pose` found; None = unknown.
+
+        Args:
+            stamp_ns: The stamp.
+            source: Where that pose came from (``tf``, ``pose_covariance``, ``odometry``).
+
+        """
+        gap = self._odometry.max_gap_ns
+        if source == "odometry":
+            return self._odometry_sigmas.nearest(stamp_ns, gap)
+        if source == "pose_covariance":
+            return self._located_sigmas.nearest(stamp_ns, gap)
+        if source == "tf":
+            return self._located_sigmas.latest_at(stamp_ns, self._config.map_frame)
+        return None
 
     def position_at(self, stamp_ns: int) -> tuple[float, float, float] | None:
         """The robot's position at the stamp (None when no pose is known)."""
@@ -206,3 +258,11 @@ class PoseSource:
         if camera.yaw_deg is not None:
             return compose(pose, mounting_pose(camera.yaw_deg)), "mounting yaw"
         return None, f"no camera pose ({reason}; no yaw= in cameras)"
+
+
+def _sigma(covariance: Any) -> float | None:
+    """A message's covariance as an uncertainty (None: unknown, or not 36 entries)."""
+    try:
+        return position_sigma_m(list(covariance))
+    except InputError:
+        return None

@@ -96,6 +96,15 @@ ODOMETRY = QoSProfile(
 """Odometry: best effort matches reliable and best-effort publishers; 50 deep covers a
 burst at 100 Hz while the scorer is busy."""
 
+ROBOT_POSE = QoSProfile(
+    depth=1,
+    history=HistoryPolicy.KEEP_LAST,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+"""The robot's localised pose (AMCL's ``/amcl_pose``, reliable and transient local): only
+the latest counts, and it arrives even when AMCL last published before we subscribed."""
+
 GOAL = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 """Navigation goals: reliable, volatile (an old goal must never reach a navigator that
 joins later), one deep (the newest goal is the one that counts)."""

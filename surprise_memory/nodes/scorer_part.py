@@ -225,6 +225,7 @@ class ScorerPart:
     def _publish_event(self, stream: _CameraScoring, trigger: SurpriseTrigger) -> None:
         robot = self._poses.robot_pose(trigger.stamp_ns)
         pose, source = robot
+        sigma = None if pose is None else self._poses.sigma_at(trigger.stamp_ns, source)
         camera, camera_source = self._poses.camera_pose(
             trigger.stamp_ns, robot, stream.spec, stream.frame_id
         )
@@ -235,6 +236,8 @@ class ScorerPart:
             decided=ns_to_time(trigger.decided_ns),
             pose_valid=pose is not None,
             pose_source=source,
+            pose_sigma_m=0.0 if sigma is None else sigma,
+            pose_sigma_valid=sigma is not None,
             encoder_model=self._encoder[0],
             encoder_pretrained=self._encoder[1],
             camera=stream.spec.name,

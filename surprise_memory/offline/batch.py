@@ -19,6 +19,14 @@ the episodes it stored too. They are found by their ids, ``ep-<stamp>-<tag>``, t
 being 16 hex digits of the SHA-256 of the recording's path; the same ids also stop a
 recording from being added twice to one store (the second add of an id fails).
 
+Only the job that is running may move a recording into place: each run of a job writes
+its own token into ``ROOT/.partial/<key>.commit``, a worker moves its folder into place
+holding that file locked and only if it still holds its job's token, and an interrupted
+job replaces the token of every unfinished recording (under the same lock) before it
+writes its summary. A worker that outlives the interrupt (``ray.kill`` only asks; under
+load the process may run on for a while) then finds its run refused instead of completing
+it after the summary said it was not: the summary says what the folders will say.
+
 A re-run must use the settings of the first: ``summary.json`` keeps them, and a change
 (other gamma, other models) is refused with the settings that differ: a changed memory is
 a new output, not a resumed one.
@@ -32,16 +40,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from surprise_memory.errors import ConfigError, StoreError
 from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
@@ -56,6 +66,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH_FORMAT",
+    "COMMIT_SUFFIX",
+    "INTERRUPTED",
     "PARTIAL",
     "SUMMARY_JSON",
     "BatchJob",
@@ -69,6 +81,10 @@ __all__ = [
 
 BATCH_FORMAT = "surprise_memory.batch/1"
 """Value of the ``format`` key of ``summary.json``."""
+COMMIT_SUFFIX = ".commit"
+"""Suffix of the file beside a partial folder naming the job run that may commit it."""
+INTERRUPTED = "interrupted"
+"""A commit file's text once the job was interrupted: no worker may commit."""
 SUMMARY_JSON = "summary.json"
 """File name of the job's summary in the output (or records) folder."""
 PARTIAL = ".partial"
@@ -168,6 +184,30 @@ class BatchJob:
         """A recording's folder while it runs."""
         return self.root / PARTIAL / key
 
+    @contextlib.contextmanager
+    def commit_file(self, key: str) -> Iterator[IO[str]]:
+        """The file naming the job run that may move ``key`` into place, held locked.
+
+        Yields:
+            The file, open for reading and writing at its start (its text: the token of
+            the run allowed to commit, or :data:`INTERRUPTED`).
+
+        """
+        path = self.partial_dir(key)
+        path = path.with_name(path.name + COMMIT_SUFFIX)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+", encoding="utf-8") as file:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX)  # released when the file is closed
+            file.seek(0)
+            yield file
+
+    def allow_commits(self, keys: Sequence[str], token: str) -> None:
+        """Let the run with ``token`` (and only it) move these recordings into place."""
+        for key in keys:
+            with self.commit_file(key) as file:
+                file.truncate(0)
+                file.write(token)
+
     def fingerprint(self) -> dict[str, Any]:
         """Everything that must not change between a job and its re-runs (plain JSON)."""
         settings = self.settings.as_dict()
@@ -236,14 +276,17 @@ class RecordingWorker:
 
     Args:
         job: The job.
+        token: The job run's token (:attr:`BatchRecord.token`): a recording is moved into
+            place only while its commit file holds it.
 
     Raises:
         ModelLoadError: The weights cannot be loaded.
 
     """
 
-    def __init__(self, job: BatchJob) -> None:
+    def __init__(self, job: BatchJob, token: str) -> None:
         self.job = job
+        self.token = token
         self.pipeline = OfflinePipeline(job.settings)
 
     def run(self, rec: Recording, report: Callable[[int], None]) -> TaskResult:
@@ -283,8 +326,14 @@ class RecordingWorker:
                     "robot_id_source": rec.robot_id_source,
                 },
             )
-        final.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(partial, final)
+        with job.commit_file(rec.key) as commit:
+            if commit.read() != self.token:  # interrupted: its summary says not complete
+                raise StoreError(
+                    f"{rec.path}: processed after its job was interrupted; not moved into "
+                    "place (the next run processes it again)"
+                )
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(partial, final)
         return TaskResult(
             rec.key, ok=True, units=summary.frames, value={"summary": summary.as_dict()}
         )
@@ -320,6 +369,7 @@ class BatchRecord:
         self.entries: dict[str, dict[str, Any]] = dict(old.get("recordings", {}))
         self.recordings = list(recordings)
         self.todo: list[Recording] = []
+        self.token = uuid.uuid4().hex  # this run's: only its workers may commit
         self.started_wall_ns = time.time_ns()
         self._versions = versions()
         for rec in self.recordings:
@@ -335,6 +385,7 @@ class BatchRecord:
             else:
                 self.entries[rec.key] = {**entry, "status": "pending"}
                 self.todo.append(rec)
+        job.allow_commits([rec.key for rec in self.todo], self.token)
         self.write()
 
     def _load(self) -> dict[str, Any]:
@@ -384,14 +435,23 @@ class BatchRecord:
     def close(self, interrupted: bool = False) -> None:
         """The last write: recordings not finished are ``interrupted`` (or stay pending).
 
-        Also removes the empty folders the moved runs left under ``.partial`` (here, once
-        no worker runs, rather than by each worker, whose neighbours may be creating one).
+        Interrupted, each unfinished recording's commit file is set to :data:`INTERRUPTED`
+        first (waiting for a worker that is moving its folder into place), so what the
+        summary says of it is what its folder will say. Also removes the commit files of
+        the recordings that ended, and the empty folders the moved runs left under
+        ``.partial`` (here, once no worker runs, rather than by each worker, whose
+        neighbours may be creating one).
         """
-        if interrupted:
-            for rec in self.todo:
-                entry = self.entries[rec.key]
-                if entry["status"] == "pending":  # a worker may have finished it unheard
-                    entry["status"] = "complete" if self._completed(rec) else "interrupted"
+        for rec in self.todo:
+            entry = self.entries[rec.key]
+            if interrupted and entry["status"] == "pending":
+                # a worker may have finished it unheard, or be finishing it now: once the
+                # commit file says interrupted, no worker can move it into place any more
+                self.job.allow_commits([rec.key], INTERRUPTED)
+                entry["status"] = "complete" if self._completed(rec) else "interrupted"
+            else:
+                path = self.job.partial_dir(rec.key)
+                path.with_name(path.name + COMMIT_SUFFIX).unlink(missing_ok=True)
         self.write()
         partial = self.job.root / PARTIAL
         for top, _dirs, _files in os.walk(partial, topdown=False):
@@ -495,8 +555,9 @@ def run_batch(
     interrupted = True
     try:
         if cluster is None:
+            worker_args = (job, record.token)
             run_locally(
-                RecordingWorker, (job,), record.todo, record.add, progress, on_start=on_start
+                RecordingWorker, worker_args, record.todo, record.add, progress, on_start=on_start
             )
         else:
             from surprise_memory.offline.ray_runner import run_on_ray
@@ -507,7 +568,7 @@ def run_batch(
             )
             run_on_ray(
                 RecordingWorker,
-                (job,),
+                (job, record.token),
                 record.todo,
                 record.add,
                 cluster,

@@ -503,7 +503,8 @@
     let text = `t ${fmt(hit.t, 1)} s · s ${fmt(hit.surprise)}`;
     if (withScore && hit.score !== null && hit.score !== undefined) text += ` · score ${fmt(hit.score, 3)}`;
     if (hit.distance_m !== null && hit.distance_m !== undefined) text += ` · ${fmt(hit.distance_m, 1)} m`;
-    caption.textContent = `${text} · ${hit.robot_id}` + (hit.camera ? ` · ${hit.camera}` : "");
+    caption.textContent = `${text} · ${hit.robot_id}` + (hit.camera ? ` · ${hit.camera}` : "")
+      + (hit.position && hit.pose_trust ? ` · ${hit.pose_trust.text}` : "");
     div.append(img, caption);
     div.addEventListener("click", () => openEpisode(hit.id));
     return div;
@@ -601,6 +602,7 @@
         ? `x ${fmt(pose.position[0])}, y ${fmt(pose.position[1])}, z ${fmt(pose.position[2])} m, `
           + `yaw ${fmt(pose.yaw_deg, 0)}° in ${pose.frame || "?"}`
         : "none recorded"],
+      ["pose trust", pose.valid ? ep.pose_trust.text : "no pose"],
       ["surprise", `${fmt(ep.surprise, 3)} (τ ${fmt(ep.threshold, 3)})`],
       ["encoder", `${ep.encoder.model}${ep.encoder.pretrained ? "" : " (UNTRAINED)"}`],
       ["embedder", `${ep.embedder.model}${ep.embedder.pretrained ? "" : " (UNTRAINED)"}`],

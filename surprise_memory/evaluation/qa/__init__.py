@@ -20,8 +20,13 @@ scores the answers the way ReMEmbR's and DAAAM's evaluation code does:
   OpenAI-compatible chat-completions endpoint, using the package's own agent tool;
 * :mod:`.run`: a run folder (every answer, score and transcript; the summary; the
   settings), resumable;
+* :mod:`.consistency`: the questions of a file that disagree with themselves (an answer
+  seen outside the question's window or after its asking, units that disagree);
 * :mod:`.world_questions`: questions generated from the ground truth of our long-horizon
-  synthetic world (:mod:`surprise_memory.offline.synthetic.qa_world`).
+  synthetic world (:mod:`surprise_memory.offline.synthetic.qa_world`);
+* :mod:`.place_questions`: its second round (landmarks, a second pass:
+  :mod:`surprise_memory.offline.synthetic.qa_places`), in OC-NaVQA's mix of types, with
+  still-there and lure questions.
 
 ``surprise-memory eval-qa`` (:mod:`surprise_memory.cli.qa`) drives it. Nothing here
 imports rclpy (a memory node's service is reached through the retriever the caller passes).

@@ -23,7 +23,13 @@ episode after the moment the question is asked, and every call lands in the tran
 * *duration*: a question "... between A and B?" searches A and B apart (each chosen as
   above); the answer is the minutes between the two episodes. Other phrasings stay
   unanswered.
-* *text*: unanswered (a sentence needs a language model).
+* *places* (the QA world's second round, :mod:`.place_questions`): a question that names
+  a place as ``x=.. m, y=.. m`` searches only within ``place_radius_m`` of it. "Is the X
+  you passed at ... still there?" is yes when the *latest* view of the place (the latest
+  episode or place keyframe there) matches X by ``still_threshold``: the memory's last
+  look at the place decides, not its best one. "What stood ... at ...: A or B?" answers
+  the choice that matches the place's views best.
+* *text*: otherwise unanswered (a sentence needs a language model).
 """
 
 from __future__ import annotations
@@ -65,6 +71,10 @@ _WORD_RE = re.compile(r"[A-Za-z0-9'-]+")
 _LATEST_RE = re.compile(r"\b(last|latest|most recent(ly)?)\b", re.IGNORECASE)
 _EARLIEST_RE = re.compile(r"\b(first|earliest)\b", re.IGNORECASE)
 _BETWEEN_RE = re.compile(r"\bbetween\s+(.+?)\s+and\s+(.+?)[\s?.!]*$", re.IGNORECASE)
+_PLACE_RE = re.compile(r"\bx=(-?\d+(?:\.\d+)?) m, y=(-?\d+(?:\.\d+)?) m")
+_STILL_RE = re.compile(r"\bstill (there|standing)\b", re.IGNORECASE)
+_CHOICE_RE = re.compile(r":\s*(.+?)\s+or\s+(.+?)[\s?.!]*$")
+_PLACE_WORDS = frozenset({"still", "there", "standing", "passed", "stood", "by", "street", "the"})
 
 
 class QuestionError(SurpriseMemoryError):
@@ -192,23 +202,42 @@ class RetrievalAnswerer:
     Args:
         yes_threshold: Similarity from which a binary question is answered yes.
         max_results: Episodes read per search.
+        still_threshold: Similarity of a place's latest view from which "still there?"
+            is answered yes; None = ``yes_threshold``.
+        place_radius_m: How far from a place named in a question its views are searched.
 
     Raises:
-        InputError: ``max_results`` below 1.
+        InputError: ``max_results`` below 1, or a radius not above 0.
 
     """
 
     name = "retrieval"
 
-    def __init__(self, yes_threshold: float, max_results: int = 20) -> None:
+    def __init__(
+        self,
+        yes_threshold: float,
+        max_results: int = 20,
+        *,
+        still_threshold: float | None = None,
+        place_radius_m: float = 5.0,
+    ) -> None:
         if max_results < 1:
             raise InputError(f"max_results={max_results}: must be >= 1")
+        if not place_radius_m > 0:
+            raise InputError(f"place_radius_m={place_radius_m}: must be > 0")
         self._threshold = float(yes_threshold)
+        self._still = self._threshold if still_threshold is None else float(still_threshold)
+        self._radius = float(place_radius_m)
         self._k = max_results
 
     def settings(self) -> dict[str, Any]:
-        """The threshold and the episodes per search."""
-        return {"qa_yes_threshold": self._threshold, "qa_max_results": self._k}
+        """The thresholds, the episodes per search and the place radius."""
+        return {
+            "qa_yes_threshold": self._threshold,
+            "qa_max_results": self._k,
+            "still_threshold": self._still,
+            "place_radius_m": self._radius,
+        }
 
     def answer(self, question: Question, memory: Memory) -> AnswerResult:
         """Answer ``question`` from ``memory`` (see the module docstring); never raises."""
@@ -228,6 +257,10 @@ class RetrievalAnswerer:
         details: dict[str, Any],
     ) -> Answer | None:
         kind = question.type
+        place = _PLACE_RE.search(question.text)
+        if place is not None and kind in ("binary", "text"):
+            at = [float(place.group(1)), float(place.group(2)), 0.0]
+            return self._at_place(question, memory, at, transcript, details)
         if kind == "text":
             details["note"] = "text questions stay unanswered without a language model"
             return None
@@ -242,12 +275,63 @@ class RetrievalAnswerer:
         chosen = self._choose(tool, question.text, transcript)
         if chosen is None or kind == "time":
             return None if chosen is None else Answer(time_s=float(chosen["time"]))
-        position = chosen.get("position")
-        if position is None:
-            details["note"] = "the chosen episode has no pose"
+        return _position_of(chosen, details)
+
+    def _at_place(
+        self,
+        question: Question,
+        memory: Memory,
+        at: list[float],
+        transcript: list[dict[str, Any]],
+        details: dict[str, Any],
+    ) -> Answer | None:
+        """A question about the place ``at``: still there (binary), or which choice (text)."""
+        tool = memory.tool(question, max_results_cap=self._k)
+        text = _PLACE_RE.sub(" ", question.text)
+        choice = _CHOICE_RE.search(text) if question.type == "text" else None
+        if question.type == "text" and choice is None:
+            details["note"] = "a text question about a place is answered only as 'A or B?'"
             return None
-        x, y, z = (float(v) for v in position)
-        return Answer(position=(x, y, z))
+        if choice is not None:
+            best: dict[str, float] = {}
+            for option in choice.groups():
+                near = self._near(tool, option, at, transcript)
+                best[option] = max((_similarity(e) or -1.0 for e in near), default=-1.0)
+            details["choices"] = best
+            if max(best.values()) == -1.0:
+                details["note"] = "nothing of the place in memory"
+                return None
+            return Answer(text=max(best, key=lambda o: best[o]))
+        near = self._near(tool, text, at, transcript)
+        if not _STILL_RE.search(question.text):
+            best_near = max((_similarity(e) or -1.0 for e in near), default=None)
+            details["best_similarity"] = best_near
+            return Answer(yes=best_near is not None and best_near >= self._threshold)
+        if not near:
+            details["note"] = "nothing of the place in memory"
+            return Answer(yes=False)
+        latest = max(near, key=lambda e: float(e["time"]))
+        details["latest_similarity"] = _similarity(latest)
+        details["latest_time"] = float(latest["time"])
+        return Answer(yes=(_similarity(latest) or -1.0) >= self._still)
+
+    def _near(
+        self,
+        tool: EpisodicMemoryTool,
+        text: str,
+        at: list[float],
+        transcript: list[dict[str, Any]],
+    ) -> list[dict[str, Any]]:
+        words = [w for w in search_words(text).split() if w.lower() not in _PLACE_WORDS]
+        result = search_memory(
+            tool,
+            transcript,
+            query=" ".join(words) or text,
+            position=at,
+            radius=self._radius,
+            max_results=self._k,
+        )
+        return list(result["episodes"])
 
     def _duration(
         self,
@@ -288,6 +372,15 @@ class RetrievalAnswerer:
         if _EARLIEST_RE.search(text):
             return min(matching, key=lambda e: float(e["time"]))
         return episodes[0]
+
+
+def _position_of(episode: dict[str, Any], details: dict[str, Any]) -> Answer | None:
+    position = episode.get("position")
+    if position is None:
+        details["note"] = "the chosen episode has no pose"
+        return None
+    x, y, z = (float(v) for v in position)
+    return Answer(position=(x, y, z))
 
 
 def _similarity(episode: dict[str, Any]) -> float | None:

@@ -37,28 +37,36 @@ each question's ``origin_ns`` is that start time.
 
 **Current time.** The CSV does not say when each question is asked. ReMEmbR's
 ``remembr/data/navqa/<seq>/qa_unfilled.json`` does (``end_time``, Unix seconds, per
-question ``id``); :func:`read_remembr_question_times` reads that folder for
-``asked_at_s``. Without it, a question is asked after the whole sequence (DAAAM's
-OC-NaVQA widened every question's context to "from the beginning of the sequence until
-the current time").
+question ``id``, and the window's ``start_time``); :func:`read_remembr_question_windows`
+reads that folder for ``window_start_s`` and ``asked_at_s``. Without it, a question is
+asked after the whole sequence (DAAAM's OC-NaVQA widened every question's context to
+"from the beginning of the sequence until the current time").
 
 **Rows that cannot be used** are reported with their first line and why. In DAAAM's file
 the odd one out is the header: it names ten columns (the tenth, ``" GT Response
 FullSeq"``, with a leading space) while each of the 210 question rows has nine fields;
 that column is in no row, which :func:`read_oc_navqa` notes without losing a question.
+
+**Questions that disagree with themselves** are kept and listed
+(:attr:`~.questions.QuestionFile.inconsistent`, :mod:`.consistency`): each keeps its clock
+times as ``evidence_s``, and a duration's parsable minutes are checked against its clock
+times and its text answer here, where the numbers are read as written.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from surprise_memory.errors import InputError
+from surprise_memory.evaluation.qa.consistency import duration_problems
 from surprise_memory.evaluation.qa.questions import (
     QUESTION_TYPES,
     Answer,
@@ -76,6 +84,7 @@ __all__ = [
     "clock_seconds",
     "read_oc_navqa",
     "read_remembr_question_times",
+    "read_remembr_question_windows",
 ]
 
 START_TIMES: dict[str, float] = {
@@ -142,20 +151,20 @@ def clock_seconds(clock: str, start_unix: float) -> float:
     return offset
 
 
-def read_remembr_question_times(folder: str | Path) -> dict[str, float]:
-    """Each question's current time (Unix seconds) from ReMEmbR's ``navqa`` folder.
+def read_remembr_question_windows(folder: str | Path) -> dict[str, tuple[float, float]]:
+    """Each question's own window (Unix seconds) from ReMEmbR's ``navqa`` folder.
 
     Args:
         folder: ReMEmbR's ``remembr/data/navqa`` (``<seq>/qa_unfilled.json`` inside).
 
     Returns:
-        ``{question id: end_time}``.
+        ``{question id: (start_time, end_time)}``; the end is when it is asked.
 
     Raises:
         InputError: No ``qa_unfilled.json`` in it, or one cannot be read.
 
     """
-    found: dict[str, float] = {}
+    found: dict[str, tuple[float, float]] = {}
     files = sorted(Path(folder).glob("*/qa_unfilled.json"))
     if not files:
         raise InputError(f"{folder}: no <sequence>/qa_unfilled.json (ReMEmbR's data/navqa)")
@@ -163,10 +172,23 @@ def read_remembr_question_times(folder: str | Path) -> dict[str, float]:
         try:
             items = json.loads(path.read_text(encoding="utf-8"))["data"]
             for item in items:
-                found[str(item["id"])] = finite(item["end_time"], f"{path}: end_time")
+                found[str(item["id"])] = (
+                    finite(item["start_time"], f"{path}: start_time"),
+                    finite(item["end_time"], f"{path}: end_time"),
+                )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"cannot read {path}: {exc}") from None
     return found
+
+
+def read_remembr_question_times(folder: str | Path) -> dict[str, float]:
+    """Each question's current time (Unix seconds, ``end_time``) from ReMEmbR's folder.
+
+    Raises:
+        InputError: As :func:`read_remembr_question_windows`.
+
+    """
+    return {qid: end for qid, (_, end) in read_remembr_question_windows(folder).items()}
 
 
 def read_oc_navqa(
@@ -174,6 +196,7 @@ def read_oc_navqa(
     *,
     start_times: Mapping[str, float] | None = None,
     question_times: Mapping[str, float] | None = None,
+    question_windows: Mapping[str, tuple[float, float]] | None = None,
 ) -> QuestionFile:
     """Read OC-NaVQA's CSV (DAAAM's ``data/oc-navqa_data.csv``, or a file of its format).
 
@@ -182,9 +205,13 @@ def read_oc_navqa(
         start_times: Time zero per sequence id, Unix seconds (default :data:`START_TIMES`).
         question_times: Current time per question id, Unix seconds
             (:func:`read_remembr_question_times`); None = after the whole sequence.
+        question_windows: ``(start, end)`` per question id, Unix seconds
+            (:func:`read_remembr_question_windows`): the end is the current time (it
+            replaces ``question_times``), the start is kept to check the answer's time.
 
     Returns:
-        The questions; each row that cannot be used with its first line and the reason.
+        The questions; each row that cannot be used with its first line and the reason;
+        the duration questions whose units disagree (:mod:`.consistency`).
 
     Raises:
         InputError: The file cannot be read, or a needed column is missing.
@@ -192,6 +219,9 @@ def read_oc_navqa(
     """
     path = Path(path)
     starts = dict(START_TIMES if start_times is None else start_times)
+    windows = dict(question_windows or {})
+    if question_times is not None:
+        windows = {qid: (math.nan, end) for qid, end in question_times.items()} | windows
     out = QuestionFile(path)
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
@@ -207,20 +237,16 @@ def read_oc_navqa(
                 if not any(cell.strip() for cell in row):
                     continue
                 try:
-                    out.questions.append(
-                        _question(
-                            row,
-                            len(header),
-                            columns,
-                            starts=starts,
-                            question_times=question_times,
-                            where=f"{path.name}:{first}",
-                        )
+                    question, problems = _question(
+                        row, len(header), columns, starts=starts, windows=windows
                     )
                 except InputError as exc:
                     out.rejected.append((first, str(exc)))
-                else:
-                    widths.append(len(row))
+                    continue
+                out.questions.append(replace(question, source=f"{path.name}:{first}"))
+                if problems:
+                    out.inconsistent[question.id] = problems
+                widths.append(len(row))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"cannot read {path}: {exc}") from None
     _note_unfilled(out, header, widths)
@@ -251,9 +277,8 @@ def _question(
     columns: dict[str, int],
     *,
     starts: Mapping[str, float],
-    question_times: Mapping[str, float] | None,
-    where: str,
-) -> Question:
+    windows: Mapping[str, tuple[float, float]],
+) -> tuple[Question, list[str]]:
     if len(row) > width:
         raise InputError(f"{len(row)} fields, but the header names {width} columns")
 
@@ -277,11 +302,13 @@ def _question(
     clocks = [c for c in cell("timestamp").split(",") if c.strip()]
     times = [clock_seconds(c, start) for c in clocks]
     qid = cell("id")
-    asked = None
-    if question_times is not None and qid in question_times:
-        asked = max(0.0, question_times[qid] - start)
+    asked = window_start = None
+    if qid in windows:
+        low, high = windows[qid]
+        asked = max(0.0, high - start)
+        window_start = None if math.isnan(low) else max(0.0, low - start)
     horizon = _HORIZON_RE.search(qid)
-    return Question(
+    question = Question(
         id=qid,
         sequence=sequence,
         text=cell("question"),
@@ -291,8 +318,18 @@ def _question(
         horizon=horizon.group(1) if horizon else "",
         asked_at_s=asked,
         origin_ns=round(start * NS_PER_SECOND),
-        source=where,
+        evidence_s=tuple(times),
+        window_start_s=window_start,
     )
+    problems = []
+    if kind == "duration":  # the parsable minutes were checked as a number just above
+        problems = duration_problems(
+            cell("parsable"),
+            span_s=times[1] - times[0] if len(times) == 2 else None,
+            answer_text=cell("text_answer"),
+            question=cell("question"),
+        )
+    return question, problems
 
 
 def _truth(kind: str, cell: Any, times: list[float]) -> Answer:

@@ -1,8 +1,9 @@
 """Question files: reading OC-NaVQA's CSV or our JSON Lines by the suffix, writing ours.
 
 :func:`read_questions` picks the reader by the file's suffix (``.csv``:
-:func:`~.oc_navqa.read_oc_navqa`; ``.jsonl``: our format, :mod:`.questions`) and checks
-that ids are unique; :func:`write_questions` writes our format.
+:func:`~.oc_navqa.read_oc_navqa`; ``.jsonl``: our format, :mod:`.questions`), checks
+that ids are unique and lists the questions that disagree with themselves
+(:mod:`.consistency`); :func:`write_questions` writes our format.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.errors import InputError
+from surprise_memory.evaluation.qa.consistency import check_questions
 from surprise_memory.evaluation.qa.oc_navqa import read_oc_navqa
 from surprise_memory.evaluation.qa.questions import (
     Question,
@@ -32,7 +34,8 @@ def read_questions(path: str | Path, **options: Any) -> QuestionFile:
         **options: For the CSV: those of :func:`~.oc_navqa.read_oc_navqa`.
 
     Returns:
-        The questions, and every line that could not be used with the reason.
+        The questions, every line that could not be used with the reason, and the
+        questions that disagree with themselves (``inconsistent``, with the reasons).
 
     Raises:
         InputError: The file cannot be read, has no usable question, its format is not
@@ -54,6 +57,7 @@ def read_questions(path: str | Path, **options: Any) -> QuestionFile:
             f"question file {str(path)!r}: expected OC-NaVQA's .csv or our .jsonl format"
         )
     check_unique_ids(read.questions)
+    check_questions(read)
     if not read.questions:
         reasons = "; ".join(f"line {n}: {why}" for n, why in read.rejected[:3])
         raise InputError(f"{path}: no usable question" + (f" ({reasons})" if reasons else ""))

@@ -27,7 +27,10 @@ DAAAM and ReMEmbR cut theirs; None = the whole recording.
      "origin_ns": 1700000000000000000}
 
 ``answer`` holds the one key of the type (``yes``, ``position``, ``time_s``, ``minutes``,
-``text``); ``category``, ``horizon``, ``asked_at_s`` and ``origin_ns`` may be left out.
+``text``); ``category``, ``horizon``, ``asked_at_s`` and ``origin_ns`` may be left out, and
+so may ``evidence_s`` (when the answer was seen, seconds since the origin: OC-NaVQA's
+"Timestamp with answer") and ``window_start_s`` (the start of the question's own window,
+ReMEmbR's ``start_time``; ``asked_at_s`` is its end), which :mod:`.consistency` checks.
 :mod:`.question_files` reads and writes it (and reads OC-NaVQA's CSV, by the file's
 suffix); a line that cannot be used is reported with its number and why, never skipped
 silently.
@@ -118,6 +121,10 @@ class Question:
         origin_ns: Time zero of the question's times (int ns since the epoch); None = the
             store's origin.
         source: Where it was read (``file:line``), for messages.
+        evidence_s: When the answer was seen, seconds since the origin (OC-NaVQA's
+            "Timestamp with answer"; two for a duration); empty = not known.
+        window_start_s: Start of the question's own window (ReMEmbR's ``start_time``),
+            seconds since the origin; None = not known.
 
     """
 
@@ -131,6 +138,8 @@ class Question:
     asked_at_s: float | None = None
     origin_ns: int | None = None
     source: str = ""
+    evidence_s: tuple[float, ...] = ()
+    window_start_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The question as one line of our JSON Lines format."""
@@ -146,8 +155,10 @@ class Question:
             ("horizon", self.horizon),
             ("asked_at_s", self.asked_at_s),
             ("origin_ns", self.origin_ns),
+            ("evidence_s", list(self.evidence_s)),
+            ("window_start_s", self.window_start_s),
         ):
-            if value not in ("", None):
+            if value not in ("", None, []):
                 out[key] = value
         return out
 
@@ -162,6 +173,9 @@ class QuestionFile:
         rejected: ``(line, reason)`` of each row or line that could not be used.
         notes: Things about the file worth saying that cost no question (e.g. a header
             column that no row fills).
+        inconsistent: ``{question id: reasons}`` of the questions whose own fields disagree
+            (an answer seen outside the question's window or after it is asked, units
+            that disagree: :mod:`.consistency`); they are kept, and listed.
 
     """
 
@@ -169,6 +183,7 @@ class QuestionFile:
     questions: list[Question] = field(default_factory=list)
     rejected: list[tuple[int, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    inconsistent: dict[str, list[str]] = field(default_factory=dict)
 
     def counts(self, key: str) -> dict[str, int]:
         """Questions per value of ``key`` (``type``, ``sequence``, ``category``, ``horizon``)."""
@@ -209,7 +224,7 @@ def question_from_dict(item: Any, source: str = "") -> Question:
     unknown = sorted(
         set(item)
         - {"id", "sequence", "type", "question", "answer", "category", "horizon"}
-        - {"asked_at_s", "origin_ns"}
+        - {"asked_at_s", "origin_ns", "evidence_s", "window_start_s"}
     )
     if unknown:
         raise InputError(f"unknown fields {unknown}")
@@ -220,6 +235,10 @@ def question_from_dict(item: Any, source: str = "") -> Question:
     if not isinstance(answer, Mapping) or set(answer) != {ANSWER_KEYS[kind]}:
         raise InputError(f"answer: a {kind} question needs {{{ANSWER_KEYS[kind]!r}: ...}}")
     asked = item.get("asked_at_s")
+    start = item.get("window_start_s")
+    evidence = item.get("evidence_s", [])
+    if isinstance(evidence, str) or not isinstance(evidence, Sequence):
+        raise InputError(f"evidence_s={evidence!r}: must be a list of seconds")
     origin = item.get("origin_ns")
     if origin is not None and (isinstance(origin, bool) or not isinstance(origin, int)):
         raise InputError(f"origin_ns={origin!r}: must be an integer of ns since the epoch")
@@ -234,6 +253,8 @@ def question_from_dict(item: Any, source: str = "") -> Question:
         asked_at_s=None if asked is None else finite(asked, "asked_at_s", low=0.0),
         origin_ns=origin,
         source=source,
+        evidence_s=tuple(finite(t, "evidence_s", low=0.0) for t in evidence),
+        window_start_s=None if start is None else finite(start, "window_start_s", low=0.0),
     )
 
 

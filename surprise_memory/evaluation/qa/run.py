@@ -194,6 +194,12 @@ def _scored(run: QaRun) -> list[ScoredAnswer]:
 def write_summary(run: QaRun) -> dict[str, Any]:
     """Summarise the run's last attempts into ``summary.json`` and ``summary.md``."""
     extra: dict[str, Any] = {"answerer": run.settings.get("answerer", {}).get("name")}
+    inconsistent = run.settings.get("inconsistent")
+    if inconsistent:
+        extra["inconsistent"] = {
+            "count": len(inconsistent["questions"]),
+            "left_out": bool(inconsistent["left_out"]),
+        }
     if extra["answerer"] == "retrieval":
         by_id = {q.id: q for q in run.questions}
         pairs = [

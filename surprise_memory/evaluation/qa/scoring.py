@@ -283,4 +283,13 @@ def summary_markdown(summary: Mapping[str, Any], title: str = "QA run") -> str:
         lines.append("")
     runs = summary["all"]["runs"]
     lines.append(f"Mean ± sample standard deviation over {runs} run(s) where there are several.")
+    inconsistent = summary.get("inconsistent", {})
+    if inconsistent.get("count"):
+        how = "left out (--skip-inconsistent)" if inconsistent["left_out"] else "asked and scored"
+        lines += [
+            "",
+            f"{inconsistent['count']} question(s) of the file disagree with themselves (an "
+            f"answer seen outside the question's window or after it is asked, or units that "
+            f"disagree): {how}; settings.json lists them and why.",
+        ]
     return "\n".join(lines) + "\n"

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from surprise_memory.config import StoreConfig
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
@@ -150,6 +151,7 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
         camera: CameraView | None = None,
         kind: str = "episode",
         place_key: str = "",
+        pose_trust: PoseTrust | None = None,
     ) -> EpisodeRecord:
         """Store one record durably (an episode or a place keyframe), then apply its bounds.
 
@@ -182,6 +184,8 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
             place_key: A place keyframe's place
                 (a :class:`~surprise_memory.memory.places.PlaceKeyframeDecision`'s);
                 "" for an episode.
+            pose_trust: The pose's horizontal uncertainty and map
+                (:mod:`~surprise_memory.memory.pose_trust`); None = unknown.
 
         Returns:
             The stored record.

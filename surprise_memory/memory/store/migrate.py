@@ -34,6 +34,7 @@ import numpy as np
 
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import StoreError
+from surprise_memory.memory.pose_trust import trust_values
 from surprise_memory.memory.store.camera_columns import camera_values
 from surprise_memory.memory.store.factory import describe_location, open_store
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
@@ -93,6 +94,7 @@ def episode_digest(store: EpisodeStoreBackend, episode_id: str) -> str:
         list(camera_values(rec.camera)),
         rec.kind,
         rec.place_key,
+        list(trust_values(rec.pose_trust)),
     ]
     h = hashlib.sha256(json.dumps(fields).encode())
     for jpeg in rec.load_jpegs():

@@ -29,6 +29,7 @@ from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.places import EPISODE, check_record_kind
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import PoseTrust, check_pose_trust
 from surprise_memory.memory.retrieval import check_robot_id
 from surprise_memory.memory.store.camera_columns import check_camera, pose_values
 from surprise_memory.memory.store.frame_files import EPISODE_ID_RE, FRAMES_DIR, FrameFiles
@@ -109,6 +110,8 @@ class EpisodeRecord:
             :mod:`~surprise_memory.memory.places`).
         place_key: A place keyframe's place (:func:`~surprise_memory.memory.places.place_key`);
             "" for an episode.
+        pose_trust: The pose's uncertainty and map (unknown by default;
+            :mod:`~surprise_memory.memory.pose_trust`).
         root: The store folder, to load the frames (not part of equality).
         jpeg_source: Where the frames are read from when they are not files (the
             PostgreSQL backend); not part of equality.
@@ -135,6 +138,7 @@ class EpisodeRecord:
     camera: CameraView = field(default_factory=CameraView)
     kind: str = EPISODE
     place_key: str = ""
+    pose_trust: PoseTrust = field(default_factory=PoseTrust)
     root: Path | None = field(default=None, repr=False, compare=False)
     jpeg_source: JpegSource | None = field(default=None, repr=False, compare=False)
 
@@ -456,6 +460,7 @@ def new_episode(
     camera: CameraView | None = None,
     kind: str = EPISODE,
     place_key: str = "",
+    pose_trust: PoseTrust | None = None,
 ) -> tuple[EpisodeRecord, npt.NDArray[np.float32]]:
     """Check what an add received and make its record (both backends' first step).
 
@@ -479,13 +484,15 @@ def new_episode(
         camera: The camera that saw it (None = the one unnamed camera, pose unknown).
         kind: ``"episode"`` or ``"place"`` (see :class:`EpisodeRecord`).
         place_key: A place's key; "" for an episode.
+        pose_trust: The pose's uncertainty and map (None = unknown).
 
     Returns:
         The record (frame paths ``frames/<id>/NN.jpg``, no ``root`` or ``jpeg_source``
         yet) and the unit-norm embeddings, (frames, D) float32.
 
     Raises:
-        InputError: A frame, the embeddings, a field, the pose, the kind or an id is invalid.
+        InputError: A frame, the embeddings, a field, the pose (or its trust), the kind or
+            an id is invalid.
 
     """
     check_frames(frames)
@@ -527,6 +534,7 @@ def new_episode(
         camera=camera,
         kind=kind,
         place_key=place_key,
+        pose_trust=PoseTrust() if pose_trust is None else check_pose_trust(pose_trust),
     )
     return record, unit
 
@@ -553,8 +561,8 @@ def checked_import(
 
     Raises:
         InputError: Counts of frames, JPEGs and embeddings differ, a JPEG is empty, the
-            embeddings are not finite non-zero rows, or the id, robot id, camera or kind
-            is invalid.
+            embeddings are not finite non-zero rows, or the id, robot id, camera, pose
+            trust or kind is invalid.
 
     """
     checked_episode_id(record.id, record.stamp_ns)
@@ -562,6 +570,7 @@ def checked_import(
     check_robot_id(record.robot_id)
     check_session_id(record.session_id)
     check_camera(record.camera)
+    check_pose_trust(record.pose_trust)
     EmbeddingIndex.normalise(embeddings)  # the checks; the values are kept as given
     emb = np.asarray(embeddings, dtype=np.float32)
     n = len(record.frame_stamps_ns)

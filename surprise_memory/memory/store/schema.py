@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import TRUST_COLUMNS, trust_from_row, trust_values
 from surprise_memory.memory.store.camera_columns import (
     CAMERA_COLUMN_TYPES,
     CAMERA_COLUMNS,
@@ -60,7 +61,7 @@ __all__ = [
     "upsert_meta",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Version of the database schema written by this code (``PRAGMA user_version``).
 
 1. The tables below; ``meta.origin_ns`` was the earliest *trigger* stamp.
@@ -82,6 +83,8 @@ SCHEMA_VERSION = 7
    :mod:`~surprise_memory.memory.places`) and ``episodes.place_key``, indexed with the
    stamp for the places' latest views: the rows of older versions are episodes.
    Migrated by :func:`_add_places`.
+8. ``episodes.pose_sigma_m`` and ``map_id`` (:mod:`~surprise_memory.memory.pose_trust`):
+   older rows get unknown (NULL, ""). Migrated by :func:`_add_pose_trust`.
 """
 
 DB_NAME = "episodes.sqlite3"
@@ -187,6 +190,12 @@ def _add_places(conn: sqlite3.Connection) -> None:
     )
 
 
+def _add_pose_trust(conn: sqlite3.Connection) -> None:
+    """7 -> 8: add ``pose_sigma_m`` and ``map_id``; the rows stored before: unknown."""
+    conn.execute("ALTER TABLE episodes ADD COLUMN pose_sigma_m REAL")
+    conn.execute("ALTER TABLE episodes ADD COLUMN map_id TEXT NOT NULL DEFAULT ''")
+
+
 _MIGRATIONS: dict[int, Migration] = {
     1: _origin_from_frames,
     2: _add_robot_id,
@@ -194,6 +203,7 @@ _MIGRATIONS: dict[int, Migration] = {
     4: _add_session_id,
     5: _add_cameras,
     6: _add_places,
+    7: _add_pose_trust,
 }
 """Schema steps: ``_MIGRATIONS[v]`` turns a version-v database into version v+1.
 
@@ -206,8 +216,9 @@ _EPISODE_COLUMNS = (
     "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
     "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
     "embedder_model, embedder_pretrained, created_wall_ns, nbytes, robot_id, session_id, "
-    "kind, place_key, " + CAMERA_COLUMNS
+    "kind, place_key, " + CAMERA_COLUMNS + ", " + TRUST_COLUMNS
 )
+_TRUST_AT = 26 + len(CAMERA_COLUMN_TYPES)  # where the trust's columns start in a row
 _SELECT_EPISODES_BY_SEQ = (
     "SELECT " + _EPISODE_COLUMNS + " FROM episodes WHERE seq IN (SELECT value FROM json_each(?))"
 )
@@ -221,8 +232,10 @@ _INSERT_EPISODE = (
     "encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
     "created_wall_ns, nbytes, robot_id, session_id, kind, place_key, "
     + CAMERA_COLUMNS
+    + ", "
+    + TRUST_COLUMNS
     + ") VALUES ("
-    + ", ".join("?" * (25 + len(CAMERA_COLUMN_TYPES)))
+    + ", ".join("?" * (27 + len(CAMERA_COLUMN_TYPES)))
     + ")"
 )
 
@@ -416,7 +429,8 @@ def insert_episode(
 
     """
     values = (rec.id, *episode_values(rec), nbytes, rec.robot_id, rec.session_id, rec.kind)
-    cur = conn.execute(_INSERT_EPISODE, (*values, rec.place_key, *camera_values(rec.camera)))
+    tail = (rec.place_key, *camera_values(rec.camera), *trust_values(rec.pose_trust))
+    cur = conn.execute(_INSERT_EPISODE, (*values, *tail))
     seq = cur.lastrowid
     assert seq is not None
     conn.executemany(
@@ -499,7 +513,8 @@ def select_records(
             session_id=row[23],
             kind=row[24],
             place_key=row[25],
-            camera=camera_from_row(row[26:]),
+            camera=camera_from_row(row[26:_TRUST_AT]),
+            pose_trust=trust_from_row(row[_TRUST_AT:]),
             root=root,
         )
     return out

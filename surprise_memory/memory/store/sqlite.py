@@ -75,6 +75,7 @@ from surprise_memory.errors import ConfigError, StoreError
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.base import StoreFront
@@ -216,6 +217,7 @@ class EpisodeStore(StoreFront):
         camera: CameraView | None = None,
         kind: str = EPISODE,
         place_key: str = "",
+        pose_trust: PoseTrust | None = None,
     ) -> EpisodeRecord:
         """Store one episode durably, then apply its robot's disk budget.
 
@@ -242,6 +244,7 @@ class EpisodeStore(StoreFront):
             camera=camera,
             kind=kind,
             place_key=place_key,
+            pose_trust=pose_trust,
         )
         record = with_source(record, root=self._root)
         folder = self._folder

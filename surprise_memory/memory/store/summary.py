@@ -37,6 +37,9 @@ class EpisodeSummary(NamedTuple):
         view_yaw: Where that camera looked, radians about z in ``pose_frame``'s ground
             plane (NaN when its pose is unknown): a map's arrow.
         kind: ``"episode"`` (a surprise episode) or ``"place"`` (a place keyframe).
+        pose_sigma_m: Its pose's horizontal 1-sigma uncertainty in metres (NaN = unknown;
+            :mod:`~surprise_memory.memory.pose_trust`).
+        map_id: The map its pose is on ("" = unknown).
 
     """
 
@@ -53,6 +56,8 @@ class EpisodeSummary(NamedTuple):
     camera: str = ""
     view_yaw: float = math.nan
     kind: str = "episode"
+    pose_sigma_m: float = math.nan
+    map_id: str = ""
 
     @property
     def position(self) -> tuple[float, float, float]:
@@ -67,7 +72,7 @@ class EpisodeSummary(NamedTuple):
         only the NULL threshold and SQLite's 0/1 for a boolean need converting.
         """
         ep_id, robot, stamp, surprise, threshold, valid, x, y, z, frame = row[:10]
-        camera, camera_valid, *q, kind = row[10:]
+        camera, camera_valid, *q, kind, sigma, map_id = row[10:]
         yaw = None
         if camera_valid:
             yaw = viewing_yaw(Pose(qx=q[0], qy=q[1], qz=q[2], qw=q[3]))
@@ -85,11 +90,14 @@ class EpisodeSummary(NamedTuple):
             camera,
             math.nan if yaw is None else yaw,
             kind,
+            math.nan if sigma is None else sigma,
+            map_id,
         )
 
 
 SUMMARY_COLUMNS = (
     "id, robot_id, stamp_ns, surprise, threshold, pose_valid, pos_x, pos_y, pos_z, "
-    "pose_frame_id, camera, camera_pose_valid, cam_qx, cam_qy, cam_qz, cam_qw, kind"
+    "pose_frame_id, camera, camera_pose_valid, cam_qx, cam_qy, cam_qz, cam_qw, kind, "
+    "pose_sigma_m, map_id"
 )
 """The ``episodes`` columns :meth:`EpisodeSummary.from_row` reads, in order (both backends)."""

@@ -224,22 +224,32 @@ class QaWorld:
         }
 
 
-def qa_world(seed: int, duration_s: float = 1200.0) -> QaWorld:
+def qa_world(seed: int, duration_s: float = 1200.0, *, max_balls: int = _MAX_BALLS) -> QaWorld:
     """The QA world of ``seed``, ``duration_s`` long (see the module docstring).
 
     Args:
         seed: The world's seed (>= 0).
         duration_s: Length in seconds; whole seconds, at least 60 (tests use a few
             minutes; the benchmark 20).
+        max_balls: Most balls that show up (0: none; their slots turn the robot, as
+            when a world has its balls). The second round's world
+            (:mod:`.qa_places`) parks its balls along the streets instead.
 
     Raises:
         ConfigError: A bad seed or length.
 
     """
-    if seed < 0 or duration_s < 60 or duration_s != int(duration_s) or duration_s > 86_400:
+    if (
+        seed < 0
+        or duration_s < 60
+        or duration_s != int(duration_s)
+        or duration_s > 86_400
+        or not 0 <= max_balls <= _MAX_BALLS
+    ):
         raise ConfigError(
-            f"qa_world(seed={seed}, duration_s={duration_s}): need seed >= 0 and a whole "
-            "number of seconds in [60, 86400]"
+            f"qa_world(seed={seed}, duration_s={duration_s}, max_balls={max_balls}): need "
+            f"seed >= 0, a whole number of seconds in [60, 86400] and max_balls in "
+            f"[0, {_MAX_BALLS}]"
         )
     rng = np.random.default_rng([seed, 40])
     lengths = _leg_lengths(rng, int(duration_s))
@@ -248,7 +258,7 @@ def qa_world(seed: int, duration_s: float = 1200.0) -> QaWorld:
     x = y = yaw = 0.0
     t = 0
     for j, length in enumerate(lengths):
-        events = _leg_events(rng, length, first=j == 0, balls_left=_MAX_BALLS - len(used))
+        events = _leg_events(rng, length, first=j == 0, balls_left=max_balls - len(used))
         scene = _leg_scene(seed, j, length=length, t=t, events=events, used=used)
         leg = QaLeg(scene, float(t), round(t * _FPS), x, y, yaw)
         legs.append(leg)

@@ -5,7 +5,12 @@ deliveries and checks, the retrievals) and says what the link is now:
 
 * ``connected``: the last call was answered, its round trips short;
 * ``slow``: answered, but a round trip took longer than ``slow_after_s``
-  (:data:`SLOW_ROUND_TRIP_S`), or a call in progress has waited that long for an answer;
+  (:data:`SLOW_ROUND_TRIP_S`); or a call in progress has waited that long on a link
+  whose last round trip was that slow too;
+* ``not answering``: a call in progress has waited longer than ``slow_after_s`` for an
+  answer that a link answering as it did before would have given long ago (a black
+  hole, a hung server: nothing says the link is slow, only that nothing comes back);
+  ``unreachable`` once the call gives up;
 * ``unreachable``: the last call found no server (refused, cut, or silent past
   ``store_timeout_seconds``), until a call is answered again;
 * ``connecting``: no call has ended yet.
@@ -68,7 +73,8 @@ class LinkReport:
     """The link as the calls found it.
 
     Attributes:
-        state: ``connected``, ``slow``, ``unreachable`` or ``connecting``.
+        state: ``connected``, ``slow``, ``not answering``, ``unreachable`` or
+            ``connecting``.
         detail: Why it is not connected (the last error), else empty.
         since_s: Seconds in this state (monotonic).
         round_trip_s: The last check's round trip (None before the first).
@@ -189,7 +195,12 @@ class LinkMonitor:
             waiting = max(waits, default=0.0)
             state, detail = self._state, self._detail
             if state != "unreachable" and waiting > self.slow_after_s:
-                state, detail = "slow", f"a call has waited {waiting:.1f} s for an answer"
+                # slow only where the link's answers were slow; a link that answered fast
+                # and now says nothing is not slow: it does not answer
+                rtt = self._round_trip
+                slow = rtt is not None and rtt > self.slow_after_s
+                state = "slow" if slow else "not answering"
+                detail = f"a call has waited {waiting:.1f} s for an answer"
             return LinkReport(
                 state=state,
                 detail=detail,
@@ -218,9 +229,10 @@ def fleet_findings(status: FleetStatus, now_wall_ns: int) -> list[Finding | None
         now_wall_ns: The wall clock (the backlog's age is in wall time).
 
     Returns:
-        WARN when the store is unreachable or the link slow; ERROR when the server
-        refuses what is sent, or when the backlog passes :data:`BACKLOG_ERROR_FRACTION` of
-        its bound. (Episodes named as never sent are counted by the node, by name.)
+        WARN when the store is unreachable or not answering, or the link slow; ERROR
+        when the server refuses what is sent, or when the backlog passes
+        :data:`BACKLOG_ERROR_FRACTION` of its bound. (Episodes named as never sent are
+        counted by the node, by name.)
 
     """
     link, backlog = status.link, status.backlog
@@ -235,6 +247,13 @@ def fleet_findings(status: FleetStatus, now_wall_ns: int) -> list[Finding | None
                 Level.WARN,
                 f"fleet store {status.location} unreachable for {link.since_s:.0f} s "
                 f"({waiting}; kept on the robot): {link.detail}",
+            )
+        )
+    elif link.state == "not answering":
+        found.append(
+            Finding(
+                Level.WARN,
+                f"fleet store {status.location} not answering: {link.detail} ({waiting})",
             )
         )
     elif link.state == "slow":

@@ -52,7 +52,12 @@ from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.base import StoreFront
 from surprise_memory.memory.store.catalog import StoreMeta
 from surprise_memory.memory.store.fleet.ledger import DeliveryLedger, Pending
-from surprise_memory.memory.store.fleet.link import SLOW_ROUND_TRIP_S, FleetStatus, LinkMonitor
+from surprise_memory.memory.store.fleet.link import (
+    SLOW_ROUND_TRIP_S,
+    FleetStatus,
+    LinkMonitor,
+    TimesExchanges,
+)
 from surprise_memory.memory.store.fleet.sender import FleetSender
 from surprise_memory.memory.store.hits import RetrievalHits, merge_hits
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
@@ -76,6 +81,35 @@ def _local_config(config: StoreConfig) -> StoreConfig:
 
 def _slow_after(config: StoreConfig) -> float:
     return min(SLOW_ROUND_TRIP_S, config.store_timeout_seconds / 4)
+
+
+class _QueryStore:
+    """The fleet store the query thread reads now, timed for the link monitor.
+
+    A read may open a fresh connection halfway (:meth:`FleetStore._read`); the monitor
+    asks whichever store is open how long its exchange has waited (while one is being
+    opened: since the read began).
+    """
+
+    def __init__(self, fleet: FleetStore) -> None:
+        self._fleet = fleet
+        self._start = time.monotonic()
+
+    def _timed(self) -> TimesExchanges | None:
+        store = self._fleet._query_store
+        return store if isinstance(store, TimesExchanges) else None
+
+    def waiting_seconds(self) -> float:
+        """How long the exchange in progress has waited (0 when none)."""
+        timed = self._timed()
+        if self._fleet._query_store is None:
+            return time.monotonic() - self._start
+        return 0.0 if timed is None else timed.waiting_seconds()
+
+    def slowest_exchange_seconds(self) -> float:
+        """The longest exchange of the read in progress, or of the last."""
+        timed = self._timed()
+        return 0.0 if timed is None else timed.slowest_exchange_seconds()
 
 
 class FleetStore(StoreFront):
@@ -204,24 +238,42 @@ class FleetStore(StoreFront):
             StoreError: The fleet store refused.
 
         """
-        if self._monitor.report().state not in ("connected", "slow"):
+        if self._monitor.report().state in ("unreachable", "connecting"):
             raise StoreUnreachableError(f"{self.location}: cannot {what}: fleet unreachable")
         bound = self._config.store_timeout_seconds
+        deadline = time.monotonic() + bound
         try:
-            return self._queries.submit(self._read, call).result(timeout=bound)
+            return self._queries.submit(self._read, call, deadline).result(timeout=bound)
         except FutureTimeout:
+            why = (
+                "a slow link"
+                if self._monitor.report().state == "slow"
+                else "the link or the server is not answering"
+            )
             raise StoreUnreachableError(
-                f"{self.location}: cannot {what}: no answer within {bound:g} s (a slow link)"
+                f"{self.location}: cannot {what}: no answer within {bound:g} s ({why})"
             ) from None
 
-    def _read(self, call: Callable[[EpisodeStoreBackend], T]) -> T:
-        """In the query thread: open the fleet store once, then read; drop it on a cut."""
+    def _read(self, call: Callable[[EpisodeStoreBackend], T], deadline: float) -> T:
+        """In the query thread: open the fleet store once, then read; drop it on a cut.
+
+        A read on a connection opened before (the server may have restarted since, the
+        link been cut and restored) that finds the connection gone is tried once more on
+        a fresh one, while the caller still waits for it (``deadline``): the link is called
+        unreachable only when the fleet store did not answer that either.
+        """
         try:
-            if self._query_store is None:
-                with self._monitor.call():
-                    self._query_store = self._open_remote(self._config, True)
-            store = self._query_store
-            with self._monitor.call(store):
+            with self._monitor.call(_QueryStore(self)):
+                store, opened = self._query_store, self._query_store is None
+                if store is None:
+                    store = self._query_store = self._open_remote(self._config, True)
+                try:
+                    return call(store)
+                except StoreUnreachableError:
+                    if opened or time.monotonic() >= deadline:
+                        raise
+                self._close_query_store()
+                store = self._query_store = self._open_remote(self._config, True)
                 return call(store)
         except StoreUnreachableError:
             self._close_query_store()

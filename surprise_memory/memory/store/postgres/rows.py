@@ -18,6 +18,7 @@ import psycopg
 from pgvector import HalfVector
 
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import TRUST_COLUMNS, trust_from_row, trust_values
 from surprise_memory.memory.store.camera_columns import (
     CAMERA_COLUMN_TYPES,
     CAMERA_COLUMNS,
@@ -59,16 +60,19 @@ _EPISODE_COLUMNS = (
     "seq, id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, "
     "pose_frame_id, pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
     "embedder_model, embedder_pretrained, created_wall_ns, robot_id, session_id, kind, "
-    "place_key, " + CAMERA_COLUMNS
+    "place_key, " + CAMERA_COLUMNS + ", " + TRUST_COLUMNS
 )
+_TRUST_AT = 25 + len(CAMERA_COLUMN_TYPES)  # where the trust's columns start in a row
 _INSERT_EPISODE = (
     "INSERT INTO surprise_memory.episodes (id, robot_id, stamp_ns, start_ns, end_ns, "
     "pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, "
     "threshold, encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
     "created_wall_ns, nbytes, session_id, kind, place_key, "
     + CAMERA_COLUMNS
+    + ", "
+    + TRUST_COLUMNS
     + ") VALUES ("
-    + ", ".join(["%s"] * (25 + len(CAMERA_COLUMN_TYPES)))
+    + ", ".join(["%s"] * (27 + len(CAMERA_COLUMN_TYPES)))
     + ") RETURNING seq"
 )
 _SELECT_RECORDS = (
@@ -206,7 +210,8 @@ def insert_episode(
     """
     values = (rec.id, rec.robot_id, *episode_values(rec), nbytes, rec.session_id, rec.kind)
     row = conn.execute(
-        _INSERT_EPISODE, (*values, rec.place_key, *camera_values(rec.camera))
+        _INSERT_EPISODE,
+        (*values, rec.place_key, *camera_values(rec.camera), *trust_values(rec.pose_trust)),
     ).fetchone()
     assert row is not None
     seq = int(row[0])
@@ -388,7 +393,8 @@ def select_records(
             session_id=row[22],
             kind=row[23],
             place_key=row[24],
-            camera=camera_from_row(row[25:-1]),
+            camera=camera_from_row(row[25:_TRUST_AT]),
+            pose_trust=trust_from_row(row[_TRUST_AT:-1]),
             jpeg_source=source,
         )
     return out

@@ -73,7 +73,7 @@ __all__ = [
 SCHEMA = "surprise_memory"
 """The PostgreSQL schema (namespace) holding the store's tables."""
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Version of the PostgreSQL schema written by this code (``meta.schema_version``).
 
 2. ``episode_vectors``: one pooled vector per episode (:func:`_v1_to_v2`).
@@ -87,6 +87,9 @@ SCHEMA_VERSION = 6
    indexed for the places' latest views; ``robots.places`` and ``robots.place_bytes``
    (the place keyframes among a robot's records, outside its budget); the eviction index
    holds episodes only. Older rows are episodes (:func:`_v5_to_v6`).
+7. ``episodes.pose_sigma_m`` (the pose's horizontal 1-sigma uncertainty in metres, NULL =
+   unknown) and ``episodes.map_id`` ("" = unknown;
+   :mod:`~surprise_memory.memory.pose_trust`): older rows get unknown (:func:`_v6_to_v7`).
 """
 
 # pg_advisory_lock key of schema creation and migration: "SMEM" in ASCII
@@ -257,6 +260,12 @@ def _v5_to_v6(conn: psycopg.Connection[Any]) -> None:
         conn.execute(stmt)
 
 
+def _v6_to_v7(conn: psycopg.Connection[Any]) -> None:
+    """Schema 6 -> 7: the pose's uncertainty and map; the rows stored before: unknown."""
+    conn.execute("ALTER TABLE surprise_memory.episodes ADD COLUMN pose_sigma_m double precision")
+    conn.execute("ALTER TABLE surprise_memory.episodes ADD COLUMN map_id text NOT NULL DEFAULT ''")
+
+
 Migration = Callable[[psycopg.Connection[Any]], None]
 MIGRATIONS: dict[int, Migration] = {
     1: _v1_to_v2,
@@ -264,6 +273,7 @@ MIGRATIONS: dict[int, Migration] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 """Schema steps: ``MIGRATIONS[v]`` turns a version-v store into version v+1.
 

@@ -12,11 +12,13 @@ Every call has bounded time (``store_timeout_seconds``): the lock is waited for 
 twice the bound, connecting is bounded by libpq's ``connect_timeout``, and each answer of
 the server by the :class:`~.watchdog.StatementWatchdog`. A refused, cut or silent link
 comes out as :class:`~surprise_memory.errors.StoreUnreachableError`; the next call
-reconnects.
+reconnects; a connection the server dropped while it was idle (a restart) is found
+before it is used (:func:`_dropped`, no round trip) and opened again.
 """
 
 from __future__ import annotations
 
+import select
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -155,7 +157,7 @@ class Session:
         """
         if self._closed:
             raise StoreError(f"{self.where}: the store is closed")
-        if self._conn is None or self._conn.closed or self._conn.broken:
+        if self._conn is None or self._conn.closed or self._conn.broken or _dropped(self._conn):
             if self._conn is not None:
                 self._conn.close()  # a broken one still holds its socket
                 self._conn = None
@@ -249,6 +251,32 @@ class Session:
                 self._conn.close()
                 self._conn = None
             self._watchdog.close()
+
+
+def _dropped(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server dropped this idle connection since its last call (no round trip).
+
+    A server that restarts (``pg_ctl stop``, a failover) tells each idle connection
+    "terminating connection due to administrator command" and closes it; a link that
+    was cut resets it. The client learns of it only when it next uses the connection, and
+    that call fails: a retrieval after the server came back would answer partial, and
+    the link be called unreachable, though the server answers. Both leave the idle
+    socket readable (the notice, the end of the stream or the reset), where a healthy idle
+    connection has nothing to read (this store never listens for notifications): libpq
+    reads what came, and the connection is opened again if it is gone. A black-holed or
+    silent link leaves nothing to read: that connection is used, and the watchdog bounds
+    the call.
+    """
+    if conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        return False
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+        if not readable:
+            return False
+        conn.pgconn.consume_input()  # the notice and the end: a closed connection fails here
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return conn.pgconn.status != pq.ConnStatus.OK
 
 
 def _left_mid_exchange(exc: psycopg.Error, conn: psycopg.Connection[Any]) -> bool:

@@ -48,6 +48,7 @@ from surprise_memory.errors import ConfigError, StoreError
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store.base import StoreFront
@@ -205,6 +206,7 @@ class PostgresEpisodeStore(StoreFront):
         camera: CameraView | None = None,
         kind: str = EPISODE,
         place_key: str = "",
+        pose_trust: PoseTrust | None = None,
     ) -> EpisodeRecord:
         """Store one record in one transaction with its robot's evictions (or its place's).
 
@@ -231,6 +233,7 @@ class PostgresEpisodeStore(StoreFront):
             camera=camera,
             kind=kind,
             place_key=place_key,
+            pose_trust=pose_trust,
         )
         self._session.meta.check_embedder(embedder_model, embedder_pretrained, unit.shape[1])
         jpegs = [encode_jpeg(fr.rgb, self._config.jpeg_quality) for fr in frames]

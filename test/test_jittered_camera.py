@@ -1,0 +1,145 @@
+"""A camera that stamps its frames when it publishes them, on a busy machine (issue 48).
+
+``encoder_node`` runs as a process; the test is the camera driver: 320x240 at 12 Hz, each
+frame taken on time and stamped with the clock when it is published, after the
+scheduler's delay (a tenth of a period on average) and, one frame in 20, a stall of most
+of a period; a frame held up that way comes out right before the next one. The machine's
+own load (other tests, CPU burners) adds its own delays. The topic has a second, silent
+publisher, so the sequence numbers cannot count (as where rclpy gives none): the node
+judges the stamps.
+
+* Every frame published: no frame counted lost, no WARN that frames were lost or that the
+  encoder's windows span more than their frames (before issue 48, the period followed the
+  smallest recent gap, a stall's few milliseconds: "encoder windows span 0.58 s instead of
+  0.38 s (33-65 % of their frames missing)" though every frame arrived).
+* The same driver then drops every fourth frame (taken, never published): counted, and
+  the encoder's windows WARN that they span more than their frames.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rclpy
+import synthetic_frames as sf
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
+from sensor_msgs.msg import Image
+
+from surprise_memory.nodes.messages import image_msg_from_rgb
+
+CAMERA = "/jitter_camera/image"
+NS = "/jitter"
+HZ = 12.0
+PERIOD_S = 1.0 / HZ
+CLEAN_S, LOSSY_S = 30.0, 15.0
+
+
+class _Driver:
+    """Publishes frames taken one period apart, each stamped when it goes out."""
+
+    def __init__(self, node: Node) -> None:
+        reliable = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        self.node = node
+        self.pub = node.create_publisher(Image, CAMERA, reliable)
+        node.create_publisher(Image, CAMERA, reliable)  # silent: the stamps count
+        self.rng = np.random.default_rng(48)
+        self.scene = self.rng.integers(0, 256, (240, 640, 3), dtype=np.uint8)
+        self.frame = 0
+        self.published = 0
+        self.gaps: list[float] = []
+        self._last_stamp: int | None = None
+        self._start = 0.0  # when frame 0 was taken
+
+    def run(self, seconds: float, drop_every: int = 0) -> None:
+        """Take frames for ``seconds``; with ``drop_every``, every such frame is not sent."""
+        end = self.frame + round(seconds * HZ)
+        if self.frame == 0:
+            self._start = time.monotonic()
+        while self.frame < end:
+            i = self.frame
+            self.frame += 1
+            taken = self._start + i * PERIOD_S
+            stall = self.rng.uniform(0.35, 0.85) * PERIOD_S if self.rng.random() < 0.05 else 0.0
+            due = taken + self.rng.exponential(0.1 * PERIOD_S) + stall
+            spin_until(self.node, lambda due=due: time.monotonic() >= due, 2.0)
+            if drop_every and i % drop_every == drop_every - 1:
+                continue  # the driver dropped it
+            stamp = time.time_ns()  # stamped when published
+            off = (4 * i) % 320
+            rgb = np.ascontiguousarray(self.scene[:, off : off + 320])
+            self.pub.publish(image_msg_from_rgb(rgb, stamp, "camera"))
+            self.published += 1
+            if self._last_stamp is not None:
+                self.gaps.append((stamp - self._last_stamp) / 1e9 / PERIOD_S)
+            self._last_stamp = stamp
+
+
+def test_a_camera_stamped_when_published_under_load(tmp_path: Path) -> None:
+    params = sf.node_params(
+        str(tmp_path / "store"), CAMERA, diagnostics_period_seconds=1.0, input_silent_seconds=30.0
+    )
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"/**/encoder_node": params["/**/encoder_node"]}))
+    rclpy.init()
+    node = Node("jittered_camera_test")
+    statuses: list[DiagnosticStatus] = []
+
+    def on_diag(msg: DiagnosticArray) -> None:
+        statuses.extend(s for s in msg.status if s.name.endswith("encoder_node"))
+
+    node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 100)
+    driver = _Driver(node)
+    command = [node_executable("encoder_node"), "--ros-args", "--params-file", str(path)]
+    command += ["-r", f"__ns:={NS}", "-r", f"image:={CAMERA}"]
+    warn = DiagnosticStatus.WARN[0]
+
+    def values() -> dict[str, str]:
+        return {kv.key: kv.value for kv in statuses[-1].values} if statuses else {}
+
+    def received(count: int) -> bool:
+        return values().get("camera_frames_received") == str(count)
+
+    try:
+        with peer_process(command, tmp_path, "encoder_node"):
+            wait_for_subscribers(node, driver.pub, timeout=120)
+            driver.run(CLEAN_S)
+            assert spin_until(node, lambda: received(driver.published), 30.0), values()
+            spin_until(node, lambda: False, 1.5)  # a whole period after the last frame
+            gaps = np.asarray(driver.gaps)
+            print(f"clean: {driver.published} frames, gaps {gaps.min():.2f}-{gaps.max():.2f}")
+            assert gaps.min() < 0.2 and gaps.max() > 1.4  # the stamps did jitter
+            clean = values()
+            assert clean["camera_frames_lost"] == "0", clean
+            assert clean.get("window_frames_missing", "0") == "0", clean
+            assert float(clean["camera_rate_hz"]) == pytest.approx(HZ, rel=0.02), clean
+            assert clean["camera_loss_counted_by"] == "stamps", clean
+            warned = [s.message for s in statuses if s.level[0] >= warn]
+            assert not [m for m in warned if "lost" in m or "windows span" in m], warned
+            seen = len(statuses)
+
+            driver.run(LOSSY_S, drop_every=4)
+            assert spin_until(node, lambda: received(driver.published), 30.0), values()
+            spin_until(node, lambda: False, 1.5)
+            lossy = values()
+            dropped = round(LOSSY_S * HZ) // 4
+            lost = int(lossy["camera_frames_lost"])
+            # counted, never more than were dropped; a few fewer: the last ones come after
+            # the last frame received, or before CONFIRM_FRAMES frames came after them, and
+            # a drop next to a stall of several periods can read as the stall (measured
+            # here: 38 of 45 on a loaded machine; the unit tests' driver: 44 of 45)
+            print(f"lossy: {lost} of {dropped} dropped frames counted")
+            assert 0.75 * dropped <= lost <= dropped, (dropped, lossy)
+            assert int(lossy["window_frames_missing"]) > 0, lossy
+            later = [s.message for s in statuses[seen:] if s.level[0] >= warn]
+            assert any("encoder windows span" in m for m in later), later
+            assert any("camera frames lost" in m for m in later), later
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
