@@ -68,6 +68,8 @@ NEW_VALUES: dict[str, dict[str, Any]] = {
         "goal_facing": "robot",
         "goal_timeout_seconds": 2.0,
         "fixed_frames": "map,earth",
+        "map_id": "lab-2",
+        "max_goal_uncertainty_m": 0.5,
         "marker_max_episodes": 50,
         "marker_size_m": 1.0,
         "episode_preview_fps": 5.0,
