@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_qa import BASE, Models, _load
+from bench_qa import BASE, Models, _load, _parse_seeds
 from qa_memories import (
     CEILING_PER_MINUTE,
     add_keyframes,
@@ -399,10 +399,6 @@ def plot(rows: Mapping[str, Mapping[str, Any]], path: Path) -> None:
     print(f"plot: {path}")
 
 
-def _seeds(text: str) -> list[int]:
-    return [int(s) for s in text.split(",") if s.strip()]
-
-
 def main() -> None:
     """Validation worlds first (thresholds), then the reported worlds, a table after each."""
     import torch
@@ -428,7 +424,7 @@ def main() -> None:
         "thresholds, instead of fitting them again",
     )
     args = parser.parse_args()
-    seeds, validation = _seeds(args.seeds), _seeds(args.validation_seeds)
+    seeds, validation = _parse_seeds(args.seeds), _parse_seeds(args.validation_seeds)
     if set(seeds) & set(validation):
         parser.error("the reported seeds and the validation seeds must differ")
     place_settings: dict[str, Any] = {}
