@@ -68,13 +68,15 @@ def place_keyframes(
         The keyframes in time order, and the selector's counts of frames not kept.
 
     """
+    from surprise_memory.config import StoreConfig
     from surprise_memory.config.places import PlacesConfig
     from surprise_memory.memory.places import PlaceKeyframeSelector
 
     config = PlacesConfig.from_mapping(settings)
+    history = StoreConfig.from_mapping(settings).place_history  # the store's bound
     selector = PlaceKeyframeSelector(config)
     stamps = [s for s, _ in odometry]
-    kept: dict[str, deque[Keyframe]] = defaultdict(lambda: deque(maxlen=config.place_history))
+    kept: dict[str, deque[Keyframe]] = defaultdict(lambda: deque(maxlen=history))
     for index, frame in enumerate(frames):
         pose = pose_at(odometry, stamps, frame.stamp_ns)
         decision = selector.push(frame.stamp_ns, pose, pose_stamp_ns=frame.stamp_ns)
