@@ -33,6 +33,7 @@ from surprise_memory.agents.tool import EpisodicMemoryTool
 from surprise_memory.errors import InputError
 from surprise_memory.memory.camera_view import CameraView, mounting_pose
 from surprise_memory.memory.pose import Pose, compose
+from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeRetriever, EpisodeStore
 from surprise_memory.perception.frames import Frame
@@ -59,6 +60,8 @@ CAMERAS = {
     ),
     3: CameraView("rear", "rear_optical", None),
 }
+# ep1's pose from a localiser that gave its covariance on a named map; the others unknown
+TRUST = {1: PoseTrust(0.4, "campus")}
 
 
 def _embed_text(text: str) -> np.ndarray:
@@ -83,6 +86,7 @@ def _fill(path: Path) -> None:
                 embedder_pretrained=True,
                 episode_id=f"ep{i}",
                 camera=CAMERAS.get(i, CameraView()),
+                pose_trust=TRUST.get(i),
             )
 
 
@@ -452,3 +456,14 @@ def test_the_agent_asks_one_camera_and_learns_where_it_looked(retriever: Episode
     door = _call(tool, query="door", max_results=1)["episodes"][0]
     assert (door["camera"], door["view_yaw"]) == (None, None)  # the one unnamed camera
     assert "camera=3: a camera name" in _call(tool, camera=3)["error"]
+
+
+def test_each_episode_says_how_far_its_pose_can_be_trusted(retriever: EpisodeRetriever) -> None:
+    """The pose's 1-sigma uncertainty and its map, in this process and over the service
+    (interface 6), null where the source gave none (issue 48)."""
+    found = {e["id"]: e for e in _call(_tool(retriever), max_results=10)["episodes"]}
+    assert (found["ep1"]["pose_uncertainty_m"], found["ep1"]["map"]) == (
+        pytest.approx(0.4),
+        "campus",
+    )
+    assert (found["ep3"]["pose_uncertainty_m"], found["ep3"]["map"]) == (None, None)

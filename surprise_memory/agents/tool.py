@@ -548,8 +548,8 @@ def episode_json(hit: RetrievalHit, origin: int) -> dict[str, Any]:
     Returns:
         ``id``, ``time``, ``start_time``, ``end_time``, ``position`` (null without a pose),
         ``frame``, ``surprise``, ``similarity``, ``distance``, ``frame_times``, ``robot``,
-        ``camera`` (null: the one unnamed camera) and ``view_yaw`` (where it looked, degrees
-        about z in ``frame``; null when unknown).
+        ``camera`` (null: the one unnamed camera), ``view_yaw`` (where it looked, degrees
+        about z in ``frame``), ``pose_uncertainty_m`` and ``map`` (null when unknown).
 
     """
     ep = hit.episode
@@ -567,6 +567,7 @@ def episode_json(hit: RetrievalHit, origin: int) -> dict[str, Any]:
         "robot": ep.robot_id,
         "camera": ep.camera.name or None,
         "view_yaw": None if ep.camera.yaw is None else round(math.degrees(ep.camera.yaw), 1),
+        **ep.pose_trust.as_json(),
     }
 
 

@@ -90,6 +90,11 @@ class PoseTrust:
         where = f"map {self.map_id!r}" if self.map_id else "map unknown"
         return f"{sigma}, {where}"
 
+    def as_json(self) -> dict[str, float | str | None]:
+        """As the agent tools give it: ``pose_uncertainty_m`` (1σ, m) and ``map``, or null."""
+        sigma = None if self.sigma_m is None else round(self.sigma_m, 3)
+        return {"pose_uncertainty_m": sigma, "map": self.map_id or None}
+
     def brief(self) -> str:
         """The known parts only, for a label (``±0.12 m  map lab``); "" when both are unknown."""
         parts = [] if self.sigma_m is None else [f"±{self.sigma_m:.2f} m"]
