@@ -31,7 +31,6 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from surprise_memory.memory.places import POSE_PROBLEMS, SKIP_REASON_TEXT
 from surprise_memory.stamps import NS_PER_SECOND
 
 __all__ = [
@@ -41,7 +40,6 @@ __all__ = [
     "PeriodCounts",
     "camera_loss_finding",
     "counted_finding",
-    "place_keyframes_finding",
     "pose_finding",
     "summarize",
     "untrained_finding",
@@ -164,39 +162,6 @@ def pose_finding(source: str | None) -> Finding | None:
     if source == "odometry":
         return Finding(Level.WARN, "event poses from odometry (tf unavailable)")
     return Finding(Level.WARN, f"events without pose: {source}")
-
-
-def place_keyframes_finding(
-    kept: int, skipped: Mapping[str, int], detail: str = ""
-) -> tuple[Finding | None, str]:
-    """What the place keyframes did in the last period, and a WARN when the pose kept them out.
-
-    Args:
-        kept: Frames kept as place keyframes in the period.
-        skipped: Frames not kept in the period, by reason
-            (:data:`~surprise_memory.memory.places.SKIP_REASONS`).
-        detail: Why the pose source had no pose, appended to a ``no_pose`` reason (e.g.
-            ``tf: LookupException; no odometry on '/odom'``).
-
-    Returns:
-        A WARN when none was kept and the most frequent reason is a pose problem
-        (:data:`~surprise_memory.memory.places.POSE_PROBLEMS`), else None; and the status
-        for ``/diagnostics``: ``"<n> kept"``, ``"none kept: <reason>"`` or ``"no frames"``.
-
-    """
-    if kept > 0:
-        return None, f"{kept} kept"
-    counted = {reason: n for reason, n in skipped.items() if n > 0}
-    if not counted:
-        return None, "no frames"
-    reason = max(counted, key=lambda r: counted[r])
-    why = SKIP_REASON_TEXT.get(reason, reason)
-    if reason == "no_pose" and detail:
-        why = f"{why}: {detail}"
-    status = f"none kept: {why}"
-    if reason not in POSE_PROBLEMS:
-        return None, status
-    return Finding(Level.WARN, f"place keyframes {status}"), status
 
 
 class InputWatch:

@@ -9,13 +9,13 @@ from surprise_memory.health import (
     PeriodCounts,
     camera_loss_finding,
     counted_finding,
-    place_keyframes_finding,
     pose_finding,
     summarize,
     untrained_finding,
     window_span_finding,
     worker_finding,
 )
+from surprise_memory.memory.places import place_keyframes_finding
 
 S = 10**9
 

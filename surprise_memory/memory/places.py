@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from surprise_memory.config.places import PlacesConfig
 from surprise_memory.errors import InputError
+from surprise_memory.health import Finding, Level
 from surprise_memory.memory.pose import Pose, yaw_of
 from surprise_memory.stamps import NS_PER_SECOND
 
@@ -60,6 +61,7 @@ __all__ = [
     "parse_place_key",
     "place_cell",
     "place_key",
+    "place_keyframes_finding",
     "sector_of",
 ]
 
@@ -491,3 +493,36 @@ class PlaceKeyframeSelector:
             return False
         dt = (stamp_ns - prev_ns) / NS_PER_SECOND
         return moved > self._config.place_max_speed_mps * dt
+
+
+def place_keyframes_finding(
+    kept: int, skipped: Mapping[str, int], detail: str = ""
+) -> tuple[Finding | None, str]:
+    """What the place keyframes did in the last period, and a WARN when the pose kept them out.
+
+    Args:
+        kept: Frames kept as place keyframes in the period.
+        skipped: Frames not kept in the period, by reason
+            (:data:`SKIP_REASONS`).
+        detail: Why the pose source had no pose, appended to a ``no_pose`` reason (e.g.
+            ``tf: LookupException; no odometry on '/odom'``).
+
+    Returns:
+        A WARN when none was kept and the most frequent reason is a pose problem
+        (:data:`POSE_PROBLEMS`), else None; and the status
+        for ``/diagnostics``: ``"<n> kept"``, ``"none kept: <reason>"`` or ``"no frames"``.
+
+    """
+    if kept > 0:
+        return None, f"{kept} kept"
+    counted = {reason: n for reason, n in skipped.items() if n > 0}
+    if not counted:
+        return None, "no frames"
+    reason = max(counted, key=lambda r: counted[r])
+    why = SKIP_REASON_TEXT.get(reason, reason)
+    if reason == "no_pose" and detail:
+        why = f"{why}: {detail}"
+    status = f"none kept: {why}"
+    if reason not in POSE_PROBLEMS:
+        return None, status
+    return Finding(Level.WARN, f"place keyframes {status}"), status

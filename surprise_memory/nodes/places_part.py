@@ -27,11 +27,15 @@ from surprise_memory.health import (
     Finding,
     Level,
     counted_finding,
-    place_keyframes_finding,
     worker_finding,
 )
 from surprise_memory.memory.camera_view import CameraView
-from surprise_memory.memory.places import PLACE, PlaceKeyframeDecision, PlaceKeyframeSelector
+from surprise_memory.memory.places import (
+    PLACE,
+    PlaceKeyframeDecision,
+    PlaceKeyframeSelector,
+    place_keyframes_finding,
+)
 from surprise_memory.memory.store import EpisodeRecord, EpisodeStoreBackend
 from surprise_memory.memory.store.records import host_session_id
 from surprise_memory.memory.writer import EpisodeWriter
