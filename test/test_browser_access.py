@@ -288,8 +288,11 @@ def test_in_chromium_no_frame_loads_until_the_person_signs_in(
         # a wrong token: the form says so
         page.find_element(By.ID, "token").send_keys("not-the-token")
         page.find_element(By.ID, "sign-in-btn").click()
-        msg = wait_for(lambda: page.find_elements(By.ID, "sign-in-msg"), 30, "the form again")[0]
-        wait_for(msg.is_displayed, 30, "the wrong token's message")
+        # the post redirects to a new form page: an element found on the old one goes stale,
+        # so each poll asks the page that is there now
+        shown = "const m = document.getElementById('sign-in-msg'); return !!m && !m.hidden"
+        wait_for(lambda: page.execute_script(shown), 30, "the wrong token's message")
+        assert urlsplit(page.current_url).query == "failed"
         assert not any(_image_loads(page, src) for src in frames)
         page.get_log("browser")  # the refused loads' console errors, read and cleared
         page.find_element(By.ID, "token").send_keys(TOKEN)

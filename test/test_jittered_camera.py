@@ -27,6 +27,7 @@ import rclpy
 import synthetic_frames as sf
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
@@ -57,18 +58,31 @@ class _Driver:
         self._last_stamp: int | None = None
         self._start = 0.0  # when frame 0 was taken
 
+    def _wait_until(self, due: float) -> None:
+        """Spin until ``due``, waking then (spin_until's 50 ms steps would put every stamp
+        on a 50 ms grid: gaps of 0.6 and 1.2 periods, a 20 Hz camera losing 40 % to the
+        stamps, as the node once judged them)."""
+        executor = SingleThreadedExecutor(context=self.node.context)
+        executor.add_node(self.node)
+        try:
+            while (left := due - time.monotonic()) > 0:
+                executor.spin_once(timeout_sec=left)
+        finally:
+            executor.remove_node(self.node)
+
     def run(self, seconds: float, drop_every: int = 0) -> None:
         """Take frames for ``seconds``; with ``drop_every``, every such frame is not sent."""
         end = self.frame + round(seconds * HZ)
-        if self.frame == 0:
-            self._start = time.monotonic()
+        # the camera resumes now: frames due while the test waited are not taken late in a
+        # burst (stamped together, the frames dropped among them would be uncountable)
+        self._start = time.monotonic() - self.frame * PERIOD_S
         while self.frame < end:
             i = self.frame
             self.frame += 1
             taken = self._start + i * PERIOD_S
             stall = self.rng.uniform(0.35, 0.85) * PERIOD_S if self.rng.random() < 0.05 else 0.0
             due = taken + self.rng.exponential(0.1 * PERIOD_S) + stall
-            spin_until(self.node, lambda due=due: time.monotonic() >= due, 2.0)
+            self._wait_until(due)
             if drop_every and i % drop_every == drop_every - 1:
                 continue  # the driver dropped it
             stamp = time.time_ns()  # stamped when published
@@ -130,11 +144,10 @@ def test_a_camera_stamped_when_published_under_load(tmp_path: Path) -> None:
             lossy = values()
             dropped = round(LOSSY_S * HZ) // 4
             lost = int(lossy["camera_frames_lost"])
-            # a real loss is reported. How many are counted is not yet right over DDS with
-            # jittered stamps (measured: 38 and 77 of 45 in two runs; the unit tests' driver
-            # counts 44 of 45): an open finding, so only the report is asserted here
+            # the stamps cannot show the last dropped frame (no frame came after it) nor, yet,
+            # one dropped within the last CONFIRM_FRAMES (a late frame may still land in it)
             print(f"lossy: {lost} of {dropped} dropped frames counted")
-            assert lost > 0, (dropped, lossy)
+            assert dropped - 2 <= lost <= dropped, (dropped, lossy)
             assert int(lossy["window_frames_missing"]) > 0, lossy
             later = [s.message for s in statuses[seen:] if s.level[0] >= warn]
             assert any("encoder windows span" in m for m in later), later

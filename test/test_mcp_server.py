@@ -357,6 +357,7 @@ def test_refusals_at_start(store: Path, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- the guide's client
+@pytest.mark.ros  # the colcon install's launcher (bin/surprise-memory): the main stage only
 def test_the_guides_desktop_configuration_starts_from_a_clients_default_environment(
     store: Path, person: str, tmp_path: Path
 ) -> None:
