@@ -17,11 +17,23 @@ from test_store import as_version_6
 from surprise_memory.config import PlacesConfig, StoreConfig
 from surprise_memory.errors import InputError
 from surprise_memory.memory.camera_view import CameraView, yaw_pose
-from surprise_memory.memory.place_status import nearby_place_keys, place_status, record_place
+from surprise_memory.memory.place_status import (
+    nearby_place_keys,
+    place_status,
+    record_place,
+    with_place_status,
+)
 from surprise_memory.memory.places import PlaceKeyframeSelector, place_cell
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store import DB_NAME, EpisodeStore, EpisodeStoreBackend, open_store
+from surprise_memory.memory.store import (
+    DB_NAME,
+    EpisodeStore,
+    EpisodeStoreBackend,
+    RetrievalHit,
+    RetrievalHits,
+    open_store,
+)
 from surprise_memory.memory.store.frame_files import FrameFiles
 from surprise_memory.memory.store.records import EpisodeRecord
 from surprise_memory.perception.frames import Frame
@@ -222,6 +234,22 @@ def test_is_it_still_there(store_location: str) -> None:
         assert (status.view_id, status.still_there) == (gone.id, False)
         assert status.similarity == pytest.approx(-1.0, abs=1e-2)
         assert place_status(store, _episode(store, rng, 400.0, None), CONFIG) is None
+
+
+def test_hits_with_their_place_status(store_location: str) -> None:
+    """An answer's episodes get their status, its place keyframes none; partial kept."""
+    rng = np.random.default_rng(7)
+    emb = rng.standard_normal((8, DIM))
+    with open_store(store_location) as store:
+        ep = _episode(store, rng, 100.0, AT, embeddings=emb)
+        view = _place(store, rng, 200.0, AT, embedding=-emb[4])
+        hits = RetrievalHits(
+            [RetrievalHit(ep, 0.5, None), RetrievalHit(view, 0.4, None)], partial="fleet down"
+        )
+        out = with_place_status(store, hits, CONFIG)
+        assert out.partial == "fleet down" and [h.score for h in out] == [0.5, 0.4]
+        assert out[0].place_status == place_status(store, ep, CONFIG)
+        assert out[0].place_status.still_there is False and out[1].place_status is None
 
 
 @pytest.mark.parametrize(("radius", "x", "cells"), [(2.0, 3.0, 9), (0.5, 3.0, 1), (0.5, 2.1, 2)])

@@ -27,9 +27,9 @@ Use::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -37,11 +37,19 @@ import numpy.typing as npt
 
 from surprise_memory.config.places import PlacesConfig
 from surprise_memory.memory.episodes import trigger_frame_index
-from surprise_memory.memory.places import PlaceCell, place_cell
+from surprise_memory.memory.places import EPISODE, PlaceCell, PlaceStatus, place_cell
 from surprise_memory.memory.pose import yaw_of
-from surprise_memory.memory.store.records import EpisodeRecord
+from surprise_memory.memory.store.hits import RetrievalHits, partial_of
+from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
 
-__all__ = ["PlaceStatus", "PlaceViews", "nearby_place_keys", "place_status", "record_place"]
+__all__ = [
+    "PlaceStatus",
+    "PlaceViews",
+    "nearby_place_keys",
+    "place_status",
+    "record_place",
+    "with_place_status",
+]
 
 
 class PlaceViews(Protocol):
@@ -56,29 +64,6 @@ class PlaceViews(Protocol):
     def embeddings(self, episode_id: str) -> npt.NDArray[np.float32]:
         """A record's stored unit frame embeddings, (frames, D)."""
         ...
-
-
-@dataclass(frozen=True)
-class PlaceStatus:
-    """What the memory knows now of an episode's place.
-
-    Attributes:
-        place_key: The episode's own place (its cell and viewing sector).
-        last_seen_ns: When the place was last seen: the newest view's stamp, or the
-            episode's own when no view is newer (int ns).
-        similarity: Cosine of that view with the episode's trigger frame; None when no
-            view is newer than the episode.
-        still_there: ``similarity >= place_still_there_similarity``; None when no view
-            is newer (not seen since: unknown).
-        view_id: The id of the newest view (a place keyframe); None when none is newer.
-
-    """
-
-    place_key: str
-    last_seen_ns: int
-    similarity: float | None
-    still_there: bool | None
-    view_id: str | None = None
 
 
 def record_place(record: EpisodeRecord, config: PlacesConfig) -> PlaceCell | None:
@@ -169,6 +154,42 @@ def place_status(
     similarity = float(np.max(_unit(store.embeddings(view.id)) @ shown))
     still = similarity >= config.place_still_there_similarity
     return PlaceStatus(cell.key, view.stamp_ns, similarity, still, view.id)
+
+
+def with_place_status(
+    store: PlaceViews,
+    hits: Sequence[RetrievalHit],
+    config: PlacesConfig,
+    *,
+    robot_id: str | None = None,
+) -> RetrievalHits:
+    """``hits`` with each surprise episode's :attr:`~RetrievalHit.place_status` filled.
+
+    A place keyframe's own status is not asked (it is the latest view, or an older one of
+    a place whose newest view another hit is); a record without a pose keeps None. A few
+    indexed reads per hit (:func:`place_status`), so for the hits an answer returns, not
+    for a ranking's candidates.
+
+    Args:
+        store: The store the hits came from.
+        hits: The hits (a :class:`~surprise_memory.memory.store.hits.RetrievalHits` keeps
+            its ``partial``).
+        config: The places' settings (cells, radius, the still-there threshold).
+        robot_id: Only this robot's views; None = any robot's.
+
+    Raises:
+        StoreError: The store cannot be read.
+
+    """
+    filled = [
+        dataclasses.replace(
+            hit, place_status=place_status(store, hit.episode, config, robot_id=robot_id)
+        )
+        if hit.episode.kind == EPISODE
+        else hit
+        for hit in hits
+    ]
+    return RetrievalHits(filled, partial_of(hits))
 
 
 def _unit(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:

@@ -57,6 +57,7 @@ __all__ = [
     "PlaceCell",
     "PlaceKeyframeDecision",
     "PlaceKeyframeSelector",
+    "PlaceStatus",
     "check_record_kind",
     "parse_place_key",
     "place_cell",
@@ -526,3 +527,26 @@ def place_keyframes_finding(
     if reason not in POSE_PROBLEMS:
         return None, status
     return Finding(Level.WARN, f"place keyframes {status}"), status
+
+
+@dataclass(frozen=True)
+class PlaceStatus:
+    """What the memory knows now of an episode's place.
+
+    Attributes:
+        place_key: The episode's own place (its cell and viewing sector).
+        last_seen_ns: When the place was last seen: the newest view's stamp, or the
+            episode's own when no view is newer (int ns).
+        similarity: Cosine of that view with the episode's trigger frame; None when no
+            view is newer than the episode.
+        still_there: ``similarity >= place_still_there_similarity``; None when no view
+            is newer (not seen since: unknown).
+        view_id: The id of the newest view (a place keyframe); None when none is newer.
+
+    """
+
+    place_key: str
+    last_seen_ns: int
+    similarity: float | None
+    still_there: bool | None
+    view_id: str | None = None

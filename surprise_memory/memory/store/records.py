@@ -27,7 +27,7 @@ from PIL import Image
 
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.camera_view import CameraView
-from surprise_memory.memory.places import EPISODE, check_record_kind
+from surprise_memory.memory.places import EPISODE, PlaceStatus, check_record_kind
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.pose_trust import PoseTrust, check_pose_trust
 from surprise_memory.memory.retrieval import check_robot_id
@@ -212,6 +212,9 @@ class RetrievalHit:
         score: Max cosine over its frames with the query embedding; None without one.
         distance_m: Distance of its pose to the query location in metres; None without one.
         jpegs: The frames' JPEG bytes when the query asked for images, else empty.
+        place_status: When its place was last seen and whether it still looks so, where
+            the answer was asked for it
+            (:func:`~surprise_memory.memory.place_status.with_place_status`); else None.
 
     """
 
@@ -219,6 +222,7 @@ class RetrievalHit:
     score: float | None
     distance_m: float | None
     jpegs: tuple[bytes, ...] = ()
+    place_status: PlaceStatus | None = None
 
 
 def episode_values(rec: EpisodeRecord) -> tuple[object, ...]:
