@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from synthetic_frames import OFFLINE
 
+from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.store import open_store
 from surprise_memory.offline.pipeline import PipelineSettings
 from surprise_memory.offline.synthetic import (
@@ -75,17 +76,23 @@ def make_fleet(root: Path, keys: tuple[str, ...] = tuple(GOOD)) -> Path:
     return fleet
 
 
-def episodes(location: str | Path, robot_id: str | None = None) -> list[dict[str, Any]]:
-    """Every episode of a store (of one robot), by stamp: fields, JPEG bytes, embeddings."""
+def episodes(
+    location: str | Path, robot_id: str | None = None, kinds: tuple[str, ...] = (EPISODE,)
+) -> list[dict[str, Any]]:
+    """Every episode of a store (of one robot), by stamp: fields, JPEG bytes, embeddings.
+
+    ``kinds``: the surprise episodes by default; ``RECORD_KINDS`` adds the place keyframes.
+    """
     out = []
     with open_store(str(location), read_only=True) as store:
         for ep_id in store.episode_ids():
             rec = store.get(ep_id)
-            if robot_id is not None and rec.robot_id != robot_id:
+            if (robot_id is not None and rec.robot_id != robot_id) or rec.kind not in kinds:
                 continue
             out.append(
                 {
                     "id": rec.id,
+                    "kind": rec.kind,
                     "robot_id": rec.robot_id,
                     "stamp_ns": rec.stamp_ns,
                     "surprise": rec.surprise,
@@ -105,8 +112,10 @@ def assert_same_episodes(
     """Equal episodes: fields, JPEG bytes and embeddings (float16 as stored) exactly."""
     assert len(got) == len(want) > 0
     for g, w in zip(got, want, strict=True):
-        for field in ("stamp_ns", "surprise", "threshold", "frame_stamps_ns", "pose", "jpegs"):
+        for field in ("kind", "stamp_ns", "surprise", "frame_stamps_ns", "pose", "jpegs"):
             assert g[field] == w[field], field
+        # NaN: no threshold (a place keyframe's)
+        np.testing.assert_array_equal(g["threshold"], w["threshold"])
         np.testing.assert_array_equal(g["embeddings"], w["embeddings"])
         if same_ids:
             assert g["id"] == w["id"]

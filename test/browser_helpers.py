@@ -57,13 +57,16 @@ def processed_store(folder: Path, seconds: float = 12.0, **settings: Any) -> Pat
     Args:
         folder: Where the bag and the store go.
         seconds: Length of the recording (12 s: four episodes with the tiny settings).
-        settings: Settings over :data:`TINY_SETTINGS` (e.g. ``episode_frames``).
+        settings: Settings over :data:`TINY_SETTINGS` (e.g. ``episode_frames``); the store
+            holds the surprise episodes only unless ``place_keyframes=True`` (the route's
+            place keyframes beside them).
 
     """
     scene = SyntheticScene(seed=4, duration_s=seconds, width=96, height=72)
     bag = write_synthetic_bag(folder / "recording", scene)
     store = folder / "store"
-    pipeline = OfflinePipeline(PipelineSettings.from_mapping({**TINY_SETTINGS, **settings}))
+    values = {**TINY_SETTINGS, "place_keyframes": False, **settings}
+    pipeline = OfflinePipeline(PipelineSettings.from_mapping(values))
     process(bag.path, store, pipeline=pipeline, pose_topic="/odom")
     return store
 

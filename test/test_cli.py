@@ -25,11 +25,12 @@ from surprise_memory.config import (
     FleetConfig,
     NavigationConfig,
     NodeConfig,
-    PlacesConfig,
     SnapshotConfig,
     iter_settings,
 )
 from surprise_memory.evaluation import evaluate_gebd, load_ground_truth, load_predictions
+from surprise_memory.memory.places import PLACE
+from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.synthetic import (
     SyntheticScene,
@@ -98,8 +99,7 @@ def test_help_lists_every_setting_with_its_default() -> None:
     excluded = {"store_path", "odom_topic", "pose_covariance_topic"}
     # the live nodes' own: diagnostics, displays, the camera subscription and its loss,
     # the bag recorder's snapshot trigger, the fleet link (offline runs write directly),
-    # place keyframes (kept by the live memory node only: `process` stores no places yet)
-    live_only = (NodeConfig, DisplayConfig, CameraConfig, SnapshotConfig, FleetConfig, PlacesConfig)
+    live_only = (NodeConfig, DisplayConfig, CameraConfig, SnapshotConfig, FleetConfig)
     for _cls, spec in iter_settings():  # every setting but the live nodes' own
         if spec.name in excluded or _cls in live_only:
             continue
@@ -127,8 +127,19 @@ def test_process_then_query_and_report(
     events = run_record["events"]
     assert events, "the scene's scripted events should trigger"
 
+    # beside the episodes, the place keyframes the live memory node would have kept on
+    # the recording's odometry (its first frame's place among them)
+    with EpisodeStore(store, read_only=True) as st:
+        only = RetrievalQuery(kinds=frozenset({PLACE}), max_results=100)
+        places = {h.episode.id: h.episode for h in st.retrieve(only)}
+    assert run_record["summary"]["place_keyframes"] == len(places) > 0
+    assert min(p.stamp_ns for p in places.values()) == run_record["summary"]["first_stamp_ns"]
+    assert all(p.pose_valid and len(p.frame_uris()) == 1 for p in places.values())
+    assert "place keyframes" in proc.stdout
     out = run(tmp, "query", "store", "--start", "0", "--end", "100", "-k", "50", "--json")
-    hits = json.loads(out.stdout)["hits"]
+    every = json.loads(out.stdout)["hits"]
+    assert {h["id"] for h in every} >= set(places)
+    hits = [h for h in every if h["id"] not in places]
     assert sorted(h["stamp_ns"] for h in hits) == sorted(e["stamp_ns"] for e in events)
     assert all(h["pose_valid"] and len(h["frames"]) == 2 for h in hits)
     first = min(h["time_s"] for h in hits)
@@ -139,7 +150,8 @@ def test_process_then_query_and_report(
     with EpisodeStore(store, read_only=True) as st:
         assert st.origin_ns == t0
         agent = EpisodicMemoryTool(st).execute(start_time=0, max_results=20)
-    assert min(e["time"] for e in agent["episodes"]) == pytest.approx(first, abs=1e-3)
+    earliest = min(h["time_s"] for h in every)  # the first frame's place: 0.0
+    assert min(e["time"] for e in agent["episodes"]) == pytest.approx(earliest, abs=1e-3)
     # a window holding only the first event, in relative seconds and in absolute ns
     one = run(
         tmp, "query", "store", "--start", f"{first - 0.05}", "--end", f"{first + 0.05}s", "--json"

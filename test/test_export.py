@@ -21,10 +21,16 @@ from rosbags.highlevel import AnyReader
 from test_cli import TINY  # the tiny offline models (random weights, CPU)
 
 from surprise_memory.memory.episodes import trigger_frame_index
+from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.snapshot import SnapshotNote
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.memory.store.migrate import migrate_store
-from surprise_memory.offline.export import EXPORT_TF_CHILD, EXPORT_TOPICS
+from surprise_memory.offline.export import (
+    EXPORT_PLACE_TF_CHILD,
+    EXPORT_TF_CHILD,
+    EXPORT_TOPICS,
+    PLACE_TOPICS,
+)
 from surprise_memory.offline.run_record import load_run_record, read_scores
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,9 +55,13 @@ def run(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = processed_store(tmp_path_factory.mktemp("export"), seconds=10.0, episode_frames=4)
+    path = processed_store(
+        tmp_path_factory.mktemp("export"), seconds=10.0, episode_frames=4, place_keyframes=True
+    )
     with EpisodeStore(path) as s:
-        s.note_snapshot(s.episode_ids()[:1], SnapshotNote("event", 5, 6, True))
+        first = min((s.get(i) for i in s.episode_ids() if s.get(i).kind == EPISODE),
+                    key=lambda r: r.stamp_ns)  # fmt: skip
+        s.note_snapshot([first.id], SnapshotNote("event", 5, 6, True))
     return path
 
 
@@ -65,7 +75,10 @@ def exported(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_rosbags_reads_every_topic_back(store: Path, exported: Path) -> None:
     with EpisodeStore(store, read_only=True) as s:
-        records = sorted((s.get(i) for i in s.episode_ids()), key=lambda r: r.stamp_ns)
+        every = sorted((s.get(i) for i in s.episode_ids()), key=lambda r: r.stamp_ns)
+        records = [r for r in every if r.kind == EPISODE]
+        places = [r for r in every if r.kind == PLACE]
+        place_jpegs = [s.frame_jpeg(r.id, 0) for r in places]
         # every frame at its stamp (the windows of close episodes interleave)
         frames_in = sorted(
             ((stamp, s.frame_jpeg(r.id, i)) for r in records
@@ -76,9 +89,14 @@ def test_rosbags_reads_every_topic_back(store: Path, exported: Path) -> None:
     assert len(records) >= 2, "the synthetic run should store a few episodes"
     got: dict[str, list[tuple[int, object]]] = {}
     with AnyReader([exported]) as reader:
-        assert {c.topic: c.msgtype for c in reader.connections} == dict(EXPORT_TOPICS.values())
+        want = dict(EXPORT_TOPICS.values()) | dict(PLACE_TOPICS.values())
+        assert {c.topic: c.msgtype for c in reader.connections} == want
         for conn, t, raw in reader.messages():
             got.setdefault(conn.topic, []).append((t, reader.deserialize(raw, conn.msgtype)))
+    # the offline run's place keyframes, on their own topics, apart from the episodes
+    assert len(places) > 0
+    assert [bytes(m.data) for _, m in got[PLACE_TOPICS["places"][0]]] == place_jpegs
+    assert [t for t, _ in got[PLACE_TOPICS["place_pose"][0]]] == [r.stamp_ns for r in places]
     frames = got[FRAMES]
     assert [bytes(m.data) for _, m in frames] == [j for _, j in frames_in]  # not re-encoded
     stamps = [t for t, _ in frames_in]
@@ -89,8 +107,10 @@ def test_rosbags_reads_every_topic_back(store: Path, exported: Path) -> None:
     for (_, msg), rec in zip(poses, records, strict=True):
         assert msg.header.frame_id == rec.pose.frame_id
         assert msg.pose.position.x == pytest.approx(rec.pose.x)
-    (tf,) = got["/tf"][0][1].transforms
-    assert tf.child_frame_id == EXPORT_TF_CHILD and tf.header.frame_id == records[0].pose.frame_id
+    tfs = [m.transforms[0] for _, m in got["/tf"]]
+    assert [tf.child_frame_id for tf in tfs].count(EXPORT_TF_CHILD) == len(records)
+    assert [tf.child_frame_id for tf in tfs].count(EXPORT_PLACE_TF_CHILD) == len(places)
+    assert tfs[0].header.frame_id == records[0].pose.frame_id
     markers = got[EXPORT_TOPICS["markers"][0]]
     arrows = [m for m in markers[-1][1].markers if m.ns == "episodes"]
     assert len(markers) == len(records) and len(arrows) == len(records)
@@ -106,7 +126,10 @@ def test_rosbags_reads_every_topic_back(store: Path, exported: Path) -> None:
     assert [(t, m.data) for t, m in curve] == sorted(inside, key=lambda x: x[0])
     assert len(tau) == len(curve) and len(curve) > len(records)
     infos = [m.status[0] for _, m in got[EXPORT_TOPICS["info"][0]]]
-    values = [{kv.key: kv.value for kv in status.values} for status in infos]
+    every_info = [{kv.key: kv.value for kv in status.values} for status in infos]
+    assert sorted(v["id"] for v in every_info) == sorted(r.id for r in every)  # places too
+    ids = {r.id for r in records}
+    values = [v for v in every_info if v["id"] in ids]
     assert [v["id"] for v in values] == [r.id for r in records]
     assert values[0]["embedder_model"] == records[0].embedder_model
     assert json.loads(values[0]["snapshots"])[0]["success"] is True
@@ -127,11 +150,10 @@ def test_the_mcap_reader_reads_it_back(exported: Path) -> None:
         for schema, channel, message in reader.iter_messages():
             assert channel.message_encoding == "cdr" and schema is not None and message.data
             assert schema.encoding == "ros2msg" and schema.data  # definitions inside
-            assert (channel.topic, schema.name) in {
-                (topic, msgtype) for topic, msgtype in EXPORT_TOPICS.values()
-            }
+            topics = {**EXPORT_TOPICS, **PLACE_TOPICS}.values()
+            assert (channel.topic, schema.name) in set(topics)
             counts[channel.topic] = counts.get(channel.topic, 0) + 1
-    assert set(counts) == {topic for topic, _ in EXPORT_TOPICS.values()}
+    assert set(counts) == {topic for topic, _ in topics}
 
 
 def test_process_takes_the_export_as_input(exported: Path, tmp_path: Path) -> None:
@@ -146,7 +168,7 @@ def test_process_takes_the_export_as_input(exported: Path, tmp_path: Path) -> No
 
 def test_by_id_and_from_postgresql(store: Path, pg_url: str, tmp_path: Path) -> None:
     with EpisodeStore(store, read_only=True) as s:
-        first = s.episode_ids()[0]
+        first = next(i for i in s.episode_ids() if s.get(i).kind == EPISODE)
         jpegs = [s.frame_jpeg(first, i) for i in range(len(s.get(first).frame_paths))]
     migrate_store(str(store), pg_url)
     run(tmp_path, "export", pg_url, "--out", "one", "--id", first)

@@ -25,6 +25,7 @@ from batch_helpers import (
 
 from surprise_memory.cli.cluster import split_ray_value
 from surprise_memory.errors import ConfigError, StoreError
+from surprise_memory.memory.places import RECORD_KINDS
 from surprise_memory.offline.batch import (
     PARTIAL,
     BatchJob,
@@ -95,15 +96,19 @@ def test_a_folder_of_recordings_gives_a_store_each_and_reports_the_corrupt_one(
     want, got = load_run_record(alone), load_run_record(out / key)
     assert got["events"] == want["events"] and got["summary"]["frames"] == 60
     assert_same_episodes(episodes(out / key), episodes(alone), same_ids=False)
+    # the place keyframes too, and every id tagged (what a re-run removes)
+    every = episodes(out / key, kinds=RECORD_KINDS)
+    assert_same_episodes(every, episodes(alone, kinds=RECORD_KINDS), same_ids=False)
+    assert {e["kind"] for e in every} == set(RECORD_KINDS)
     tag = Recording((fleet / key).resolve(), key, None, "").tag
-    assert all(e["id"].endswith(f"-{tag}") for e in episodes(out / key))
+    assert all(e["id"].endswith(f"-{tag}") for e in every)
 
 
 def test_a_rerun_skips_what_completed_and_redoes_the_rest(
     folder_job: tuple[BatchJob, Path], fleet: Path
 ) -> None:
     job, out = folder_job
-    before = episodes(out / "robot_a/run2")
+    before = episodes(out / "robot_a/run2", kinds=RECORD_KINDS)
     # an attempt interrupted after its episodes were stored, before it was moved into place
     partial = out / PARTIAL / "robot_a/run2"
     partial.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +120,8 @@ def test_a_rerun_skips_what_completed_and_redoes_the_rest(
     assert [k for k in entries if entries[k].get("skipped")] == ["robot_a/run1", "robot_b/run1"]
     assert entries["robot_a/run2"]["status"] == "complete" and not partial.exists()
     assert entries[CORRUPT]["status"] == "failed"
-    assert_same_episodes(episodes(out / "robot_a/run2"), before)  # redone, not doubled
+    redone = episodes(out / "robot_a/run2", kinds=RECORD_KINDS)
+    assert_same_episodes(redone, before)  # redone, not doubled
     assert record.totals()["frames"] == 180
 
 
@@ -187,21 +193,21 @@ def test_postgres_fleet_store_resumes_without_doubles(
         # the same episodes as the folder job's store of that recording (same ids too)
         assert_same_episodes(episodes(pg_url, robot), episodes(out / key))
         assert all(e["robot_id"] == robot for e in episodes(pg_url, robot))
-    total = len(episodes(pg_url))
+    total = len(episodes(pg_url, kinds=RECORD_KINDS))  # the place keyframes too
 
     # interrupted after storing its episodes: the re-run removes them and redoes it
     (records / PARTIAL / keys[0]).parent.mkdir(parents=True)
     os.replace(records / keys[0], records / PARTIAL / keys[0])
     record = run_batch(job, recs)
     assert record.complete and record.totals()["skipped"] == 1
-    assert len(episodes(pg_url)) == total
+    assert len(episodes(pg_url, kinds=RECORD_KINDS)) == total
     assert_same_episodes(episodes(pg_url, "alpha"), episodes(out / keys[0]))
 
     # another job cannot add the same recording to the store a second time
     again = BatchJob.make(settings(), pg_url, str(tmp_path / "again"), pose_topic="/odom")
     twice = run_batch(again, recs[:1])
     assert not twice.complete and "exists" in twice.failed[0][1]
-    assert len(episodes(pg_url)) == total
+    assert len(episodes(pg_url, kinds=RECORD_KINDS)) == total
 
 
 def test_ray_address_or_input() -> None:

@@ -18,6 +18,8 @@ from synthetic_frames import OFFLINE
 
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.episodes import EpisodeAssembler
+from surprise_memory.memory.place_status import record_place
+from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import (
     OfflinePipeline,
@@ -103,9 +105,11 @@ def live_reference(
 
 
 def stored(store_dir: Path) -> list[tuple[int, float, tuple[int, ...], bool]]:
+    """The stored surprise episodes (not the place keyframes), oldest first."""
     with EpisodeStore(store_dir, read_only=True) as store:
         recs = sorted((store.get(i) for i in store.episode_ids()), key=lambda r: r.stamp_ns)
-    return [(r.stamp_ns, r.surprise, r.frame_stamps_ns, r.pose_valid) for r in recs]
+    return [(r.stamp_ns, r.surprise, r.frame_stamps_ns, r.pose_valid) for r in recs
+            if r.kind == EPISODE]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -171,9 +175,19 @@ def test_bag_end_to_end_matches_the_live_order(
     assert run["summary"]["events"] == len(triggers)
     assert [e["stamp_ns"] for e in run["events"]] == [t.stamp_ns for t in triggers]
     with EpisodeStore(store_dir, read_only=True) as store:
-        rec = store.get(store.episode_ids()[0])
-        assert rec.encoder_model == models[0].model_name and not rec.encoder_pretrained
-        assert rec.embedder_model == models[1].model_name and not rec.embedder_pretrained
+        recs = [store.get(i) for i in store.episode_ids()]
+    rec = next(r for r in recs if r.kind == EPISODE)
+    assert rec.encoder_model == models[0].model_name and not rec.encoder_pretrained
+    assert rec.embedder_model == models[1].model_name and not rec.embedder_pretrained
+    # beside them the place keyframes of the robot's route, as the live node keeps them:
+    # one frame each, embedded by the same embedder, each place's key its pose's cell
+    places = [r for r in recs if r.kind == PLACE]
+    assert len(places) == summary.place_keyframes > 0
+    assert places[0].stamp_ns == frames[0].stamp_ns  # the first frame: a new place
+    for p in places:
+        assert len(p.frame_stamps_ns) == 1 and p.pose_valid and not p.encoder_model
+        assert p.embedder_model == models[1].model_name
+        assert p.place_key == record_place(p, pipe.settings.places).key
 
 
 def test_batch_1_and_8_give_the_same_events(
@@ -210,6 +224,10 @@ def test_video_end_to_end(models: tuple[VideoEncoder, ImageTextEmbedder], tmp_pa
     assert [g[0] for g in stored(tmp_path / "store")] == [t.stamp_ns for t in triggers]
     assert summary.events == len(triggers) and summary.episodes == len(episodes)
     assert load_run_record(tmp_path / "store")["input"]["kind"] == "video"
+    # a video has no poses: no place keyframe, and the summary says why
+    assert summary.place_keyframes == 0
+    assert summary.place_skipped == {"no_pose": len(frames)}
+    assert f"none kept: {len(frames)} frames no_pose" in summary.format()
     with pytest.raises(InputError, match="poses come only from bags"):
         process(video, tmp_path / "other", pipeline=pipe, pose_topic="/odom")
 

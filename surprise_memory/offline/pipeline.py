@@ -53,9 +53,10 @@ from surprise_memory.config import CameraSpec
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.camera_view import CameraView, mounting_pose
 from surprise_memory.memory.episodes import EpisodeAssembler, EpisodeFrames
-from surprise_memory.memory.pose import compose
+from surprise_memory.memory.pose import Pose, compose
 from surprise_memory.memory.redaction import FaceRedactor
 from surprise_memory.offline.pipeline_settings import PIPELINE_CONFIGS, PipelineSettings
+from surprise_memory.offline.places import OfflinePlaces
 from surprise_memory.offline.run_record import (
     RUN_FORMAT,
     RUN_RECORD,
@@ -264,6 +265,11 @@ class _Run:
             else BaselineGate(s.baseline)
         )
         self.filter = TriggerFilter(s.habituation, s.budget, self.gate.max_delay_ns)
+        model = (pipeline.embedder.model_name, pipeline.embedder.pretrained)
+        self.places = OfflinePlaces(
+            s.places, store, pose_lookup, self._embed, self._view, embedder=model,
+            id_tag=self.episode_tag,
+        )  # fmt: skip
         self.assembler = EpisodeAssembler(s.episode)
         self.batch = s.encoder.encoder_batch
         self.pending: list[tuple[Frame, npt.NDArray[np.uint8] | None, int]] = []
@@ -350,6 +356,7 @@ class _Run:
                 done = []
             for episode in done:
                 self._store(episode)
+            self.places.push(frame, self.camera.name)
             if window is not None:
                 z = embeddings[k]
                 k += 1
@@ -439,18 +446,8 @@ class _Run:
                 pose = self.pose_lookup.at(trig.stamp_ns)
             except InputError:
                 pose = None
-        frames = list(episode.frames)
-        if self.p.redactor is not None:  # before the embedder and the store see them
-            redacted = self.p.redactor.redact(frames)
-            frames = list(redacted.frames)
-            self.summary.redacted_frames += redacted.frames_with_faces
-            self.summary.redacted_faces += redacted.faces
-        embeddings = self.p.embedder.embed_images(frames)
-        spec = self.camera
-        camera_pose = None
-        if pose is not None and spec.yaw_deg is not None:  # the mounting yaw given
-            camera_pose = compose(pose, mounting_pose(spec.yaw_deg))
-        camera = CameraView(spec.name, spec.frame or frames[0].frame_id, camera_pose)
+        frames, embeddings = self._embed(list(episode.frames))
+        camera = self._view(pose, frames[0].frame_id)
         record = self.store.add(
             frames,
             embeddings,
@@ -471,6 +468,23 @@ class _Run:
         self.summary.stored_frames += len(frames)
         self.episode_ids.append(record.id)
 
+    def _embed(self, frames: list[Frame]) -> tuple[list[Frame], npt.NDArray[np.float32]]:
+        """Frames as stored (faces blurred before the embedder and the store see them)."""
+        if self.p.redactor is not None:
+            redacted = self.p.redactor.redact(frames)
+            frames = list(redacted.frames)
+            self.summary.redacted_frames += redacted.frames_with_faces
+            self.summary.redacted_faces += redacted.faces
+        return frames, self.p.embedder.embed_images(frames)
+
+    def _view(self, pose: Pose | None, frame_id: str) -> CameraView:
+        """The camera's view at ``pose``: its optical frame's pose from the mounting yaw."""
+        spec = self.camera
+        camera_pose = None
+        if pose is not None and spec.yaw_deg is not None:  # the mounting yaw given
+            camera_pose = compose(pose, mounting_pose(spec.yaw_deg))
+        return CameraView(spec.name, spec.frame or frame_id, camera_pose)
+
     def _finish(self) -> None:
         sm = self.summary
         if sm.first_stamp_ns is not None and sm.last_stamp_ns is not None:
@@ -479,6 +493,8 @@ class _Run:
         sm.episodes_per_minute = sm.episodes / minutes if minutes > 0 else 0.0
         sm.stored_fraction = sm.stored_frames / sm.frames if sm.frames else 0.0
         sm.throughput_fps = sm.frames / sm.wall_s if sm.wall_s > 0 else 0.0
+        sm.place_keyframes = self.places.stored
+        sm.place_skipped = dict(self.places.skipped)
         self.record.update(
             status="complete",
             finished_wall_ns=time.time_ns(),

@@ -22,6 +22,7 @@ from surprise_memory.config import (
     EpisodeConfig,
     GateConfig,
     HabituationConfig,
+    PlacesConfig,
     PoseConfig,
     ScorerConfig,
     StoreConfig,
@@ -41,6 +42,7 @@ PIPELINE_CONFIGS: tuple[type[ComponentConfig], ...] = (
     StoreConfig,
     PoseConfig,
     CamerasConfig,
+    PlacesConfig,
 )
 """The component configs whose settings the offline pipeline reads."""
 
@@ -60,6 +62,7 @@ class PipelineSettings:
     store: StoreConfig = field(default_factory=StoreConfig)
     pose: PoseConfig = field(default_factory=PoseConfig)
     cameras: CamerasConfig = field(default_factory=CamerasConfig)
+    places: PlacesConfig = field(default_factory=PlacesConfig)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> PipelineSettings:
@@ -87,6 +90,7 @@ class PipelineSettings:
             store=StoreConfig.from_mapping(values),
             pose=PoseConfig.from_mapping(values),
             cameras=CamerasConfig.from_mapping(values),
+            places=PlacesConfig.from_mapping(values),
         )
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
@@ -103,4 +107,5 @@ class PipelineSettings:
             "store": self.store.as_dict(),
             "pose": self.pose.as_dict(),
             "cameras": self.cameras.as_dict(),
+            "places": self.places.as_dict(),
         }

@@ -25,7 +25,7 @@ import os
 import platform
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +85,8 @@ class RunSummary:
         redacted_frames: Stored frames in which a face was blurred (``redact_faces``).
         redacted_faces: Faces blurred in the stored frames.
         rejected: Frames or embeddings a core object refused (counted, skipped).
+        place_keyframes: Place keyframes stored (``place_keyframes``, with poses).
+        place_skipped: Frames not kept as place keyframes, by reason (e.g. ``no_pose``).
         wall_s: Seconds of processing (models already loaded).
         load_s: Seconds to load the models.
         throughput_fps: ``frames / wall_s``.
@@ -109,6 +111,8 @@ class RunSummary:
     redacted_frames: int = 0
     redacted_faces: int = 0
     rejected: int = 0
+    place_keyframes: int = 0
+    place_skipped: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
     load_s: float = 0.0
     throughput_fps: float = 0.0
@@ -136,11 +140,23 @@ class RunSummary:
                 ),
                 f"stored      {self.stored_frames} frames = {100 * self.stored_fraction:.2f} % "
                 "of the frames",
+                f"places      {self.place_keyframes} place keyframes"
+                + (
+                    f" (none kept: {_skips(self.place_skipped)})"
+                    if not self.place_keyframes and self.place_skipped
+                    else ""
+                ),
                 f"throughput  {self.throughput_fps:.1f} frames/s ({self.wall_s:.1f} s, models "
                 f"loaded in {self.load_s:.1f} s)"
                 + (f"; {self.rejected} items rejected" if self.rejected else ""),
             ]
         )
+
+
+def _skips(skipped: dict[str, int]) -> str:
+    """Why no frame became a place keyframe: the reasons, most frames first."""
+    ranked = sorted(skipped.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{n} frames {reason}" for reason, n in ranked)
 
 
 class ScoresWriter:
