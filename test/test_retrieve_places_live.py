@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import synthetic_frames as sf
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
-from ros_helpers import serving_memory_node
+from ros_helpers import serving_memory_node, spin_until
 
 from surprise_memory.agents.ros_client import (
     EpisodicMemoryClient,
@@ -173,9 +174,23 @@ def test_kinds_choose_episodes_places_or_both(ros_host: Node) -> None:
 
 
 def test_an_unknown_kind_is_refused_and_the_node_serves_on(ros_host: Node) -> None:
-    refused = _ask(ros_host, kinds=["episode", "landmark"])
-    assert not refused.success and not refused.episodes
-    assert "landmark" in refused.message and "episode, place" in refused.message
+    refusals: list[int] = []
+
+    def on_diagnostics(msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if "memory_node" in status.name:
+                values = {kv.key: kv.value for kv in status.values}
+                refusals.append(int(values.get("retrievals_refused", 0)))
+
+    diagnostics = ros_host.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+    try:
+        refused = _ask(ros_host, kinds=["episode", "landmark"])
+        assert not refused.success and not refused.episodes
+        assert "landmark" in refused.message and "episode, place" in refused.message
+        # counted as a malformed request (not as a failure of the node)
+        assert spin_until(ros_host, lambda: bool(refusals) and refusals[-1] >= 1, 30.0), refusals
+    finally:
+        ros_host.destroy_subscription(diagnostics)
     assert set(_by_id(_ask(ros_host, kinds=["episode"]))) == EPISODES
 
 
