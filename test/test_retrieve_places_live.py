@@ -274,7 +274,9 @@ def test_a_place_status_goes_and_comes_back(still_there: bool | None) -> None:
     msg = episode_to_msg(_record(), place_status=status)
     assert msg.place_status_valid
     assert _status_fields(place_status_from_msg(msg)) == _status_fields(status)
-    assert place_status_from_msg(episode_to_msg(_record())) is None  # not asked
+    plain = episode_to_msg(_record())  # not asked: as published on `episodes`
+    assert place_status_from_msg(plain) is None and plain.kind == "episode"
+    assert plain == episode_to_msg(_record())  # no NaN in it: equal messages compare equal
 
 
 def _record() -> EpisodeRecord:

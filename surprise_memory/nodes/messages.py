@@ -151,14 +151,12 @@ _STILL_THERE = {code: value for value, code in _STILL_THERE_CODE.items()}
 def _fill_place_status(msg: Episode, status: PlaceStatus | None) -> None:
     """Set the message's place status fields (unset and invalid for None)."""
     msg.place_status_valid = status is not None
-    msg.view_similarity = math.nan  # "no newer view" also where there is no status at all
-    if status is None:
+    if status is None:  # the fields stay at their zeros (no NaN on the episodes topic)
         return
     msg.place_status_key = status.place_key
     msg.last_seen = ns_to_time(status.last_seen_ns)
     msg.view_id = status.view_id or ""
-    if status.similarity is not None:
-        msg.view_similarity = status.similarity
+    msg.view_similarity = math.nan if status.similarity is None else status.similarity
     msg.still_there = _STILL_THERE_CODE[status.still_there]
 
 
