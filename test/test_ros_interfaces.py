@@ -65,7 +65,21 @@ def test_contract_fields() -> None:
         "pose_sigma_m": "float",
         "pose_sigma_valid": "boolean",
         "map_id": "string",
+        # interface version 7: the record's kind, and whether its place still looks so
+        "kind": "string",
+        "place_key": "string",
+        "place_status_valid": "boolean",
+        "place_status_key": "string",
+        "last_seen": "builtin_interfaces/Time",
+        "view_id": "string",
+        "view_similarity": "float",
+        "still_there": "uint8",
     }
+    assert (Episode.STILL_THERE_UNKNOWN, Episode.STILL_THERE_YES, Episode.STILL_THERE_NO) == (
+        0,
+        1,
+        2,
+    )
     req = RetrieveEpisodes.Request.get_fields_and_field_types()
     assert req == {
         "text": "string",
@@ -83,6 +97,8 @@ def test_contract_fields() -> None:
         "camera": "string",
         "max_results": "uint32",
         "include_images": "boolean",
+        "kinds": "sequence<string>",
+        "include_place_status": "boolean",
     }
     assert RetrieveEpisodes.Response.get_fields_and_field_types() == {
         "success": "boolean",
@@ -93,7 +109,7 @@ def test_contract_fields() -> None:
         "origin": "builtin_interfaces/Time",
         "partial": "string",
     }
-    assert RetrieveEpisodes.Request.INTERFACE_VERSION == 6
+    assert RetrieveEpisodes.Request.INTERFACE_VERSION == 7
     assert FrameEmbedding.get_fields_and_field_types()["embedding"] == "sequence<float>"
     assert {"score", "kl", "threshold", "header"} <= set(SurpriseScore.get_fields_and_field_types())
     assert {"pose", "pose_valid", "decided", "pose_sigma_m", "pose_sigma_valid"} <= set(

@@ -6,47 +6,49 @@
   :class:`~surprise_memory.memory.store.EpisodeRetriever` interface that the store
   implements, so :class:`~surprise_memory.agents.tool.EpisodicMemoryTool` serves an agent
   on another machine exactly as it serves one next to the store.
-* :class:`ServiceCaller`: one service called from a private node (below: why), shared
-  with :class:`~surprise_memory.agents.ros_navigation.GoToEpisodeClient`.
+* :class:`~surprise_memory.nodes.service_caller.ServiceCaller` (re-exported here): the
+  call itself, from a private node, so it works from any callback of the caller's node.
+
+Records of both kinds come back (``kinds``): surprise episodes and place keyframes, each
+hit's record saying its ``kind``; with ``place_status``, each episode's "still there"
+(:class:`~surprise_memory.memory.places.PlaceStatus`). A node before interface version 7
+answers episodes only, without a kind: they read as episodes.
 
 Images travel as the store holds them: JPEG bytes (``sensor_msgs/CompressedImage``), never
 decoded on the way; :meth:`RetrievedEpisode.decode_images` decodes them where wanted.
-
-Why a private node: an agent usually calls the memory from inside a callback of its own
-node (a timer, a subscription), often under a single-threaded executor. That executor is
-busy running the callback, so it could never deliver the service's answer to a client on
-the same node, whatever its callback group: the call would always time out. The client's
-service client therefore lives on a small hidden node of its own (same context, same
-namespace) that the call spins itself, under a lock; this works from any callback, under
-any executor, and with no executor at all.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
-from surprise_memory.errors import InputError, ServiceTimeoutError, StoreError
+from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.camera_view import CameraView
+from surprise_memory.memory.places import EPISODE, RECORD_KINDS, PlaceStatus
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.query_embedder import canonical_model_name
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeRecord, RetrievalHit, RetrievalHits, decode_jpeg
 from surprise_memory.msg import Episode
-from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time, pose_from_msg, time_to_ns
+from surprise_memory.nodes.messages import (
+    image_msg_from_rgb,
+    ns_to_time,
+    place_status_from_msg,
+    pose_from_msg,
+    record_kind_from_msg,
+    time_to_ns,
+)
+from surprise_memory.nodes.service_caller import ServiceCaller
 from surprise_memory.srv import RetrieveEpisodes
 
 __all__ = [
@@ -63,7 +65,6 @@ _PRETRAINED_CODE = {
     True: _Request.PRETRAINED_TRUE,
     False: _Request.PRETRAINED_FALSE,
 }
-_client_ids = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,9 @@ class RetrievedEpisode:
 
     ``score`` is the cosine similarity for text/image/embedding queries, the distance in
     metres for place-only queries, and 0 otherwise. ``jpegs`` holds the stored JPEG bytes
-    of each frame when asked for (:meth:`decode_images` gives RGB arrays).
+    of each frame when asked for (:meth:`decode_images` gives RGB arrays). ``kind`` is
+    ``"episode"`` or ``"place"`` (a place keyframe, of the place ``place_key``);
+    ``place_status`` is an episode's "still there" when it was asked for, else None.
     """
 
     id: str
@@ -90,10 +93,20 @@ class RetrievedEpisode:
     robot_id: str = ""
     camera: CameraView = field(default_factory=CameraView)
     pose_trust: PoseTrust = field(default_factory=PoseTrust)
+    kind: str = EPISODE
+    place_key: str = ""
+    place_status: PlaceStatus | None = None
 
     @classmethod
     def from_msg(cls, msg: Episode, score: float) -> RetrievedEpisode:
-        """Convert a surprise_memory/Episode message (interface version 6 or later)."""
+        """Convert a surprise_memory/Episode message (interface version 6 or later).
+
+        A version 6 message (no kind, no place status) reads as an episode without status.
+
+        Raises:
+            InputError: The message names an unknown kind or still-there value.
+
+        """
         camera_pose = None
         if msg.camera_pose_valid:
             camera_pose = pose_from_msg(msg.camera_pose, msg.header.frame_id)
@@ -115,6 +128,9 @@ class RetrievedEpisode:
             pose_trust=PoseTrust(
                 float(msg.pose_sigma_m) if msg.pose_sigma_valid else None, msg.map_id
             ),
+            kind=record_kind_from_msg(msg),
+            place_key=msg.place_key,
+            place_status=place_status_from_msg(msg),
         )
 
     def decode_images(self) -> list[npt.NDArray[np.uint8]]:
@@ -147,6 +163,18 @@ def _check_type(name: str, value: Any, types: type | tuple[type, ...], what: str
         raise TypeError(f"{name}={value!r}: expected {what}")
     if not isinstance(value, types):
         raise TypeError(f"{name} is a {type(value).__name__}: expected {what}")
+
+
+def _request_kinds(kinds: Collection[str] | None) -> list[str]:
+    """The request's ``kinds`` (None = both), checked here so nothing bad is sent."""
+    if kinds is None:
+        return list(RECORD_KINDS)
+    if isinstance(kinds, str) or not isinstance(kinds, Collection):
+        raise TypeError(f"kinds={kinds!r}: expected a collection of {RECORD_KINDS} or None")
+    unknown = [k for k in kinds if k not in RECORD_KINDS]
+    if unknown or not kinds:
+        raise InputError(f"kinds={kinds!r}: one or both of {', '.join(RECORD_KINDS)}")
+    return sorted(set(kinds))
 
 
 class EpisodicMemoryClient:
@@ -193,6 +221,8 @@ class EpisodicMemoryClient:
         near_frame: str | None = None,
         robot_id: str | None = None,
         camera: str | None = None,
+        kinds: Collection[str] | None = (EPISODE,),
+        place_status: bool = False,
     ) -> RetrievedEpisodes:
         """Ask the memory node for episodes; best first (``.partial`` says if partial).
 
@@ -212,6 +242,9 @@ class EpisodicMemoryClient:
             near_frame: The frame of ``near``; None = the poses' frame when they have one.
             robot_id: Only this robot's episodes (a fleet store); None = every robot's.
             camera: Only the episodes this camera saw; None (or "") = every camera's.
+            kinds: Which records: ``"episode"`` (surprise episodes, the default) and/or
+                ``"place"`` (place keyframes); None = both, as in the core's query.
+            place_status: Also ask each episode's "still there" (its ``place_status``).
 
         Raises:
             TypeError: An argument has the wrong type (nothing was sent).
@@ -252,6 +285,9 @@ class EpisodicMemoryClient:
         request.max_results = k
         _check_type("include_images", include_images, bool, "a bool")
         request.include_images = include_images
+        request.kinds = _request_kinds(kinds)
+        _check_type("place_status", place_status, bool, "a bool")
+        request.include_place_status = place_status
         if timeout is not None:
             _check_type("timeout", timeout, (int, float), "seconds")
         response = self._caller.call(request, self._timeout if timeout is None else float(timeout))
@@ -319,66 +355,6 @@ class EpisodicMemoryClient:
         self._caller.destroy()
 
 
-class ServiceCaller:
-    """Calls one service from a private node, so it works from any callback of the host.
-
-    See the module's docstring for why the client cannot live on the host node.
-
-    Args:
-        node: The host node (its context and namespace are used; nothing is added to it).
-        srv_type: The service type.
-        service: Its name; a relative name resolves in the host node's namespace.
-
-    """
-
-    def __init__(self, node: Node, srv_type: Any, service: str) -> None:
-        self._lock = threading.Lock()  # one call at a time spins the private executor
-        self._node = rclpy.create_node(
-            f"_episodic_memory_client_{os.getpid()}_{next(_client_ids)}",
-            namespace=node.get_namespace(),
-            context=node.context,
-            start_parameter_services=False,
-        )
-        self._executor = SingleThreadedExecutor(context=node.context)
-        self._executor.add_node(self._node)
-        self._client: Any = self._node.create_client(srv_type, service)
-
-    @property
-    def service_name(self) -> str:
-        """The resolved service name."""
-        return str(self._client.srv_name)
-
-    def call(self, request: Any, timeout: float) -> Any:
-        """Send ``request``; returns the response.
-
-        Raises:
-            ServiceTimeoutError: The service is not there, or did not answer in ``timeout`` s.
-
-        """
-        name = self.service_name
-        with self._lock:
-            if not self._client.wait_for_service(timeout_sec=timeout):
-                raise ServiceTimeoutError(f"service {name} is not available after {timeout} s")
-            future = self._client.call_async(request)
-            self._executor.spin_until_future_complete(future, timeout_sec=timeout)
-            if not future.done():
-                self._client.remove_pending_request(future)
-                raise ServiceTimeoutError(f"service {name} did not answer within {timeout} s")
-        result = future.result()
-        if result is None:
-            raise ServiceTimeoutError(f"service {name} failed: {future.exception()}")
-        return result
-
-    def destroy(self) -> None:
-        """Remove the service client and its private node (idempotent)."""
-        with self._lock:
-            if self._node is not None:
-                self._executor.remove_node(self._node)
-                self._executor.shutdown()
-                self._node.destroy_node()
-                self._node = None  # type: ignore[assignment]
-
-
 class RosEpisodeRetriever:
     """:class:`~surprise_memory.memory.store.EpisodeRetriever` over ``retrieve_episodes``.
 
@@ -389,6 +365,10 @@ class RosEpisodeRetriever:
 
     The service sends one number per episode; ``score`` is it for a ranked query, and
     ``distance_m`` is recomputed here from the episode's pose when the query has a place.
+    The query's ``kinds`` go with it (None = surprise episodes and place keyframes, as a
+    store answers); each hit's record says its ``kind``. With ``place_status``, every
+    answer asks for each episode's "still there" too (:attr:`RetrievalHit.place_status`,
+    judged with the node's place settings and, with a robot filter, that robot's views).
 
     The service finds episodes by query, not by id: :meth:`lookup` finds one again by the
     trigger stamp and robot of an earlier answer, remembered for the last
@@ -399,6 +379,8 @@ class RosEpisodeRetriever:
         client: The service client.
         timeout: Seconds per call (None = the client's).
         remembered_episodes: How many returned episodes :meth:`lookup` can find again.
+        place_status: Ask, with every answer, each episode's place status (a few store
+            reads on the node per episode returned).
 
     """
 
@@ -407,9 +389,12 @@ class RosEpisodeRetriever:
         client: EpisodicMemoryClient,
         timeout: float | None = None,
         remembered_episodes: int = 4096,
+        place_status: bool = False,
     ) -> None:
+        _check_type("place_status", place_status, bool, "a bool")
         self._client = client
         self._timeout = timeout
+        self._place_status = place_status
         self._seen: OrderedDict[str, tuple[int, str]] = OrderedDict()  # id -> (stamp, robot)
         self._seen_cap = max(1, remembered_episodes)
         self._seen_lock = threading.Lock()
@@ -524,6 +509,8 @@ class RosEpisodeRetriever:
             near_frame=query.near_frame,
             robot_id=query.robot_id,
             camera=query.camera,
+            kinds=query.kinds,  # None = both, the core's meaning
+            place_status=self._place_status,
         )
         self._remember(found)
         ranked = query.embedding is not None or bool(text) or image is not None
@@ -553,10 +540,13 @@ class RosEpisodeRetriever:
             robot_id=ep.robot_id,
             camera=ep.camera,
             pose_trust=ep.pose_trust,
+            kind=ep.kind,
+            place_key=ep.place_key,
         )
         return RetrievalHit(
             episode=record,
             score=ep.score if ranked else None,
             distance_m=distance,
             jpegs=ep.jpegs,
+            place_status=ep.place_status,
         )

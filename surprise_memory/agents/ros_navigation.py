@@ -24,7 +24,6 @@ from geometry_msgs.msg import PoseWithCovarianceStamped
 from rclpy.node import Node
 
 from surprise_memory.agents.navigation_tool import NavigationResult
-from surprise_memory.agents.ros_client import ServiceCaller
 from surprise_memory.errors import InputError
 from surprise_memory.memory.navigation import GoalRefusedError
 from surprise_memory.memory.navigation_goals import GoalStatus
@@ -32,6 +31,7 @@ from surprise_memory.memory.pose import Pose
 from surprise_memory.nodes.goal_messages import goal_status_from_msg
 from surprise_memory.nodes.messages import ns_to_time, pose_from_msg, time_to_ns
 from surprise_memory.nodes.qos import ROBOT_POSE
+from surprise_memory.nodes.service_caller import ServiceCaller
 from surprise_memory.srv import CancelNavigation, GoToEpisode, NavigationStatus
 
 __all__ = ["GoToEpisodeClient", "RobotPoseWatch", "result_from_response"]

@@ -8,11 +8,13 @@ each node does is a part the node hosts, so that ``pipeline_node`` runs the same
 file:
 
 * :mod:`.qos`: the QoS profiles of every topic, and the camera subscription;
-* :mod:`.messages`: stamps, poses and images between messages and core types;
+* :mod:`.messages`: stamps, poses, images and stored records (their kind and place
+  status) between messages and core types;
 * :mod:`.parameters`: parameters declared from the config schema, and their validation;
 * :mod:`.diagnostics`: the counters published on ``/diagnostics``;
 * :mod:`.lifecycle`: the managed-node base (configure, activate, ... and live settings);
-* :mod:`.runtime`: ``main()`` with a clean shutdown, the stamp-order watch, camera frames in.
+* :mod:`.runtime`: ``main()`` with a clean shutdown, the stamp-order watch, camera frames in;
+* :mod:`.service_caller`: a service called from a private node (the agents' clients).
 
 These modules and :mod:`surprise_memory.agents.ros_client` are the only ones that import
 rclpy.

@@ -314,7 +314,14 @@ class MemoryPart:
         if isinstance(self._store, FleetStore):
             self._fleet_diagnostics.watch(self._store)
         self._retrieval = RetrievalPart(
-            self._node, self._stats, self._store, self._embedder, self._embed_lock
+            self._node,
+            self._stats,
+            self._store,
+            self._embedder,
+            self._embed_lock,
+            # the place settings in force when asked (they change live); the places part
+            # exists by the time the service is activated
+            places_config=lambda: self._places.config,
         )
         self._navigation = NavigationPart(
             self._node,

@@ -133,6 +133,11 @@ class PlacesPart:
         """Whether place keyframes are on (``place_keyframes``, read at configure)."""
         return self._selector.config.place_keyframes
 
+    @property
+    def config(self) -> PlacesConfig:
+        """The place settings in force (live changes included)."""
+        return self._selector.config
+
     def use_poses(self, poses: PoseSource) -> None:
         """Take the robot's poses from the host's pose source (which subscribes and applies it)."""
         self._poses = poses

@@ -3,19 +3,26 @@
 :class:`RetrievalPart` is created by :class:`~surprise_memory.nodes.memory_part.MemoryPart`,
 so ``memory_node`` and ``pipeline_node`` both serve it, on their store and with their
 embedder; :func:`query_from_request` turns a request into the core's
-:class:`~surprise_memory.memory.retrieval.RetrievalQuery`.
+:class:`~surprise_memory.memory.retrieval.RetrievalQuery`. The request's ``kinds`` choose
+surprise episodes, place keyframes or both (empty: episodes, as before interface version
+7), and ``include_place_status`` fills each episode's "still there"
+(:func:`~surprise_memory.memory.place_status.with_place_status`, with the node's place
+settings in force).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
+from surprise_memory.config import PlacesConfig
 from surprise_memory.errors import InputError, SurpriseMemoryError
-from surprise_memory.memory.places import EPISODE
+from surprise_memory.memory.place_status import with_place_status
+from surprise_memory.memory.places import EPISODE, PLACE, RECORD_KINDS
 from surprise_memory.memory.query_embedder import canonical_model_name
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeStoreBackend, RetrievalHit, partial_of
@@ -25,7 +32,7 @@ from surprise_memory.perception.encoders import ImageTextEmbedder
 from surprise_memory.perception.frames import rgb_from_image_msg
 from surprise_memory.srv import RetrieveEpisodes
 
-__all__ = ["RetrievalPart", "query_from_request"]
+__all__ = ["RetrievalPart", "kinds_from_request", "query_from_request"]
 
 
 class RetrievalPart:
@@ -42,6 +49,9 @@ class RetrievalPart:
         store: The episode store.
         embedder: Embeds text and image queries.
         embed_lock: Held while the embedder runs (the episode writer shares it).
+        places_config: The node's place settings in force (cell size, sectors, the
+            still-there radius and threshold), asked at each request that wants place
+            status: they change live.
 
     """
 
@@ -52,12 +62,15 @@ class RetrievalPart:
         store: EpisodeStoreBackend,
         embedder: ImageTextEmbedder,
         embed_lock: threading.Lock,
+        *,
+        places_config: Callable[[], PlacesConfig] = PlacesConfig,
     ) -> None:
         self._node = node
         self._stats = stats
         self._store = store
         self._embedder = embedder
         self._embed_lock = embed_lock
+        self._places_config = places_config
 
     def subscribe(self) -> None:
         """Activate: create the service."""
@@ -80,8 +93,12 @@ class RetrievalPart:
                 query_from_request(request, self._embedder, self._embed_lock),
                 include_images=request.include_images,
             )
+            if request.include_place_status:  # a few reads per hit returned, not per candidate
+                hits = with_place_status(
+                    self._store, hits, self._places_config(), robot_id=request.robot_id or None
+                )
             for hit in hits:  # the stored JPEGs as they are: no decoding, no raw rgb8
-                response.episodes.append(episode_to_msg(hit.episode, hit.jpegs))
+                response.episodes.append(episode_to_msg(hit.episode, hit.jpegs, hit.place_status))
                 response.scores.append(_hit_score(hit))
         except Exception as exc:  # a bad query or a torch error never ends the node
             response.success = False
@@ -98,7 +115,7 @@ class RetrievalPart:
             response.origin = ns_to_time(origin)
         response.success = True
         response.partial = partial_of(hits)
-        response.message = f"{len(hits)} episode(s)"
+        response.message = _counted(hits)
         if response.partial:
             response.message += f" (partial: {response.partial})"
         if (request.text or request.image.width) and not self._embedder.pretrained:
@@ -117,7 +134,8 @@ def query_from_request(
     ``embed_lock``: the episode writer uses the same model).
 
     Raises:
-        InputError: The request mixes query kinds or names an unknown pretrained flag.
+        InputError: The request mixes query kinds, names an unknown pretrained flag or
+            an unknown record kind.
 
     """
     has_image = bool(request.image.width or request.image.height or request.image.data)
@@ -157,9 +175,27 @@ def query_from_request(
         max_results=request.max_results or None,
         robot_id=request.robot_id or None,
         camera=request.camera or None,
-        # episodes only until the service tells a hit's kind (an Episode has no kind field)
-        kinds=frozenset({EPISODE}),
+        kinds=kinds_from_request(request.kinds),
     )
+
+
+def kinds_from_request(kinds: Sequence[str]) -> frozenset[str]:
+    """The record kinds a request asks for; empty = surprise episodes only.
+
+    Empty keeps a caller before interface version 7 (which knew no kinds, and whose
+    answers held episodes only) getting the same answers.
+
+    Raises:
+        InputError: A kind is neither ``"episode"`` nor ``"place"``.
+
+    """
+    unknown = [kind for kind in kinds if kind not in RECORD_KINDS]
+    if unknown:
+        raise InputError(
+            f"kinds={list(kinds)!r}: unknown kind(s) {unknown!r}; each must be one of "
+            f"{', '.join(RECORD_KINDS)} (empty = {EPISODE} only)"
+        )
+    return frozenset(kinds) or frozenset({EPISODE})
 
 
 _PRETRAINED = {
@@ -167,6 +203,13 @@ _PRETRAINED = {
     RetrieveEpisodes.Request.PRETRAINED_TRUE: True,
     RetrieveEpisodes.Request.PRETRAINED_FALSE: False,
 }
+
+
+def _counted(hits: Sequence[RetrievalHit]) -> str:
+    """What an answer holds: "3 episode(s)", or "3 episode(s), 2 place keyframe(s)"."""
+    places = sum(hit.episode.kind == PLACE for hit in hits)
+    counted = f"{len(hits) - places} episode(s)"
+    return f"{counted}, {places} place keyframe(s)" if places else counted
 
 
 def _hit_score(hit: RetrievalHit) -> float:
