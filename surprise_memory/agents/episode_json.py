@@ -9,10 +9,10 @@ metres, angles degrees.
 A record is a surprise episode (kind ``"episode"``: an 8-frame clip of something that
 surprised the robot) or a place keyframe (kind ``"place"``: one frame, the view of a place
 the robot passed); :func:`record_kinds` reads the ``kinds`` argument that chooses between
-them. Where the answer was asked whether an episode's place still looks so
-(:attr:`~surprise_memory.memory.store.RetrievalHit.place_status`, filled in this process
-or by the memory node), the JSON says when the place was last seen and whether it still
-looked the same then.
+them. Where the answer was asked whether an episode's place still looks so (the hit's
+``place_status``, :class:`~surprise_memory.memory.places.PlaceStatus`, filled in this
+process or by the memory node), the JSON says when the place was last seen and whether
+it still looked the same then.
 """
 
 from __future__ import annotations

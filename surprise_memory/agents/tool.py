@@ -25,11 +25,11 @@ or both. :func:`episode_json` and :func:`frame_images`
 frames as every agent tool gives them (``get_episode`` too).
 
 Is it still there? Where the hits carry their place's status
-(:attr:`~surprise_memory.memory.store.RetrievalHit.place_status`: the memory node's
-service fills it when asked, or ``place_status`` here, e.g. ``functools.partial(
-with_place_status, store, config=PlacesConfig())``), each episode's JSON says when its
-place was last seen and whether it still looked the same. The status is asked for the
-hits returned only (a few indexed reads each), after the causality cut.
+(``place_status`` of :class:`~surprise_memory.memory.store.records.RetrievalHit`: the
+memory node's service fills it when asked, or ``place_status`` here, e.g.
+``functools.partial(with_place_status, store, config=PlacesConfig())``), each episode's
+JSON says when its place was last seen and whether it still looked the same. The status
+is asked for the hits returned only (a few indexed reads each), after the causality cut.
 
 Causality: DAAAM answers each question with the scene graph cut at the robot's current
 time. ``now`` (a value or a callable) does the same here: no episode whose last frame is
