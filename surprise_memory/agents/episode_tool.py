@@ -3,10 +3,11 @@
 An agent finds episodes with ``search_episodic_memory``
 (:class:`~surprise_memory.agents.tool.EpisodicMemoryTool`), which sends a few frames of
 the best few; ``get_episode(episode_id)`` (:class:`GetEpisodeTool`) then looks at one of
-them closely: the same JSON as a search hit and every frame, labelled. It keeps the search
-tool's conventions (its time origin, its ``now``, its robot), since it takes them from the
-search tool it is built with. The episode comes from an :class:`EpisodeLookup`: a store
-(:class:`StoreEpisodeLookup`) or
+them closely: the same JSON as a search hit (:mod:`~surprise_memory.agents.episode_json`,
+a place keyframe's too) and every frame, labelled. It keeps the search tool's conventions
+(its time origin, its ``now``, its robot, its place status: is the place still as it
+was?), since it takes them from the search tool it is built with. The episode comes from
+an :class:`EpisodeLookup`: a store (:class:`StoreEpisodeLookup`) or
 :class:`~surprise_memory.agents.ros_client.RosEpisodeRetriever` (the memory node's
 service, which finds again the episodes its searches returned).
 """
@@ -15,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from surprise_memory.agents.episode_json import episode_json, frame_images
 from surprise_memory.agents.function_tool import FunctionTool
-from surprise_memory.agents.tool import EpisodicMemoryTool, episode_json, frame_images
+from surprise_memory.agents.tool import EpisodicMemoryTool
 from surprise_memory.errors import InputError, StoreError, SurpriseMemoryError
 from surprise_memory.memory.store import EpisodeStoreBackend, RetrievalHit
 from surprise_memory.memory.store.records import is_episode_id
@@ -149,6 +151,7 @@ class GetEpisodeTool(FunctionTool):
         ):
             raise StoreError(f"no episode {episode_id!r} in this memory")
         origin = 0 if origin is None else origin
+        hit = self._search.with_place_status([hit], now)[0]  # the search's own status, if any
         result: dict[str, Any] = {"episode": episode_json(hit, origin)}
         if include_images:
             result["_images"] = frame_images(hit, origin)

@@ -3,7 +3,8 @@
 The tools are the agent tools themselves, served as they are, not described again:
 
 * ``search_episodic_memory``: :class:`~surprise_memory.agents.tool.EpisodicMemoryTool`
-  (text, image, time window, place, robot);
+  (text, image, time window, place, robot, kinds: surprise episodes and place keyframes;
+  each episode's place status, ``last_seen`` and ``still_there``, where the tool has it);
 * ``get_episode``: :class:`~surprise_memory.agents.episode_tool.GetEpisodeTool`;
 * with navigation allowed, ``navigate_to_episode``, ``navigation_status`` and
   ``stop_navigation`` (:mod:`surprise_memory.agents.navigation_tool`).
@@ -22,7 +23,8 @@ same field).
 Resources: ``memory://summary`` (what the memory holds and how to query it), and each
 episode, ``memory://episodes/{episode_id}`` (its JSON and every frame as a JPEG blob,
 ``memory://episodes/{episode_id}/frames/{n}``), read through ``get_episode``; the listing
-names the newest episodes (up to the search's cap).
+names the newest surprise episodes (up to the search's cap; the place keyframes, one per
+place passed, would crowd them out, and are read by their id alike).
 
 ``navigate_to_episode`` sends a goal only after the person approved it (MCP elicitation,
 :class:`~surprise_memory.agents.mcp_approval.NavigationApproval`), unless approval was
@@ -58,6 +60,7 @@ from surprise_memory.agents.mcp_approval import (
 )
 from surprise_memory.agents.navigation_tool import NavigateToEpisodeTool
 from surprise_memory.agents.tool import EpisodicMemoryTool
+from surprise_memory.memory.places import EPISODE
 
 __all__ = [
     "EPISODE_URI_TEMPLATE",
@@ -177,9 +180,10 @@ class MemoryMcpServer:
         search = self._served.search.name
         text = (
             "The robot's surprise-gated episodic memory: 8-frame episodes stored when "
-            f"something surprising happened. Find episodes with {search} (words, a picture, "
-            "a time window, a place, a robot), look at one with get_episode. Times are "
-            "seconds since the start of the recording; positions [x, y, z] in metres. " + DATA_NOTE
+            "something surprising happened, and place keyframes, the latest view of every "
+            f"place it passed. Find them with {search} (words, a picture, a time window, a "
+            "place, a robot, kinds), look at one with get_episode. Times are seconds since "
+            "the start of the recording; positions [x, y, z] in metres. " + DATA_NOTE
         )
         if self._navigation:
             text += (
@@ -251,7 +255,9 @@ class MemoryMcpServer:
     # ------------------------------------------------------------------ resources
     async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
         search = self._served.search
-        newest = await self._run(partial(search.execute, max_results=search.max_results_cap))
+        newest = await self._run(
+            partial(search.execute, max_results=search.max_results_cap, kinds=[EPISODE])
+        )
         resources = [
             types.Resource(
                 uri=SUMMARY_URI,
@@ -318,7 +324,7 @@ class MemoryMcpServer:
 
     def _summary(self) -> dict[str, Any]:
         search = self._served.search
-        newest = search.execute()
+        newest = search.execute(kinds=[EPISODE])
         return {
             **self._served.describe(),
             "time_origin_ns": search.origin_ns,

@@ -18,8 +18,18 @@ first frame it saw). Absolute times are always accepted too (see :func:`stamp_ns
 
 What ranks: a text (``query``) or a picture (``image``, base64 JPEG or PNG), embedded
 here by the store's model or by the memory node; ``robot`` narrows a fleet's memory to one
-robot's episodes. :func:`episode_json` and :func:`frame_images` are an episode's JSON and
-its frames as every agent tool gives them (``get_episode`` too).
+robot's episodes; ``kinds`` chooses surprise episodes (events), place keyframes (the
+latest view of every place passed, surprising or not: "where did you see the red door?")
+or both. :func:`episode_json` and :func:`frame_images`
+(:mod:`surprise_memory.agents.episode_json`, re-exported here) are a record's JSON and its
+frames as every agent tool gives them (``get_episode`` too).
+
+Is it still there? Where the hits carry their place's status
+(``place_status`` of :class:`~surprise_memory.memory.store.records.RetrievalHit`: the
+memory node's service fills it when asked, or ``place_status`` here, e.g.
+``functools.partial(with_place_status, store, config=PlacesConfig())``), each episode's
+JSON says when its place was last seen and whether it still looked the same. The status
+is asked for the hits returned only (a few indexed reads each), after the causality cut.
 
 Causality: DAAAM answers each question with the scene graph cut at the robot's current
 time. ``now`` (a value or a callable) does the same here: no episode whose last frame is
@@ -41,8 +51,15 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from surprise_memory.agents.episode_json import (
+    episode_json,
+    frame_images,
+    known_at,
+    record_kinds,
+)
 from surprise_memory.agents.function_tool import FunctionTool
 from surprise_memory.errors import InputError, SurpriseMemoryError
+from surprise_memory.memory.places import RECORD_KINDS
 from surprise_memory.memory.query_embedder import canonical_model_name, decode_query_image
 from surprise_memory.memory.retrieval import RetrievalQuery, check_robot_id
 from surprise_memory.memory.store import (
@@ -59,6 +76,7 @@ __all__ = [
     "MAX_QUERY_IMAGE_BYTES",
     "EpisodicMemoryTool",
     "ImageEmbedder",
+    "PlaceStatusFiller",
     "RetrievesByImage",
     "TextEmbedder",
     "TimeValue",
@@ -88,6 +106,10 @@ class RetrievesByImage(Protocol):
         ...
 
 
+PlaceStatusFiller = Callable[[Sequence[RetrievalHit]], Sequence[RetrievalHit]]
+"""Fills the hits' ``place_status``, e.g. ``functools.partial(with_place_status, store,
+config=PlacesConfig())`` (:func:`~surprise_memory.memory.place_status.with_place_status`)."""
+
 TimeValue = int | float | str
 """A time as the tool takes it; see :func:`stamp_ns`."""
 
@@ -110,6 +132,7 @@ _PARAMETERS = (
     "include_images",
     "robot",
     "camera",
+    "kinds",
 )
 
 MAX_QUERY_IMAGE_BYTES = 16 * 1024 * 1024
@@ -221,6 +244,15 @@ def _parameters_schema(
                 "description": "Only what this camera of the robot saw (e.g. 'front'); null "
                 "= every camera. Each episode names its camera and where it looked.",
             },
+            "kinds": {
+                "type": ["array", "null"],
+                "items": {"type": "string", "enum": list(RECORD_KINDS)},
+                "description": "Which records: 'episode' = surprise episodes, 8-frame clips "
+                "of events (something moved, appeared, changed); 'place' = place keyframes, "
+                "the latest view of every place and direction the robot passed, also of "
+                "things that never surprised it ('where did you see the red door?'); null "
+                "= both. Each result says its kind.",
+            },
         },
         "required": list(_PARAMETERS),
         "additionalProperties": False,
@@ -257,6 +289,9 @@ class EpisodicMemoryTool(FunctionTool):
         image_episodes: With images, how many of the best episodes send frames.
         frames_per_episode: With images, frames sent per episode (evenly spaced).
         name: Function name shown to the agent.
+        place_status: Fills the returned hits' place status (is the episode's place still
+            as it was?) in this process, for the hits returned only; None = as the
+            retriever gives them (the memory node's service fills it when asked to).
 
     Raises:
         InputError: Inconsistent arguments (a text embedder without its model name, limits
@@ -279,6 +314,7 @@ class EpisodicMemoryTool(FunctionTool):
         frames_per_episode: int = 3,
         name: str = "search_episodic_memory",
         embed_image: ImageEmbedder | None = None,
+        place_status: PlaceStatusFiller | None = None,
     ) -> None:
         if (embed_text is not None or embed_image is not None) and not embedder_model:
             raise InputError("an embedder needs embedder_model, the name of the model it runs")
@@ -300,6 +336,7 @@ class EpisodicMemoryTool(FunctionTool):
         self._robot_id = None if robot_id is None else check_robot_id(robot_id)
         self._image_episodes = image_episodes
         self._frames_per_episode = frames_per_episode
+        self._place_status = place_status
         super().__init__(name)
 
     # ------------------------------------------------------------------ what DAAAM reads
@@ -307,12 +344,16 @@ class EpisodicMemoryTool(FunctionTool):
     def description(self) -> str:
         """What the tool does, for the model."""
         return (
-            "Search the robot's episodic memory: short clips (8 frames) stored when "
-            "something surprising happened. Filter by what was seen (text, or a picture), "
-            "by time, by place and by robot; combine freely. Without text or picture, "
-            "results come nearest first when a position is given, else newest first. "
-            "Times are seconds since the start of the recording; positions are [x, y, z] "
-            "in metres in the map frame."
+            "Search the robot's episodic memory: episodes, short clips (8 frames) stored "
+            "when something surprising happened (events: who came, what moved), and place "
+            "keyframes, the latest view of every place the robot passed (where things are, "
+            "surprising or not: 'where did you see the red door?'); choose with kinds. "
+            "Filter by what was seen (text, or a picture), by time, by place and by robot; "
+            "combine freely. Without text or picture, results come nearest first when a "
+            "position is given, else newest first. Times are seconds since the start of "
+            "the recording; positions are [x, y, z] in metres in the map frame. An episode "
+            "may say when its place was last_seen and whether it was still_there then "
+            "(null: not seen since)."
         )
 
     @property
@@ -382,6 +423,19 @@ class EpisodicMemoryTool(FunctionTool):
         value = self._now() if callable(self._now) else self._now
         return stamp_ns("now", value, origin)
 
+    def with_place_status(
+        self, hits: Sequence[RetrievalHit], now: int | None = None
+    ) -> list[RetrievalHit]:
+        """``hits`` with their place status filled by ``place_status``.
+
+        Without ``place_status`` they are kept as they are (the retriever's status, where
+        it filled one). A status whose view is after ``now`` (int ns) is dropped
+        (:func:`~surprise_memory.agents.episode_json.known_at`).
+        """
+        if self._place_status is not None and hits:
+            hits = self._place_status(hits)
+        return known_at(hits, now)
+
     # ------------------------------------------------------------------ calling
     def execute(self, **kwargs: Any) -> dict[str, Any]:
         """Run one call of the tool; never raises.
@@ -414,13 +468,13 @@ class EpisodicMemoryTool(FunctionTool):
             if start is not None and start > now:
                 return {"episodes": [], "count": 0, "note": "start_time is after the current time"}
             end = now if end is None else min(end, now)
-        k = self._max_results(kwargs.get("max_results"))
+        k = _max_results(kwargs.get("max_results"), self._cap)
         include_images = kwargs.get("include_images", False)
         if not isinstance(include_images, bool):
             raise InputError(f"include_images={include_images!r}: must be true or false")
         robot = self.robot_filter(kwargs.get("robot"))
         text, rgb, embedding = self._similar_to(kwargs.get("query"), kwargs.get("image"))
-        near = self._position(kwargs.get("position"))
+        near = _position(kwargs.get("position"))
         radius = kwargs.get("radius")
         if radius is not None and near is None:
             raise InputError("radius given without a position")
@@ -438,6 +492,7 @@ class EpisodicMemoryTool(FunctionTool):
             max_results=k + extra,
             robot_id=robot,
             camera=kwargs.get("camera"),  # checked by the query
+            kinds=record_kinds(kwargs.get("kinds")),
         )
         if text is not None and isinstance(self._retriever, RetrievesByText):
             hits = self._retriever.retrieve_text(text, query, include_images=include_images)
@@ -448,7 +503,8 @@ class EpisodicMemoryTool(FunctionTool):
         partial = partial_of(hits)
         if now is not None:
             hits = [h for h in hits if h.episode.end_ns <= now]
-        hits = hits[:k]
+        # a few reads per hit: for the ones returned, never for the candidates
+        hits = self.with_place_status(hits[:k], now)
         if origin is None:  # an empty memory has no origin: count from the epoch
             origin = 0
         result: dict[str, Any] = {
@@ -500,22 +556,25 @@ class EpisodicMemoryTool(FunctionTool):
             return None, None, np.asarray(self._embed_image(rgb), dtype=np.float32)
         return None, rgb, None
 
-    @staticmethod
-    def _position(position: Any) -> tuple[float, float, float] | None:
-        if position is None:
-            return None
-        if not isinstance(position, Sequence) or isinstance(position, str) or len(position) != 3:
-            raise InputError(f"position={position!r}: must be [x, y, z] in metres or null")
-        return (position[0], position[1], position[2])
 
-    def _max_results(self, max_results: Any) -> int:
-        if max_results is None:
-            return min(5, self._cap)
-        if isinstance(max_results, bool) or not isinstance(max_results, int):
-            raise InputError(f"max_results={max_results!r}: must be an integer or null")
-        if not 1 <= max_results <= self._cap:
-            raise InputError(f"max_results={max_results}: must be between 1 and {self._cap}")
-        return max_results
+def _position(position: Any) -> tuple[float, float, float] | None:
+    """The ``position`` argument as a query's point (checked further by the query)."""
+    if position is None:
+        return None
+    if not isinstance(position, Sequence) or isinstance(position, str) or len(position) != 3:
+        raise InputError(f"position={position!r}: must be [x, y, z] in metres or null")
+    return (position[0], position[1], position[2])
+
+
+def _max_results(max_results: Any, cap: int) -> int:
+    """The ``max_results`` argument, 1 to ``cap`` (null: 5, or ``cap`` when lower)."""
+    if max_results is None:
+        return min(5, cap)
+    if isinstance(max_results, bool) or not isinstance(max_results, int):
+        raise InputError(f"max_results={max_results!r}: must be an integer or null")
+    if not 1 <= max_results <= cap:
+        raise InputError(f"max_results={max_results}: must be between 1 and {cap}")
+    return max_results
 
 
 def _base64_bytes(data: str) -> bytes:
@@ -532,69 +591,3 @@ def _base64_bytes(data: str) -> bytes:
         return base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         raise InputError("image: not valid base64 (a base64-encoded JPEG or PNG)") from None
-
-
-def _seconds(stamp: int, origin: int) -> float:
-    return round((stamp - origin) / NS_PER_SECOND, 3)
-
-
-def episode_json(hit: RetrievalHit, origin: int) -> dict[str, Any]:
-    """An episode as the agent tools give it: times in seconds since ``origin``, metres.
-
-    Args:
-        hit: The episode (its score and distance when it came from a query).
-        origin: Time zero, int ns.
-
-    Returns:
-        ``id``, ``time``, ``start_time``, ``end_time``, ``position`` (null without a pose),
-        ``frame``, ``surprise``, ``similarity``, ``distance``, ``frame_times``, ``robot``,
-        ``camera`` (null: the one unnamed camera), ``view_yaw`` (where it looked, degrees
-        about z in ``frame``), ``pose_uncertainty_m`` and ``map`` (null when unknown).
-
-    """
-    ep = hit.episode
-    return {
-        "id": ep.id,
-        "time": _seconds(ep.stamp_ns, origin),
-        "start_time": _seconds(ep.start_ns, origin),
-        "end_time": _seconds(ep.end_ns, origin),
-        "position": [round(v, 3) for v in ep.pose.position] if ep.pose_valid else None,
-        "frame": ep.pose.frame_id if ep.pose_valid else None,
-        "surprise": round(ep.surprise, 4),
-        "similarity": None if hit.score is None else round(hit.score, 4),
-        "distance": None if hit.distance_m is None else round(hit.distance_m, 3),
-        "frame_times": [_seconds(s, origin) for s in ep.frame_stamps_ns],
-        "robot": ep.robot_id,
-        "camera": ep.camera.name or None,
-        "view_yaw": None if ep.camera.yaw is None else round(math.degrees(ep.camera.yaw), 1),
-        **ep.pose_trust.as_json(),
-    }
-
-
-def frame_images(hit: RetrievalHit, origin: int, frames: int | None = None) -> list[dict[str, str]]:
-    """An episode's frames as DAAAM takes images: ``{"base64", "label"}``, the stored JPEGs.
-
-    Args:
-        hit: The episode, with its JPEG bytes (``hit.jpegs``; none: no image).
-        origin: Time zero of the labels' times, int ns.
-        frames: How many, evenly spaced (first and last among them); None = every frame.
-
-    Returns:
-        One dict per frame, labelled ``episode <id>, frame i/n, t=<s> s``.
-
-    """
-    n = len(hit.jpegs)
-    if n == 0:
-        return []
-    count = n if frames is None else min(frames, n)
-    picks = sorted({int(i) for i in np.linspace(0, n - 1, count).round()})
-    images = []
-    for i in picks:
-        t = _seconds(hit.episode.frame_stamps_ns[i], origin)
-        images.append(
-            {
-                "base64": base64.b64encode(hit.jpegs[i]).decode("ascii"),
-                "label": f"episode {hit.episode.id}, frame {i + 1}/{n}, t={t:.1f} s",
-            }
-        )
-    return images

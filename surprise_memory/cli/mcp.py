@@ -7,6 +7,13 @@ embedder), or over the memory node's services from any machine of its ROS 2 netw
 ``--allow-navigation`` ``go_to_episode``, ``navigation_status``, ``cancel_navigation``).
 The tools and resources are :mod:`surprise_memory.agents.mcp_server`'s.
 
+Is it still there? With ``--store`` each episode a search returns says when its place was
+last seen and whether it still looked the same
+(:func:`~surprise_memory.memory.place_status.with_place_status`, asked here for the hits
+returned, with the places settings given as options: the store's cell and sectors, the
+radius and the similarity threshold; default :class:`~surprise_memory.config.PlacesConfig`).
+With ``--node`` the search answers as the memory node's service does.
+
 Transports: stdio (the default; the client starts this command and owns its standard input
 and output: nothing else is printed there) or streamable HTTP at
 ``http://<http_host>:<http_port>/mcp``, whose first line on standard output is that address
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +36,9 @@ from typing import Any
 
 from surprise_memory.access import add_token_options, check_exposure, read_token, token_gate
 from surprise_memory.cli.options import add_config_options, given, note
+from surprise_memory.config import settings_of
 from surprise_memory.config.mcp import McpConfig
+from surprise_memory.config.places import PlacesConfig
 from surprise_memory.errors import ConfigError, InputError
 
 __all__ = ["TOKEN_ENV", "add_mcp_command"]
@@ -37,6 +47,15 @@ TOKEN_ENV = "SURPRISE_MEMORY_MCP_TOKEN"
 """The environment variable that holds the HTTP transport's bearer token."""
 
 NAMESPACE = "/surprise_memory"
+
+# the places' settings that "is it still there?" reads (the others choose keyframes, which
+# the memory node does, not this server)
+_PLACE_STATUS_SETTINGS = (
+    "place_cell_m",
+    "place_sectors",
+    "place_status_radius_m",
+    "place_still_there_similarity",
+)
 
 
 def add_mcp_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
@@ -52,7 +71,9 @@ def add_mcp_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         help="serve the memory to MCP clients (agents): search, episodes, navigation",
         formatter_class=fmt,
         description="Serve the episodic memory over the Model Context Protocol: the tools "
-        "search_episodic_memory (words, a picture, a time window, a place, a robot) and "
+        "search_episodic_memory (words, a picture, a time window, a place, a robot; surprise "
+        "episodes and place keyframes, each episode saying whether its place was still "
+        "there when last seen) and "
         "get_episode (its frames as images), the resources memory://summary and "
         "memory://episodes/{id}; with --node and --allow-navigation also "
         "navigate_to_episode, navigation_status and stop_navigation (each call logged "
@@ -78,6 +99,8 @@ def add_mcp_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p.add_argument("--robot-id", help="only this robot's episodes (default: every robot's)")
     add_token_options(p, TOKEN_ENV, "the HTTP transport")
     add_config_options(p, [McpConfig])
+    excluded = [s.name for s in settings_of(PlacesConfig) if s.name not in _PLACE_STATUS_SETTINGS]
+    add_config_options(p, [PlacesConfig], excluded=excluded)
     p.set_defaults(func=_cmd_mcp)
 
 
@@ -95,6 +118,11 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         check_exposure(config.http_host, token, host_option="--http-host", env_var=TOKEN_ENV)
     if config.allow_navigation and not args.node:
         raise ConfigError("--allow-navigation needs --node: goals go through the memory node")
+    if args.node and given(args, [PlacesConfig]):
+        raise ConfigError(
+            "the places settings need --store: with --node the memory node judges whether "
+            "a place is still there, with its own settings"
+        )
     # what agents make the robot do is logged (stderr: stdout is the stdio transport's)
     logging.getLogger("surprise_memory.agents.mcp_server").setLevel(logging.INFO)
     from surprise_memory import __version__
@@ -126,12 +154,14 @@ def _store_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
     from surprise_memory.agents.episode_tool import GetEpisodeTool, StoreEpisodeLookup
     from surprise_memory.agents.mcp_server import ServedMemory
     from surprise_memory.agents.tool import EpisodicMemoryTool
+    from surprise_memory.memory.place_status import with_place_status
     from surprise_memory.memory.query_embedder import StoreQueryEmbedder
     from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
     from surprise_memory.offline.report import time_origin_ns
 
     if not is_postgres_url(args.store) and not Path(args.store).is_dir():
         raise InputError(f"store {args.store!r} does not exist")
+    places = PlacesConfig.from_mapping(given(args, [PlacesConfig]))
     with open_store(args.store, read_only=True) as store:
         embedder = StoreQueryEmbedder(store, config.mcp_query_device)
         model = store.embedder_model  # None: an empty store (no query embedder until restart)
@@ -146,6 +176,10 @@ def _store_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
             robot_id=args.robot_id,
             image_episodes=config.image_episodes,
             frames_per_episode=config.frames_per_episode,
+            # is it still there? asked here of the hits returned, from this robot's views
+            place_status=functools.partial(
+                with_place_status, store, config=places, robot_id=args.robot_id
+            ),
         )
 
         def describe() -> dict[str, Any]:
