@@ -41,12 +41,14 @@ from surprise_memory.memory.places import EPISODE, PlaceCell, PlaceStatus, place
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.store.hits import RetrievalHits, partial_of
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
+from surprise_memory.stamps import NS_PER_SECOND, duration_text
 
 __all__ = [
     "PlaceStatus",
     "PlaceViews",
     "nearby_place_keys",
     "place_status",
+    "place_status_line",
     "record_place",
     "with_place_status",
 ]
@@ -190,6 +192,37 @@ def with_place_status(
         for hit in hits
     ]
     return RetrievalHits(filled, partial_of(hits))
+
+
+def place_status_line(status: PlaceStatus, episode_stamp_ns: int, now_ns: int) -> str:
+    """One line on how old the latest view of an episode's place is, as ``goto`` prints it.
+
+    ``its place was last seen 3 h ago (still looks the same, similarity 0.93)``,
+    ``... (looks different now, similarity 0.41)``, or ``its place was not seen since the
+    episode (12 d ago)``. Ages count back from ``now_ns``; a stamp after it (a clock that
+    is not the stamps': sim time, another machine's) is said as such, not as a negative age.
+
+    Args:
+        status: The episode's :func:`place_status`.
+        episode_stamp_ns: The episode's trigger stamp, int ns.
+        now_ns: The current time on the stamps' clock, int ns.
+
+    """
+    if status.still_there is None or status.similarity is None:
+        return f"its place was not seen since the episode ({_ago(episode_stamp_ns, now_ns)})"
+    looks = "still looks the same" if status.still_there else "looks different now"
+    return (
+        f"its place was last seen {_ago(status.last_seen_ns, now_ns)} "
+        f"({looks}, similarity {status.similarity:.2f})"
+    )
+
+
+def _ago(stamp_ns: int, now_ns: int) -> str:
+    """``3 h ago``; ``12 s after this machine's current time: ...`` for a stamp in its future."""
+    age = (now_ns - stamp_ns) / NS_PER_SECOND
+    if age < 0:
+        return f"{duration_text(age)} after this machine's current time: another clock?"
+    return f"{duration_text(age)} ago"
 
 
 def _unit(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
