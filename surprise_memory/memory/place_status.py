@@ -37,8 +37,9 @@ import numpy.typing as npt
 
 from surprise_memory.config.places import PlacesConfig
 from surprise_memory.memory.episodes import trigger_frame_index
-from surprise_memory.memory.places import EPISODE, PlaceCell, PlaceStatus, place_cell
+from surprise_memory.memory.places import EPISODE, PLACE, PlaceCell, PlaceStatus, place_cell
 from surprise_memory.memory.pose import yaw_of
+from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.hits import RetrievalHits, partial_of
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
 from surprise_memory.stamps import NS_PER_SECOND, duration_text
@@ -46,6 +47,7 @@ from surprise_memory.stamps import NS_PER_SECOND, duration_text
 __all__ = [
     "PlaceStatus",
     "PlaceViews",
+    "has_place_keyframes",
     "nearby_place_keys",
     "place_status",
     "place_status_line",
@@ -66,6 +68,24 @@ class PlaceViews(Protocol):
     def embeddings(self, episode_id: str) -> npt.NDArray[np.float32]:
         """A record's stored unit frame embeddings, (frames, D)."""
         ...
+
+
+class Retrieves(Protocol):
+    """A store that answers a :class:`~surprise_memory.memory.retrieval.RetrievalQuery`."""
+
+    def retrieve(self, query: RetrievalQuery) -> Sequence[RetrievalHit]:
+        """The hits of ``query``."""
+        ...
+
+
+def has_place_keyframes(store: Retrieves) -> bool:
+    """Whether the store holds any place keyframe (one indexed query).
+
+    A store without any (processed offline, or kept by a node with ``place_keyframes``
+    off) cannot say whether a place was seen again: its readers say nothing of it rather
+    than "not seen since" under every episode.
+    """
+    return bool(store.retrieve(RetrievalQuery(kinds=frozenset({PLACE}), max_results=1)))
 
 
 def record_place(record: EpisodeRecord, config: PlacesConfig) -> PlaceCell | None:
