@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from browser_helpers import Server, chrome, serve, wait_for
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 from test_store_places import AT, DIM, _episode, _place
 
 from surprise_memory.browser.views import place_status_view
@@ -122,6 +123,10 @@ def test_the_timeline_search_and_episode_say_each_records_kind(
     assert kinds == {
         i: "place" if name.startswith("view") else "episode" for name, i in ids.items()
     }
+    code, bad = server.json("api/search?kind=all")
+    assert code == 400 and "kind 'all'" in bad["error"]
+    _, places = server.json("api/search?start=0&kind=place")
+    assert {h["kind"] for h in places["hits"]} == {"place"} and len(places["hits"]) == 3
     _, found = server.json("api/search?start=0&k=20")
     by_id = {h["id"]: h for h in found["hits"]}
     assert by_id[ids["view_faded"]]["kind"] == "place"
@@ -190,6 +195,23 @@ def test_search_results_are_marked_place_or_episode(page: Any, store: dict[str, 
     assert view.text.startswith("place · ")
     assert cards[ids["changed"]].get_attribute("data-kind") == "episode"
     assert cards[ids["changed"]].text.startswith("episode · ")
+    # the kind filter: the place keyframes only (the form's own select, as --kind)
+    Select(page.find_element(By.ID, "q-kind")).select_by_visible_text("place keyframes")
+    page.find_element(By.ID, "search-btn").click()
+    wait_for(
+        lambda: page.find_element(By.ID, "search-msg").text.startswith("3 results (0 episodes"),
+        30,
+        "the places' search",
+    )
+    kinds = [
+        c.get_attribute("data-kind") for c in page.find_elements(By.CSS_SELECTOR, "#results .hit")
+    ]
+    assert kinds == ["place"] * 3
+    Select(page.find_element(By.ID, "q-kind")).select_by_visible_text("both")
+    page.find_element(By.ID, "search-btn").click()
+    wait_for(
+        lambda: page.find_element(By.ID, "search-msg").text.startswith("7 results"), 30, "both"
+    )
 
 
 @pytest.mark.parametrize(

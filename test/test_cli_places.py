@@ -163,3 +163,14 @@ def test_no_match_says_of_which_kind(tmp_path: Path, store: dict[str, Any]) -> N
     assert query(tmp_path, str(store["folder"]), *far).stdout.strip() == (
         "no episode or place keyframe matches"
     )
+
+
+def test_a_store_without_place_keyframes_says_nothing_of_places(tmp_path: Path) -> None:
+    """A store processed offline keeps no views: no "not seen since" under every episode."""
+    rng = np.random.default_rng(3)
+    with EpisodeStore(tmp_path / "store") as s:
+        ep = _episode(s, rng, 10.0, AT).id
+    out = json.loads(query(tmp_path, "store", "--json").stdout)
+    assert [(h["id"], h["kind"], h["place_status"]) for h in out["hits"]] == [(ep, "episode", None)]
+    table = query(tmp_path, "store").stdout.splitlines()
+    assert len(table) == 2 and "place:" not in table[1]

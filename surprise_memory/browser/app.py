@@ -16,7 +16,7 @@ read-only):
 * ``/api/episodes/{id}/place``: whether a surprise episode's place was seen since and
   still looks the same (:func:`~surprise_memory.memory.place_status.place_status`);
 * ``/api/search``: ``GET`` with ``text`` and/or filters (``start``, ``end``, ``near``,
-  ``near_frame``, ``radius``, ``robot_id``, ``k``), or ``POST`` with an image as the body
+  ``near_frame``, ``radius``, ``robot_id``, ``k``, ``kind``), or ``POST`` with an image as the body
   and the filters in the query string: the same retrieval as the CLI and the service;
 * ``/api/live``: server-sent events when episodes are added or evicted
   (:mod:`~surprise_memory.browser.live`);

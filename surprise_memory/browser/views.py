@@ -102,7 +102,8 @@ def search_query(
     Args:
         params: ``start``, ``end`` (seconds from the origin, ``<int>ns`` or ISO 8601 with a
             zone), ``near`` (``x,y[,z]`` metres), ``near_frame``, ``radius`` (metres),
-            ``robot_id``, ``k`` (results, 1..``max_results_cap``).
+            ``robot_id``, ``k`` (results, 1..``max_results_cap``), ``kind`` (``episode``,
+            ``place`` or ``both``, the default).
         origin_ns: The store's time origin, for relative times.
         max_results_cap: The store's cap on results.
         embedding: The text or image query vector, if any.
@@ -134,6 +135,9 @@ def search_query(
             raise InputError(f"radius {radius!r}: expected a distance in metres above 0")
         if near is None:
             raise InputError("a radius needs a place (near: x,y)")
+    kind = _field(params, "kind") or "both"
+    if kind not in ("episode", "place", "both"):
+        raise InputError(f"kind {kind!r}: expected episode, place or both")
     k = DEFAULT_RESULTS
     if k_text is not None:
         k_value = parse_count(k_text)
@@ -151,6 +155,7 @@ def search_query(
         max_results=k,
         robot_id=_field(params, "robot_id"),
         camera=_field(params, "camera"),
+        kinds=None if kind == "both" else frozenset({kind}),
     )
 
 

@@ -510,6 +510,7 @@
     const put = (key, sel) => { const v = $(sel).value.trim(); if (v) p.set(key, v); };
     put("start", "#q-start"); put("end", "#q-end"); put("near", "#q-near");
     put("radius", "#q-radius"); put("robot_id", "#q-robot"); put("k", "#q-k");
+    put("kind", "#q-kind");
     if (state.camera !== null) p.set("camera", state.camera);
     if (p.has("near") && state.mapFrame !== null) p.set("near_frame", state.mapFrame);
     return p;
