@@ -24,7 +24,10 @@ import pytest
 from test_store_places import AT, DIM, _episode, _place
 
 from surprise_memory.memory.camera_view import yaw_pose
+from surprise_memory.memory.place_status import place_status_line
+from surprise_memory.memory.places import PlaceStatus
 from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.stamps import duration_text
 
 CHANGED = yaw_pose(21.0, 5.0, 0.0, 0.0, "map")
 UNSEEN = yaw_pose(41.0, 5.0, 0.0, 0.0, "map")
@@ -69,6 +72,43 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with EpisodeStore(tmp / "episodes") as s:
         ids["alone"] = _episode(s, rng, day_ago, AT).id
     return {"places": tmp / "places", "episodes": tmp / "episodes", "ids": ids}
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.0, "0 s"),
+        (0.4, "0 s"),
+        (45.0, "45 s"),
+        (59.6, "1 min"),
+        (725.0, "12 min 5 s"),
+        (3 * HOUR + 12 * 60 + 5, "3 h 12 min"),  # two units: the seconds are noise here
+        (86400.0 + 30, "1 d"),  # no "0 h"
+        (12 * 86400.0 + 4 * HOUR, "12 d 4 h"),
+        (-HOUR, "1 h"),  # the caller says which way
+        (float("nan"), "unknown"),
+    ],
+)
+def test_a_duration_reads_in_its_two_largest_units(seconds: float, text: str) -> None:
+    assert duration_text(seconds) == text
+
+
+def test_the_line_says_the_age_from_now_and_never_a_negative_one() -> None:
+    s, now = 10**9, 100 * 86400 * 10**9
+    seen = PlaceStatus("map@2m:1,2:0/8", now - 3 * 3600 * s, 0.414, False, "v")
+    assert place_status_line(seen, now - 86400 * s, now) == (
+        "its place was last seen 3 h ago (looks different now, similarity 0.41)"
+    )
+    unseen = PlaceStatus("map@2m:1,2:0/8", now - 12 * 86400 * s, None, None)
+    assert place_status_line(unseen, now - 12 * 86400 * s, now) == (
+        "its place was not seen since the episode (12 d ago)"
+    )
+    # stamps of another clock (sim time ahead of this machine's): said, not "-5 min ago"
+    ahead = PlaceStatus("map@2m:1,2:0/8", now + 300 * s, 0.9, True, "v")
+    assert place_status_line(ahead, now - s, now) == (
+        "its place was last seen 5 min after this machine's current time: another clock? "
+        "(still looks the same, similarity 0.90)"
+    )
 
 
 def _dry(stores: dict[str, Any], tmp: Path, which: str, *args: str) -> str:
