@@ -19,6 +19,7 @@ import pytest
 from browser_helpers import Server, chrome, serve, wait_for
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
+from test_browser_page import BLUE
 from test_store_places import AT, DIM, _episode, _place
 
 from surprise_memory.browser.views import place_status_view
@@ -163,9 +164,12 @@ def test_the_map_draws_place_keyframes_as_their_own_layer(page: Any) -> None:
     assert toggle.is_selected()  # shown by default
     assert page.execute_script("return window.sm.placeMarks") == 3
     assert _note(page).startswith('4 episodes posed in "map"; 3 place keyframes;')
+    on_timeline = page.execute_script(BLUE, "#timeline")
     toggle.click()
     wait_for(lambda: page.execute_script("return window.sm.placeMarks") == 0, 10, "hidden")
     assert "3 place keyframes (hidden)" in _note(page)
+    # the timeline drops their squares too (the first robot's colour, fewer pixels)
+    assert page.execute_script(BLUE, "#timeline") < on_timeline - 20
     toggle.click()
     wait_for(lambda: page.execute_script("return window.sm.placeMarks") == 3, 10, "shown")
     # the latest episodes are the surprise episodes; the views are on the map

@@ -255,6 +255,12 @@
     };
   }
 
+  // the timeline's records: the place keyframes only while their layer shows (a robot
+  // keeps thousands, all at surprise 0: they would hide the axis)
+  function timelineRecords() {
+    return visible().filter((e) => state.showPlaces || !isPlace(e));
+  }
+
   function drawTimeline() {
     const { ctx, width, height } = prepare($("#timeline"));
     const sc = timelineScale();
@@ -288,7 +294,13 @@
       ctx.setLineDash([]);
     }
     const current = state.episode ? state.episode.id : null;
-    visible().forEach((e) => {
+    timelineRecords().forEach((e) => {
+      if (isPlace(e)) {  // surprise 0: a hollow square on the axis, as on the map
+        const half = e.id === current ? 5 : 3;
+        ctx.strokeStyle = colorOf(e.robot);
+        ctx.strokeRect(sc.x(e.t) - half, sc.y(0) - half, 2 * half, 2 * half);
+        return;
+      }
       ctx.fillStyle = colorOf(e.robot);
       ctx.beginPath();
       ctx.arc(sc.x(e.t), sc.y(e.surprise), e.id === current ? 6 : 3.5, 0, 2 * Math.PI);
@@ -355,7 +367,7 @@
         runSearch();
       } else {
         const y = ev.clientY - canvas.getBoundingClientRect().top;
-        const pts = visible().map((e) => ({ ep: e, px: sc.x(e.t), py: sc.y(e.surprise) }));
+        const pts = timelineRecords().map((e) => ({ ep: e, px: sc.x(e.t), py: sc.y(e.surprise) }));
         const hit = nearest(pts, up, y, 8);
         if (hit) openEpisode(hit.id);
       }
@@ -495,6 +507,7 @@
     });
     $("#map-places").addEventListener("change", (ev) => {
       state.showPlaces = ev.target.checked;
+      drawTimeline();
       drawMap();
     });
     $("#map-frame").addEventListener("change", (ev) => {
@@ -608,6 +621,7 @@
     $("#clear-btn").addEventListener("click", () => {
       ["#q-text", "#q-start", "#q-end", "#q-near", "#q-radius"].forEach((s) => { $(s).value = ""; });
       $("#q-image").value = "";
+      $("#q-kind").value = "";
       state.selection = null;
       state.place = null;
       $("#results").textContent = "";
