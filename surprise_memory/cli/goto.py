@@ -278,6 +278,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
 
     if not is_postgres_url(args.store) and not Path(args.store).is_dir():
         raise InputError(f"store {args.store!r} does not exist")
+    places = place_status_config(args)  # a bad value is refused before the store opens
     with open_store(args.store, read_only=True) as store:
         origin = _store_origin(store)
         embedding, model = None, None
@@ -290,7 +291,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
         query = _query(args, origin, embedding, model)
         own, now = host_robot_id(), time.time_ns()
         episode, _ = choose_episode(store, query, own, now)  # a store opened here is whole
-        place = _place_seen(store, episode, place_status_config(args), now)
+        place = _place_seen(store, episode, places, now)
     with ExitStack() as stack:
         nodes: list[Any] = []  # a ROS node of this process, opened when first needed
 

@@ -23,7 +23,7 @@ from surprise_memory.cli.options import (
 )
 from surprise_memory.errors import InputError
 from surprise_memory.memory.retrieval import parse_point
-from surprise_memory.stamps import NS_PER_SECOND, parse_time
+from surprise_memory.stamps import NS_PER_SECOND, duration_text, parse_time
 
 __all__ = ["KIND_CHOICES", "add_store_commands"]
 
@@ -71,7 +71,9 @@ def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     q.add_argument("--text", help="text query (needs the store's trained embedder)")
     q.add_argument("--image", metavar="PATH", help="image file as the query")
     add_time_place_options(q)
-    q.add_argument("-k", "--max-results", type=int, default=5, help="episodes returned")
+    q.add_argument(
+        "-k", "--max-results", type=int, default=5, help="hits returned (of the kinds asked)"
+    )
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
     q.add_argument("--device", default="auto", help="device of the query embedder")
     add_place_status_options(q)
@@ -207,8 +209,6 @@ def _status_text(status: dict[str, Any], episode_ns: int) -> str:
     Counted from the episode, not from now: the stamps may be another clock's (sim time,
     a recording's), and the store's times are all on one clock.
     """
-    from surprise_memory.stamps import duration_text
-
     if status["still_there"] is None:
         return "place: not seen since the episode, still there: unknown"
     later = duration_text((status["last_seen_ns"] - episode_ns) / NS_PER_SECOND)
@@ -257,7 +257,8 @@ def _hit_dict(hit: Any, origin: int | None, snapshots: list[Any]) -> dict[str, A
         # "episode" (a surprise episode) or "place" (a place keyframe, with its place's key)
         "kind": ep.kind,
         "place_key": ep.place_key,
-        # a surprise episode's place, seen since? (null: a place keyframe, or no pose)
+        # a surprise episode's place, seen since? (null: a place keyframe, no pose, or a
+        # store that keeps no place keyframes)
         "place_status": _status_dict(hit.place_status, origin),
     }
 
