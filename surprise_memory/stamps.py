@@ -17,6 +17,7 @@ from surprise_memory.errors import InputError
 
 __all__ = [
     "NS_PER_SECOND",
+    "duration_text",
     "ns_to_seconds",
     "parse_time",
     "seconds_to_ns",
@@ -36,6 +37,24 @@ def seconds_to_ns(seconds: float) -> int:
 def ns_to_seconds(ns: int) -> float:
     """Int nanoseconds -> float seconds."""
     return ns / NS_PER_SECOND
+
+
+def duration_text(seconds: float) -> str:
+    """A length of time as a person reads it: its two largest units (``3 h 12 min``).
+
+    ``45 s``, ``12 min 5 s``, ``3 h 12 min``, ``12 d 4 h``; a negative length reads as its
+    magnitude (the caller says which way); not finite reads ``unknown``.
+    """
+    if not math.isfinite(seconds):
+        return "unknown"
+    whole = round(abs(seconds))
+    minutes, s = divmod(whole, 60)
+    hours, m = divmod(minutes, 60)
+    days, h = divmod(hours, 24)
+    units = [(days, "d"), (h, "h"), (m, "min"), (s, "s")]
+    first = next((i for i, (n, _) in enumerate(units) if n), len(units) - 1)
+    shown = [f"{n} {u}" for n, u in units[first : first + 2] if n]
+    return " ".join(shown) or "0 s"
 
 
 def stamp_to_ns(stamp: Any) -> int:

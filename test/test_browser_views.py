@@ -75,6 +75,10 @@ def _record(stamp_ns: int = ORIGIN + 10 * S, **kw: object) -> EpisodeRecord:
         ({"near": "1,2,3", "near_frame": "odom"}, {"near": (1.0, 2.0, 3.0), "near_frame": "odom"}),
         ({"robot_id": "rover-3", "k": "5"}, {"robot_id": "rover-3", "max_results": 5}),
         ({"start": "  ", "robot_id": ""}, {"start_ns": None, "robot_id": None}),
+        ({}, {"kinds": None}),  # both kinds
+        ({"kind": "both"}, {"kinds": None}),
+        ({"kind": "place"}, {"kinds": frozenset({"place"})}),
+        ({"kind": "episode"}, {"kinds": frozenset({"episode"})}),
     ],
 )
 def test_search_fields_become_the_query(params: dict[str, str], want: dict[str, object]) -> None:
@@ -102,6 +106,7 @@ def test_search_fields_become_the_query(params: dict[str, str], want: dict[str, 
         ({"start": "1e300"}, "time '1e300'"),
         ({"robot_id": "../etc"}, "robot_id='../etc'"),
         ({"near_frame": "map"}, "near"),
+        ({"kind": "places"}, "kind 'places': expected episode, place or both"),
     ],
 )
 def test_malformed_search_fields_are_refused_by_name(params: dict[str, str], needle: str) -> None:

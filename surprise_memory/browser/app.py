@@ -13,8 +13,10 @@ read-only):
 * ``/api/episodes/{id}/frames/{n}``: its frame n, the JPEG bytes as stored;
 * ``/api/episodes/{id}/thumbnail``: its picture, the trigger's frame
   (:func:`~surprise_memory.memory.episodes.trigger_frame_index`, as in every view);
+* ``/api/episodes/{id}/place``: whether a surprise episode's place was seen since and
+  still looks the same (:func:`~surprise_memory.memory.place_status.place_status`);
 * ``/api/search``: ``GET`` with ``text`` and/or filters (``start``, ``end``, ``near``,
-  ``near_frame``, ``radius``, ``robot_id``, ``k``), or ``POST`` with an image as the body
+  ``near_frame``, ``radius``, ``robot_id``, ``k``, ``kind``), or ``POST`` with an image as the body
   and the filters in the query string: the same retrieval as the CLI and the service;
 * ``/api/live``: server-sent events when episodes are added or evicted
   (:mod:`~surprise_memory.browser.live`);
@@ -69,12 +71,16 @@ from surprise_memory.browser.views import (
     episode_view,
     hit_views,
     parse_count,
+    place_status_view,
     search_query,
     timeline_columns,
 )
 from surprise_memory.config.browser import BrowserConfig
+from surprise_memory.config.places import PlacesConfig
 from surprise_memory.errors import InputError, ModelLoadError, StoreError, StoreUnreachableError
 from surprise_memory.memory.episodes import trigger_frame_index
+from surprise_memory.memory.place_status import has_place_keyframes, place_status
+from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.query_embedder import (
     StoreQueryEmbedder,
     check_text_queries,
@@ -136,12 +142,20 @@ class Browser:
         store: The store, opened read-only.
         location: Where it is (a folder or a ``postgresql://`` URI), for the page.
         config: The server's settings.
+        places: The places' settings of "is it still there?" (None: the defaults).
 
     """
 
-    def __init__(self, store: EpisodeStoreBackend, location: str, config: BrowserConfig) -> None:
+    def __init__(
+        self,
+        store: EpisodeStoreBackend,
+        location: str,
+        config: BrowserConfig,
+        places: PlacesConfig | None = None,
+    ) -> None:
         self.store = store
         self.config = config
+        self.places = places or PlacesConfig()
         self.location = describe_location(location)
         self.backend = "postgresql" if is_postgres_url(location) else "folder"
         folder = getattr(store, "path", None)
@@ -268,6 +282,27 @@ class Browser:
         why = why_kept(rec, self.run_files.run(), origin)
         snapshots = self.store.snapshot_notes([episode_id]).get(episode_id, [])
         return JSONResponse(episode_view(rec, origin, why, snapshots))
+
+    async def place_info(self, request: Request) -> Response:
+        """Whether an episode's place was seen since, and still looks the same.
+
+        A few indexed reads and two embeddings, in a worker thread; a place keyframe, an
+        episode without a pose, or a store without place keyframes answer why not.
+        """
+        episode_id = request.path_params["episode_id"]
+        self._held(episode_id)
+
+        def run() -> dict[str, Any]:
+            try:
+                rec = self.store.get(episode_id)
+                kept = rec.kind == EPISODE and has_place_keyframes(self.store)
+                status = place_status(self.store, rec, self.places) if kept else None
+            except StoreError:
+                self._gone(episode_id)
+                raise
+            return place_status_view(rec, status, self.origin(), kept=kept)
+
+        return JSONResponse(await run_in_threadpool(run))
 
     def frame(self, request: Request) -> Response:
         """One frame's JPEG, the bytes as stored."""
@@ -410,7 +445,12 @@ def _timeline(summaries: Sequence[EpisodeSummary], origin_ns: int | None) -> dic
 
 
 def create_app(
-    store: EpisodeStoreBackend, location: str, config: BrowserConfig, token: str | None = None
+    store: EpisodeStoreBackend,
+    location: str,
+    config: BrowserConfig,
+    token: str | None = None,
+    *,
+    places: PlacesConfig | None = None,
 ) -> Starlette:
     """The browser's application over an open (read-only) store.
 
@@ -420,12 +460,13 @@ def create_app(
         config: Host, live period, upload limit, query device.
         token: The token every request must carry (or its sign-in cookie); None: none
             (only on the loopback: :func:`surprise_memory.access.check_exposure`).
+        places: The "is it still there?" settings (None: the defaults).
 
     Returns:
         The ASGI application (``app.state.browser`` is its :class:`Browser`).
 
     """
-    b = Browser(store, location, config)
+    b = Browser(store, location, config, places)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -466,6 +507,7 @@ def create_app(
             Route("/api/episodes/{episode_id}", b.episode_info),
             Route("/api/episodes/{episode_id}/frames/{index}", b.frame),
             Route("/api/episodes/{episode_id}/thumbnail", b.thumbnail),
+            Route("/api/episodes/{episode_id}/place", b.place_info),
             Route("/api/search", b.search, methods=["GET", "POST"]),
             Route("/api/live", b.live),
             Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),

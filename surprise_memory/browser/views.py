@@ -9,7 +9,9 @@ has no NaN: an unknown value (a threshold never set) is ``null``.
   :class:`~surprise_memory.memory.retrieval.RetrievalQuery`;
 * :func:`timeline_columns`: episode summaries as columns (the timeline, the map, and the
   live feed's additions);
-* :func:`episode_view` and :func:`hit_views`: one episode, and search results.
+* :func:`episode_view` and :func:`hit_views`: one episode, and search results (each
+  saying its kind: a surprise ``episode`` or a ``place`` keyframe);
+* :func:`place_status_view`: whether an episode's place was seen since, and still looks so.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy.typing as npt
 
 from surprise_memory.errors import InputError
 from surprise_memory.memory.episodes import trigger_frame_index
+from surprise_memory.memory.places import PlaceStatus
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.retrieval import RetrievalQuery, parse_point
 from surprise_memory.memory.snapshot import SnapshotNote
@@ -38,6 +41,7 @@ __all__ = [
     "frame_url",
     "hit_views",
     "parse_count",
+    "place_status_view",
     "search_query",
     "seconds",
     "thumbnail_url",
@@ -98,7 +102,8 @@ def search_query(
     Args:
         params: ``start``, ``end`` (seconds from the origin, ``<int>ns`` or ISO 8601 with a
             zone), ``near`` (``x,y[,z]`` metres), ``near_frame``, ``radius`` (metres),
-            ``robot_id``, ``k`` (results, 1..``max_results_cap``).
+            ``robot_id``, ``k`` (results, 1..``max_results_cap``), ``kind`` (``episode``,
+            ``place`` or ``both``, the default).
         origin_ns: The store's time origin, for relative times.
         max_results_cap: The store's cap on results.
         embedding: The text or image query vector, if any.
@@ -130,6 +135,9 @@ def search_query(
             raise InputError(f"radius {radius!r}: expected a distance in metres above 0")
         if near is None:
             raise InputError("a radius needs a place (near: x,y)")
+    kind = _field(params, "kind") or "both"
+    if kind not in ("episode", "place", "both"):
+        raise InputError(f"kind {kind!r}: expected episode, place or both")
     k = DEFAULT_RESULTS
     if k_text is not None:
         k_value = parse_count(k_text)
@@ -147,6 +155,7 @@ def search_query(
         max_results=k,
         robot_id=_field(params, "robot_id"),
         camera=_field(params, "camera"),
+        kinds=None if kind == "both" else frozenset({kind}),
     )
 
 
@@ -218,6 +227,8 @@ def episode_view(
     pose = rec.pose
     return {
         "id": rec.id,
+        "kind": rec.kind,
+        "place_key": rec.place_key,
         "robot_id": rec.robot_id,
         "t": seconds(rec.stamp_ns, origin_ns),
         "stamp_ns": str(rec.stamp_ns),
@@ -266,6 +277,8 @@ def hit_views(hits: Sequence[RetrievalHit], origin_ns: int | None) -> list[dict[
         out.append(
             {
                 "id": rec.id,
+                "kind": rec.kind,
+                "place_key": rec.place_key,
                 "robot_id": rec.robot_id,
                 "t": seconds(rec.stamp_ns, origin_ns),
                 "score": hit.score,
@@ -278,4 +291,43 @@ def hit_views(hits: Sequence[RetrievalHit], origin_ns: int | None) -> list[dict[
                 "thumbnail": thumbnail_url(rec),
             }
         )
+    return out
+
+
+def place_status_view(
+    rec: EpisodeRecord, status: PlaceStatus | None, origin_ns: int | None, *, kept: bool
+) -> dict[str, Any]:
+    """Whether an episode's place was seen since, for its page.
+
+    Args:
+        rec: The record asked about.
+        status: Its :func:`~surprise_memory.memory.place_status.place_status` (None: not
+            asked, or no pose).
+        origin_ns: The store's time origin.
+        kept: Whether the store holds any place keyframe at all.
+
+    Returns:
+        ``kind``; ``status``: null or ``place_key``, ``last_seen_t`` (seconds from the
+        origin), ``last_seen_ns`` (a string), ``later_s`` (seconds after the episode),
+        ``similarity`` and ``still_there`` (null: not seen since), ``view_id``;
+        ``reason``: why there is no status (null when there is one).
+
+    """
+    out: dict[str, Any] = {"id": rec.id, "kind": rec.kind, "status": None, "reason": None}
+    if status is not None:
+        out["status"] = {
+            "place_key": status.place_key,
+            "last_seen_t": seconds(status.last_seen_ns, origin_ns),
+            "last_seen_ns": str(status.last_seen_ns),
+            "later_s": (status.last_seen_ns - rec.stamp_ns) / NS_PER_SECOND,
+            "similarity": status.similarity,
+            "still_there": status.still_there,
+            "view_id": status.view_id,
+        }
+    elif rec.kind != "episode":
+        out["reason"] = f"a place keyframe: a view of {rec.place_key}"
+    elif not kept:
+        out["reason"] = "this store keeps no place keyframes (a live memory node keeps them)"
+    else:
+        out["reason"] = "no pose: its place is unknown"
     return out

@@ -8,6 +8,12 @@ Two ways, one output:
   and sends the goal with the navigation settings given here (tf2_ros where the frames
   differ). For a store on disk with no memory node running (a bag processed offline).
 
+With ``--store``, a surprise episode's place is looked up too: one line says how old the
+latest view of it is and whether it still looks the same
+(:func:`~surprise_memory.memory.place_status.place_status_line`), where the store keeps
+place keyframes. Through the service no such line comes (the service's answer does not
+carry it yet).
+
 ``--dry-run`` chooses the episode and prints the goal without sending it. Every goal sent
 has an id (printed); ``--wait`` follows it to its outcome with a progress line (Nav2's
 distance remaining), ``--status [ID]`` and ``--cancel [ID]`` ask the memory node about its
@@ -32,12 +38,24 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.agents.navigation_tool import NavigationResult, goal_json, status_json
-from surprise_memory.cli.options import add_config_options, add_time_place_options, given
+from surprise_memory.cli.options import (
+    add_config_options,
+    add_place_status_options,
+    add_time_place_options,
+    given,
+    place_status_config,
+)
 from surprise_memory.cli.store import _store_origin
-from surprise_memory.config import NavigationConfig
+from surprise_memory.config import NavigationConfig, PlacesConfig
 from surprise_memory.errors import InputError
 from surprise_memory.memory.navigation import GoalQuery, GoalRefusedError, choose_episode, plan_goal
 from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
+from surprise_memory.memory.place_status import (
+    has_place_keyframes,
+    place_status,
+    place_status_line,
+)
+from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.pose_trust import TrustRule
 from surprise_memory.memory.query_embedder import store_query_embedder
@@ -74,7 +92,9 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "session) stored in another session, or, unless --trust-pose, for a pose recorded "
         "on another map or more uncertain than max_goal_uncertainty_m. Prints the goal's "
         "id; --wait follows it to its outcome, --status/--cancel ask about (or cancel) a "
-        "goal by id. Exit 0: accepted (with --wait: succeeded); 1: anything else.",
+        "goal by id. With --store, a line says when the episode's place was last seen and "
+        "whether it still looks the same (where the store keeps place keyframes). "
+        "Exit 0: accepted (with --wait: succeeded); 1: anything else.",
     )
     g.add_argument("text", nargs="?", help="what happened, in words")
     g.add_argument("--id", dest="episode_id", metavar="ID", help="the episode's id")
@@ -125,6 +145,7 @@ def add_goto_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     g.add_argument("--service", default=SERVICE, help="the memory node's go_to_episode")
     g.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for the node")
     add_config_options(g, [NavigationConfig])
+    add_place_status_options(g)
     g.set_defaults(func=_cmd_goto)
 
 
@@ -136,6 +157,12 @@ def _cmd_goto(args: argparse.Namespace) -> int:
         raise InputError("--wait follows a goal sent: not with --dry-run")
     if args.store is not None:
         return _goto_from_store(args, NavigationConfig.from_mapping(settings))
+    places = sorted(given(args, [PlacesConfig]))
+    if places:
+        raise InputError(
+            f"{', '.join('--' + n.replace('_', '-') for n in places)}: the place's status is "
+            "looked up with --store only"
+        )
     node_side = sorted(set(settings) - {"goal_standoff_meters"})
     if node_side:
         raise InputError(
@@ -251,6 +278,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
 
     if not is_postgres_url(args.store) and not Path(args.store).is_dir():
         raise InputError(f"store {args.store!r} does not exist")
+    places = place_status_config(args)  # a bad value is refused before the store opens
     with open_store(args.store, read_only=True) as store:
         origin = _store_origin(store)
         embedding, model = None, None
@@ -263,6 +291,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
         query = _query(args, origin, embedding, model)
         own, now = host_robot_id(), time.time_ns()
         episode, _ = choose_episode(store, query, own, now)  # a store opened here is whole
+        place = _place_seen(store, episode, places, now)
     with ExitStack() as stack:
         nodes: list[Any] = []  # a ROS node of this process, opened when first needed
 
@@ -293,18 +322,47 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
             trust=TrustRule(config.map_id, config.max_goal_uncertainty_m, args.trust_pose),
         )
         if args.dry_run:
-            _print(_result(goal, None), args.json)
+            _print(_result(goal, None), args.json, place=place)
             return 0
-        return _send(node(), goal, config, args)
+        return _send(node(), goal, config, args, place)
 
 
-def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespace) -> int:
+def _place_seen(
+    store: Any, episode: Any, config: PlacesConfig, now_ns: int
+) -> dict[str, Any] | None:
+    """How old the latest view of a surprise episode's place is, for the output.
+
+    None for a place keyframe (it is a view), an episode without a pose, or a store that
+    keeps no place keyframes (it cannot say whether a place was seen again).
+    """
+    if episode.kind != EPISODE or not has_place_keyframes(store):
+        return None
+    status = place_status(store, episode, config)
+    if status is None:
+        return None
+    return {
+        "place_key": status.place_key,
+        "last_seen_ns": status.last_seen_ns,
+        "similarity": status.similarity,
+        "still_there": status.still_there,
+        "view_id": status.view_id,
+        "text": place_status_line(status, episode.stamp_ns, now_ns),
+    }
+
+
+def _send(
+    node: Any,
+    goal: Any,
+    config: NavigationConfig,
+    args: argparse.Namespace,
+    place: dict[str, Any] | None,
+) -> int:
     """Send the goal from this process (as the memory node would), print, and follow it.
 
     A goal the navigator has not answered is followed for ``--timeout`` s more, so that
     a late acceptance is cancelled here (the process must live to ask for the cancel);
     after that no one follows it, and both lines say so. With ``--wait`` an answered goal
-    is followed to its end.
+    is followed to its end. ``place``: the episode's place status (:func:`_place_seen`).
     """
     from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
 
@@ -319,7 +377,7 @@ def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespa
         status = sender.send(msg, config.goal_timeout_seconds, goal.episode.id, if_late)
         result = _result(goal, status)
         if not (args.json and args.wait):  # with both: one JSON at the end
-            _print(result, args.json)
+            _print(result, args.json, place=place)
         final = None
         if status.state == "pending":
             final = sender.settle(status.goal_id, args.timeout) or status
@@ -335,7 +393,7 @@ def _send(node: Any, goal: Any, config: NavigationConfig, args: argparse.Namespa
 
             final = _follow(status_of, final or status, args.json)
         if args.json and args.wait:
-            _print(result, True, final)
+            _print(result, True, final, place)
         return _exit_status(result, final)
     finally:
         sender.destroy()
@@ -452,7 +510,13 @@ def _goto_through_service(args: argparse.Namespace, standoff: float | None) -> i
             client.destroy()
 
 
-def _print(result: NavigationResult, as_json: bool, final: GoalStatus | None = None) -> None:
+def _print(
+    result: NavigationResult,
+    as_json: bool,
+    final: GoalStatus | None = None,
+    place: dict[str, Any] | None = None,
+) -> None:
+    """The chosen episode, the goal and what became of it; ``place``: its place's status."""
     episode = {
         "id": result.episode_id,
         "robot": result.robot_id,
@@ -472,6 +536,8 @@ def _print(result: NavigationResult, as_json: bool, final: GoalStatus | None = N
             out["preempted"] = result.preempted
         if final is not None:
             out["outcome"] = status_json(final)
+        if place is not None:
+            out["place_status"] = place
         print(json.dumps(out, indent=2))
         return
     print(
@@ -480,6 +546,8 @@ def _print(result: NavigationResult, as_json: bool, final: GoalStatus | None = N
     )
     print(f"goal: {_pose_text(result.goal)}")
     print(result.message)
+    if place is not None:
+        print(place["text"])
 
 
 def _pose_text(pose: Any) -> str:

@@ -15,19 +15,22 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from surprise_memory.config import ComponentConfig, Setting, settings_of
+from surprise_memory.config import ComponentConfig, PlacesConfig, Setting, settings_of
 
 __all__ = [
     "ALIASES",
     "EXIT_INCOMPLETE",
+    "PLACE_STATUS_SETTINGS",
     "PROG",
     "HelpFormatter",
     "add_config_options",
+    "add_place_status_options",
     "add_setting",
     "add_time_place_options",
     "given",
     "note",
     "option_strings",
+    "place_status_config",
 ]
 
 PROG = "surprise-memory"
@@ -132,6 +135,46 @@ def add_time_place_options(parser: argparse.ArgumentParser) -> None:
         help="frame of --near (e.g. map); default: the poses' frame when they all share one",
     )
     parser.add_argument("--radius", type=float, metavar="M", help="keep episodes within M metres")
+
+
+PLACE_STATUS_SETTINGS = (
+    "place_cell_m",
+    "place_sectors",
+    "place_status_radius_m",
+    "place_still_there_similarity",
+)
+"""The places' settings that 'is it still there?' reads: the cells and sectors must be the
+ones the memory node kept its place keyframes with (they make the place keys), the radius
+and the threshold are the reader's choice."""
+
+
+def add_place_status_options(parser: argparse.ArgumentParser) -> None:
+    """Add the options of :data:`PLACE_STATUS_SETTINGS` to ``parser``, as one group.
+
+    For the commands that say whether an episode's place still looks the same
+    (``query``, ``goto``, ``serve``).
+    """
+    group = parser.add_argument_group(
+        "'is it still there?' settings",
+        "when an episode's place was last seen, and whether it still looks the same; the "
+        "cell and sectors must be those the memory node kept place keyframes with",
+    )
+    for spec in settings_of(PlacesConfig):
+        if spec.name in PLACE_STATUS_SETTINGS:
+            add_setting(group, spec)
+
+
+def place_status_config(args: argparse.Namespace) -> PlacesConfig:
+    """The :class:`~surprise_memory.config.PlacesConfig` of the options given.
+
+    The settings not given keep their defaults; the values are checked against the
+    schema's ranges.
+
+    Raises:
+        ConfigError: A value is out of its range.
+
+    """
+    return PlacesConfig.from_mapping(given(args, [PlacesConfig]))
 
 
 def given(args: argparse.Namespace, configs: Sequence[type[ComponentConfig]]) -> dict[str, Any]:

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.access import add_token_options, check_exposure, is_loopback, read_token
-from surprise_memory.cli.options import add_config_options, given, note
+from surprise_memory.cli.options import (
+    add_config_options,
+    add_place_status_options,
+    given,
+    note,
+    place_status_config,
+)
 from surprise_memory.cli.stopping import raise_for_signal
 from surprise_memory.config.browser import BrowserConfig
 from surprise_memory.errors import ConfigError, InputError
@@ -55,6 +61,7 @@ def add_serve_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p.add_argument("store", metavar="STORE", help="store folder or postgresql:// URI")
     add_token_options(p, TOKEN_ENV, "the page")
     add_config_options(p, [BrowserConfig])
+    add_place_status_options(p)
     p.set_defaults(func=_cmd_serve)
 
 
@@ -100,7 +107,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if not is_postgres_url(args.store) and not Path(args.store).is_dir():
         raise InputError(f"store {args.store!r} does not exist")
     with open_store(args.store, read_only=True) as store:
-        app = create_app(store, args.store, config, token)
+        app = create_app(store, args.store, config, token, places=place_status_config(args))
         sock = _listen(config.host, config.port)
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host

@@ -15,12 +15,20 @@ import math
 from pathlib import Path
 from typing import Any
 
-from surprise_memory.cli.options import add_time_place_options, note
+from surprise_memory.cli.options import (
+    add_place_status_options,
+    add_time_place_options,
+    note,
+    place_status_config,
+)
 from surprise_memory.errors import InputError
 from surprise_memory.memory.retrieval import parse_point
-from surprise_memory.stamps import NS_PER_SECOND, parse_time
+from surprise_memory.stamps import NS_PER_SECOND, duration_text, parse_time
 
-__all__ = ["add_store_commands"]
+__all__ = ["KIND_CHOICES", "add_store_commands"]
+
+KIND_CHOICES = {"episode": frozenset({"episode"}), "place": frozenset({"place"}), "both": None}
+"""``query --kind``: the record kinds each choice asks for (None: both)."""
 
 
 def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
@@ -41,7 +49,11 @@ def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "'<int>ns' is an absolute stamp in nanoseconds since the epoch; an ISO 8601 time "
         "with a zone (2023-11-14T22:13:32Z) is absolute too. Text and image queries embed "
         "the query with the store's recorded embedder; text is refused when that embedder "
-        "had random (untrained) weights.",
+        "had random (untrained) weights. The store holds surprise episodes (kind "
+        "'episode') and, from a live memory node, place keyframes (kind 'place': the latest "
+        "views of every place passed); both are searched unless --kind says one, and each "
+        "hit says its kind. A surprise episode with a pose also says when its place was "
+        "last seen and whether it still looks the same (the place keyframes taken after it).",
     )
     q.add_argument("store", metavar="STORE", help="store folder or postgresql:// URI")
     q.add_argument("--robot-id", help="only this robot's episodes (default: every robot's)")
@@ -50,12 +62,21 @@ def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         help="only the episodes this camera saw (a name of the cameras setting; '' = the one "
         "unnamed camera of a one-camera robot; default: every camera's)",
     )
+    q.add_argument(
+        "--kind",
+        choices=sorted(KIND_CHOICES),
+        default="both",
+        help="which records: the surprise episodes, the place keyframes, or both",
+    )
     q.add_argument("--text", help="text query (needs the store's trained embedder)")
     q.add_argument("--image", metavar="PATH", help="image file as the query")
     add_time_place_options(q)
-    q.add_argument("-k", "--max-results", type=int, default=5, help="episodes returned")
+    q.add_argument(
+        "-k", "--max-results", type=int, default=5, help="hits returned (of the kinds asked)"
+    )
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
     q.add_argument("--device", default="auto", help="device of the query embedder")
+    add_place_status_options(q)
     q.set_defaults(func=_cmd_query)
 
     m = sub.add_parser(
@@ -83,6 +104,7 @@ def _store_origin(store: Any) -> int | None:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
+    from surprise_memory.memory.place_status import has_place_keyframes, with_place_status
     from surprise_memory.memory.retrieval import RetrievalQuery
     from surprise_memory.memory.store import (
         describe_location,
@@ -97,6 +119,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
         raise InputError("--radius needs --near")
     if args.text is not None and args.image is not None:
         raise InputError("give --text or --image, not both")
+    places = place_status_config(args)
     with open_store(args.store, read_only=True) as store:
         origin = _store_origin(store)
         start = parse_time(args.start, origin) if args.start else None
@@ -126,8 +149,13 @@ def _cmd_query(args: argparse.Namespace) -> int:
             max_results=args.max_results,
             robot_id=args.robot_id,
             camera=args.camera,
+            kinds=KIND_CHOICES[args.kind],
         )
         hits = store.retrieve(query)
+        # each surprise episode's place: the views of it taken later (a few indexed reads
+        # per hit), of any robot's; not asked of a store that keeps no views at all
+        if has_place_keyframes(store):
+            hits = with_place_status(store, hits, places)
         snapshots = store.snapshot_notes([h.episode.id for h in hits])
     rows = [_hit_dict(h, origin, snapshots.get(h.episode.id, [])) for h in hits]
     partial = partial_of(hits)
@@ -139,9 +167,21 @@ def _cmd_query(args: argparse.Namespace) -> int:
     if partial:
         note(f"partial answer: {partial}")
     if not rows:
-        print("no episode matches")
+        print(
+            {"episode": "no episode matches", "place": "no place keyframe matches"}.get(
+                args.kind, "no episode or place keyframe matches"
+            )
+        )
         return 0
-    print(f"{'#':>2} {'time s':>8} {'score':>7} {'dist m':>7} {'surprise':>8}  pose / id")
+    _print_table(rows, hits)
+    return 0
+
+
+def _print_table(rows: list[dict[str, Any]], hits: Any) -> None:
+    """The hits as a table: a line each, and an episode's place status on a line under it."""
+    print(
+        f"{'#':>2} {'kind':<7} {'time s':>8} {'score':>7} {'dist m':>7} {'surprise':>8}  pose / id"
+    )
     for i, r in enumerate(rows, 1):
         score = "-" if r["score"] is None else f"{r['score']:.3f}"
         dist = "-" if r["distance_m"] is None else f"{r['distance_m']:.2f}"
@@ -154,8 +194,29 @@ def _cmd_query(args: argparse.Namespace) -> int:
         trust = hits[i - 1].episode.pose_trust.brief() if r["pose_valid"] else ""
         pose += f" {trust}" if trust else ""
         seen = f"  camera {r['camera']}" if r["camera"] else ""
-        print(f"{i:>2} {t:>8} {score:>7} {dist:>7} {r['surprise']:>8.3f}  {pose}  {r['id']}{seen}")
-    return 0
+        seen += f"  place {r['place_key']}" if r["place_key"] else ""
+        print(
+            f"{i:>2} {r['kind']:<7} {t:>8} {score:>7} {dist:>7} {r['surprise']:>8.3f}  {pose}  "
+            f"{r['id']}{seen}"
+        )
+        if r["place_status"] is not None:
+            print(f"{'':>11}{_status_text(r['place_status'], r['stamp_ns'])}")
+
+
+def _status_text(status: dict[str, Any], episode_ns: int) -> str:
+    """``place: last seen 3 h later, still there: yes (similarity 0.93)``.
+
+    Counted from the episode, not from now: the stamps may be another clock's (sim time,
+    a recording's), and the store's times are all on one clock.
+    """
+    if status["still_there"] is None:
+        return "place: not seen since the episode, still there: unknown"
+    later = duration_text((status["last_seen_ns"] - episode_ns) / NS_PER_SECOND)
+    answer = "yes" if status["still_there"] else "no"
+    return (
+        f"place: last seen {later} later, still there: {answer} "
+        f"(similarity {status['similarity']:.2f}, view {status['view_id']})"
+    )
 
 
 def _read_image(path: str) -> Any:
@@ -193,6 +254,26 @@ def _hit_dict(hit: Any, origin: int | None, snapshots: list[Any]) -> dict[str, A
         "map_id": ep.pose_trust.map_id,
         # what a bag recorder answered when asked for a snapshot (empty: none was asked)
         "snapshots": [n.as_dict() for n in snapshots],
+        # "episode" (a surprise episode) or "place" (a place keyframe, with its place's key)
+        "kind": ep.kind,
+        "place_key": ep.place_key,
+        # a surprise episode's place, seen since? (null: a place keyframe, no pose, or a
+        # store that keeps no place keyframes)
+        "place_status": _status_dict(hit.place_status, origin),
+    }
+
+
+def _status_dict(status: Any, origin: int | None) -> dict[str, Any] | None:
+    """A hit's :class:`~surprise_memory.memory.places.PlaceStatus` as JSON (None: none)."""
+    if status is None:
+        return None
+    return {
+        "place_key": status.place_key,
+        "last_seen_ns": status.last_seen_ns,
+        "last_seen_s": None if origin is None else (status.last_seen_ns - origin) / NS_PER_SECOND,
+        "similarity": status.similarity,
+        "still_there": status.still_there,
+        "view_id": status.view_id,
     }
 
 

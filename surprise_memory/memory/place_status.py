@@ -37,16 +37,20 @@ import numpy.typing as npt
 
 from surprise_memory.config.places import PlacesConfig
 from surprise_memory.memory.episodes import trigger_frame_index
-from surprise_memory.memory.places import EPISODE, PlaceCell, PlaceStatus, place_cell
+from surprise_memory.memory.places import EPISODE, PLACE, PlaceCell, PlaceStatus, place_cell
 from surprise_memory.memory.pose import yaw_of
+from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.hits import RetrievalHits, partial_of
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
+from surprise_memory.stamps import NS_PER_SECOND, duration_text
 
 __all__ = [
     "PlaceStatus",
     "PlaceViews",
+    "has_place_keyframes",
     "nearby_place_keys",
     "place_status",
+    "place_status_line",
     "record_place",
     "with_place_status",
 ]
@@ -64,6 +68,24 @@ class PlaceViews(Protocol):
     def embeddings(self, episode_id: str) -> npt.NDArray[np.float32]:
         """A record's stored unit frame embeddings, (frames, D)."""
         ...
+
+
+class Retrieves(Protocol):
+    """A store that answers a :class:`~surprise_memory.memory.retrieval.RetrievalQuery`."""
+
+    def retrieve(self, query: RetrievalQuery) -> Sequence[RetrievalHit]:
+        """The hits of ``query``."""
+        ...
+
+
+def has_place_keyframes(store: Retrieves) -> bool:
+    """Whether the store holds any place keyframe (one indexed query).
+
+    A store without any (processed offline, or kept by a node with ``place_keyframes``
+    off) cannot say whether a place was seen again: its readers say nothing of it rather
+    than "not seen since" under every episode.
+    """
+    return bool(store.retrieve(RetrievalQuery(kinds=frozenset({PLACE}), max_results=1)))
 
 
 def record_place(record: EpisodeRecord, config: PlacesConfig) -> PlaceCell | None:
@@ -190,6 +212,37 @@ def with_place_status(
         for hit in hits
     ]
     return RetrievalHits(filled, partial_of(hits))
+
+
+def place_status_line(status: PlaceStatus, episode_stamp_ns: int, now_ns: int) -> str:
+    """One line on how old the latest view of an episode's place is, as ``goto`` prints it.
+
+    ``its place was last seen 3 h ago (still looks the same, similarity 0.93)``,
+    ``... (looks different now, similarity 0.41)``, or ``its place was not seen since the
+    episode (12 d ago)``. Ages count back from ``now_ns``; a stamp after it (a clock that
+    is not the stamps': sim time, another machine's) is said as such, not as a negative age.
+
+    Args:
+        status: The episode's :func:`place_status`.
+        episode_stamp_ns: The episode's trigger stamp, int ns.
+        now_ns: The current time on the stamps' clock, int ns.
+
+    """
+    if status.still_there is None or status.similarity is None:
+        return f"its place was not seen since the episode ({_ago(episode_stamp_ns, now_ns)})"
+    looks = "still looks the same" if status.still_there else "looks different now"
+    return (
+        f"its place was last seen {_ago(status.last_seen_ns, now_ns)} "
+        f"({looks}, similarity {status.similarity:.2f})"
+    )
+
+
+def _ago(stamp_ns: int, now_ns: int) -> str:
+    """``3 h ago``; ``12 s after this machine's current time: ...`` for a stamp in its future."""
+    age = (now_ns - stamp_ns) / NS_PER_SECOND
+    if age < 0:
+        return f"{duration_text(age)} after this machine's current time: another clock?"
+    return f"{duration_text(age)} ago"
 
 
 def _unit(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:

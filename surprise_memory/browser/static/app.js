@@ -11,7 +11,8 @@
 
   const state = {
     info: null,
-    eps: [],            // episodes in the order added: {id, robot, t, surprise, threshold, x, y, z, frame}
+    eps: [],            // records in the order added: {id, robot, t, surprise, threshold, x, y, z,
+                        // frame, camera, view, kind}: kind "episode" or "place" (a place keyframe)
     ids: new Set(),
     curve: null,
     robotColor: new Map(),
@@ -20,6 +21,7 @@
     mapFrame: null,
     selection: null,    // [t0, t1] picked on the timeline
     place: null,        // [x, y] picked on the map
+    showPlaces: true,   // the map's layer of place keyframes
     episode: null,      // the open episode's detail
     playTimer: null,
     frameIndex: 0,
@@ -57,12 +59,28 @@
         id: cols.id[i], robot: cols.robot[i], t: cols.t[i], surprise: cols.surprise[i],
         threshold: cols.threshold[i], x: cols.x[i], y: cols.y[i], z: cols.z[i],
         frame: cols.frame[i], camera: cols.camera[i], view: cols.view[i],
+        kind: cols.kind ? cols.kind[i] : "episode",
       });
     }
     return out;
   }
 
   const fmt = (v, digits = 2) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));
+  const isPlace = (e) => e.kind === "place";
+
+  // a length of time in its two largest units, as the command line says it ("3 h 12 min")
+  function durationText(seconds) {
+    if (!Number.isFinite(seconds)) return "unknown";
+    let rest = Math.round(Math.abs(seconds));
+    const units = [[86400, "d"], [3600, "h"], [60, "min"], [1, "s"]].map(([size, name]) => {
+      const n = Math.floor(rest / size);
+      rest -= n * size;
+      return [n, name];
+    });
+    const first = units.findIndex(([n]) => n > 0);
+    if (first < 0) return "0 s";
+    return units.slice(first, first + 2).filter(([n]) => n > 0).map(([n, u]) => `${n} ${u}`).join(" ");
+  }
 
   function colorOf(robot) {
     if (!state.robotColor.has(robot)) {
@@ -122,8 +140,12 @@
   }
 
   function renderAll() {
-    $("#episode-count").textContent = String(state.eps.length);
-    window.sm.episodes = state.eps.length;
+    const places = state.eps.filter(isPlace).length;
+    $("#episode-count").textContent = String(state.eps.length - places);
+    $("#place-count").textContent = String(places);
+    $("#place-count-box").hidden = places === 0;
+    window.sm.episodes = state.eps.length - places;
+    window.sm.places = places;
     renderRobots();
     renderCameras();
     renderFrames();
@@ -233,6 +255,12 @@
     };
   }
 
+  // the timeline's records: the place keyframes only while their layer shows (a robot
+  // keeps thousands, all at surprise 0: they would hide the axis)
+  function timelineRecords() {
+    return visible().filter((e) => state.showPlaces || !isPlace(e));
+  }
+
   function drawTimeline() {
     const { ctx, width, height } = prepare($("#timeline"));
     const sc = timelineScale();
@@ -266,7 +294,13 @@
       ctx.setLineDash([]);
     }
     const current = state.episode ? state.episode.id : null;
-    visible().forEach((e) => {
+    timelineRecords().forEach((e) => {
+      if (isPlace(e)) {  // surprise 0: a hollow square on the axis, as on the map
+        const half = e.id === current ? 5 : 3;
+        ctx.strokeStyle = colorOf(e.robot);
+        ctx.strokeRect(sc.x(e.t) - half, sc.y(0) - half, 2 * half, 2 * half);
+        return;
+      }
       ctx.fillStyle = colorOf(e.robot);
       ctx.beginPath();
       ctx.arc(sc.x(e.t), sc.y(e.surprise), e.id === current ? 6 : 3.5, 0, 2 * Math.PI);
@@ -333,7 +367,7 @@
         runSearch();
       } else {
         const y = ev.clientY - canvas.getBoundingClientRect().top;
-        const pts = visible().map((e) => ({ ep: e, px: sc.x(e.t), py: sc.y(e.surprise) }));
+        const pts = timelineRecords().map((e) => ({ ep: e, px: sc.x(e.t), py: sc.y(e.surprise) }));
         const hit = nearest(pts, up, y, 8);
         if (hit) openEpisode(hit.id);
       }
@@ -366,8 +400,27 @@
     };
   }
 
+  // the records on the map: posed in its frame; place keyframes only while their layer shows
   function mapEpisodes() {
-    return visible().filter((e) => e.frame !== null && e.frame === state.mapFrame);
+    return visible().filter((e) => e.frame !== null && e.frame === state.mapFrame
+      && (state.showPlaces || !isPlace(e)));
+  }
+
+  // a place keyframe: a hollow square, and a short tick toward where its camera looked
+  function drawPlace(ctx, sc, e, current) {
+    const [x, y] = [sc.px(e.x), sc.py(e.y)];
+    ctx.strokeStyle = colorOf(e.robot);
+    ctx.lineWidth = e.id === current ? 2.5 : 1.5;
+    if (e.view !== null && e.view !== undefined) {
+      const a = (e.view * Math.PI) / 180;
+      ctx.beginPath(); ctx.moveTo(x, y); ctx.lineTo(x + 10 * Math.cos(a), y - 10 * Math.sin(a));
+      ctx.stroke();
+    }
+    const half = e.id === current ? 6 : 4;
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(x - half, y - half, 2 * half, 2 * half);
+    ctx.strokeRect(x - half, y - half, 2 * half, 2 * half);
+    ctx.lineWidth = 1;
   }
 
   function drawMap() {
@@ -399,7 +452,10 @@
     }
     const current = state.episode ? state.episode.id : null;
     let arrows = 0;
-    eps.forEach((e) => {
+    const places = eps.filter(isPlace);
+    places.forEach((e) => drawPlace(ctx, sc, e, current));  // under the episodes' dots
+    const episodes = eps.filter((e) => !isPlace(e));
+    episodes.forEach((e) => {
       ctx.fillStyle = colorOf(e.robot);
       ctx.strokeStyle = colorOf(e.robot);
       if (e.view !== null && e.view !== undefined) {  // where its camera looked
@@ -420,10 +476,14 @@
       ctx.fill();
       if (e.id === current) { ctx.strokeStyle = "#000"; ctx.lineWidth = 2; ctx.stroke(); ctx.lineWidth = 1; }
     });
-    window.sm.arrows = arrows;  // the viewing arrows drawn (the page tests read it)
+    window.sm.arrows = arrows;  // the episodes' viewing arrows drawn (the page tests read it)
+    window.sm.placeMarks = places.length;  // the place keyframes' squares drawn
     const without = visible().filter((e) => e.frame === null).length;
-    $("#map-note").textContent = `${eps.length} episodes posed in "${state.mapFrame ?? "-"}"`
-      + (without ? `; ${without} without a pose` : "") + "; axes in metres";
+    const inFrame = visible().filter((e) => isPlace(e) && e.frame === state.mapFrame).length;
+    const placeNote = !inFrame ? ""
+      : `; ${inFrame} place keyframes` + (state.showPlaces ? "" : " (hidden)");
+    $("#map-note").textContent = `${episodes.length} episodes posed in "${state.mapFrame ?? "-"}"`
+      + placeNote + (without ? `; ${without} without a pose` : "") + "; axes in metres";
   }
 
   function setupMap() {
@@ -445,6 +505,11 @@
       drawMap();
       runSearch();
     });
+    $("#map-places").addEventListener("change", (ev) => {
+      state.showPlaces = ev.target.checked;
+      drawTimeline();
+      drawMap();
+    });
     $("#map-frame").addEventListener("change", (ev) => {
       state.mapFrame = ev.target.value;
       state.place = null;
@@ -458,6 +523,7 @@
     const put = (key, sel) => { const v = $(sel).value.trim(); if (v) p.set(key, v); };
     put("start", "#q-start"); put("end", "#q-end"); put("near", "#q-near");
     put("radius", "#q-radius"); put("robot_id", "#q-robot"); put("k", "#q-k");
+    put("kind", "#q-kind");
     if (state.camera !== null) p.set("camera", state.camera);
     if (p.has("near") && state.mapFrame !== null) p.set("near_frame", state.mapFrame);
     return p;
@@ -480,7 +546,11 @@
       const t0 = performance.now();
       const answer = await getJSON(`/api/search?${params}`, options);
       const took = performance.now() - t0;
-      msg.textContent = `${answer.hits.length} episodes, ranked by ${answer.ranked_by} `
+      const places = answer.hits.filter(isPlace).length;
+      const found = places === 0 ? `${answer.hits.length} episodes`
+        : `${answer.hits.length} results (${answer.hits.length - places} episodes, `
+          + `${places} place keyframes)`;
+      msg.textContent = `${found}, ranked by ${answer.ranked_by} `
         + `(${took.toFixed(0)} ms)` + (answer.partial ? ` — partial: ${answer.partial}` : "");
       showHits($("#results"), answer.hits, true);
     } catch (err) {
@@ -492,19 +562,25 @@
 
   function card(hit, withScore) {
     const div = document.createElement("div");
-    div.className = "hit";
+    const place = isPlace(hit);
+    div.className = place ? "hit place" : "hit";
     div.dataset.id = hit.id;
+    div.dataset.kind = place ? "place" : "episode";
     const img = document.createElement("img");
     img.className = "thumb";
-    img.alt = `episode ${hit.id}`;
+    img.alt = `${place ? "place keyframe" : "episode"} ${hit.id}`;
     img.loading = "lazy";
     img.src = hit.thumbnail;
     const caption = document.createElement("div");
+    const kind = document.createElement("span");
+    kind.className = "kind";
+    kind.textContent = place ? "place · " : "episode · ";
     let text = `t ${fmt(hit.t, 1)} s · s ${fmt(hit.surprise)}`;
     if (withScore && hit.score !== null && hit.score !== undefined) text += ` · score ${fmt(hit.score, 3)}`;
     if (hit.distance_m !== null && hit.distance_m !== undefined) text += ` · ${fmt(hit.distance_m, 1)} m`;
     caption.textContent = `${text} · ${hit.robot_id}` + (hit.camera ? ` · ${hit.camera}` : "")
       + (hit.position && hit.pose_trust ? ` · ${hit.pose_trust.text}` : "");
+    caption.prepend(kind);
     div.append(img, caption);
     div.addEventListener("click", () => openEpisode(hit.id));
     return div;
@@ -516,12 +592,13 @@
   }
 
   function renderRecent() {
-    const latest = state.eps.slice(-RECENT).reverse();
+    // the surprise episodes: the place keyframes (many, and dull) are on the map
+    const latest = state.eps.filter((e) => !isPlace(e)).slice(-RECENT).reverse();
     const box = $("#recent");
     box.textContent = "";
     latest.forEach((e) => {
       const div = card({
-        id: e.id, t: e.t, surprise: e.surprise, robot_id: e.robot, camera: e.camera,
+        id: e.id, kind: e.kind, t: e.t, surprise: e.surprise, robot_id: e.robot, camera: e.camera,
         score: null, distance_m: null,
         thumbnail: `/api/episodes/${encodeURIComponent(e.id)}/thumbnail`,  // the trigger's frame
       }, false);
@@ -544,6 +621,7 @@
     $("#clear-btn").addEventListener("click", () => {
       ["#q-text", "#q-start", "#q-end", "#q-near", "#q-radius"].forEach((s) => { $(s).value = ""; });
       $("#q-image").value = "";
+      $("#q-kind").value = "";
       state.selection = null;
       state.place = null;
       $("#results").textContent = "";
@@ -594,6 +672,9 @@
     showFrame(ep.trigger_frame);
     const pose = ep.pose;
     const meta = [
+      ["kind", ep.kind === "place" ? `place keyframe, the view of ${ep.place_key}`
+        : "surprise episode"],
+      ["place now", "…"],
       ["time", `${fmt(ep.t)} s from the start (stamp ${ep.stamp_ns} ns)`],
       ["frames", `${ep.frames.length}, ${fmt(ep.start_t)} … ${fmt(ep.end_t)} s`],
       ["robot", ep.robot_id],
@@ -616,13 +697,41 @@
       const th = document.createElement("th");
       th.textContent = k;
       tr.append(th);
-      tr.insertCell().textContent = v;
+      const td = tr.insertCell();
+      td.textContent = v;
+      if (k === "place now") td.id = "ep-place";
     });
+    showPlaceStatus(ep.id);
     const why = $("#ep-why");
     why.textContent = "";
     ep.why.forEach((w) => { const li = document.createElement("li"); li.textContent = w; why.append(li); });
     drawTimeline();
     drawMap();
+  }
+
+  // whether the episode's place was seen since, and still looks the same (its own request:
+  // a few store reads that the episode's facts need not wait for)
+  async function showPlaceStatus(id) {
+    let text;
+    let answer = null;
+    try {
+      answer = await getJSON(`/api/episodes/${encodeURIComponent(id)}/place`);
+      text = placeStatusText(answer);
+    } catch (err) {
+      text = `unknown: ${err.message}`;
+    }
+    if (!state.episode || state.episode.id !== id) return;  // another episode opened since
+    $("#ep-place").textContent = text;
+    window.sm.placeStatus = answer;
+  }
+
+  function placeStatusText(answer) {
+    const s = answer.status;
+    if (s === null) return answer.reason;
+    if (s.still_there === null) return "not seen since the episode: still there unknown";
+    const looks = s.still_there ? "still looks the same" : "looks different now";
+    return `last seen ${durationText(s.later_s)} later (${fmt(s.last_seen_t, 1)} s): `
+      + `${looks} (similarity ${fmt(s.similarity)})`;
   }
 
   // what the bag recorder answered when the memory node asked for a snapshot (issue 30)
