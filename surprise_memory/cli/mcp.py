@@ -35,8 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.access import add_token_options, check_exposure, read_token, token_gate
-from surprise_memory.cli.options import add_config_options, given, note
-from surprise_memory.config import settings_of
+from surprise_memory.cli.options import (
+    add_config_options,
+    add_place_status_options,
+    given,
+    note,
+    place_status_config,
+)
 from surprise_memory.config.mcp import McpConfig
 from surprise_memory.config.places import PlacesConfig
 from surprise_memory.errors import ConfigError, InputError
@@ -47,15 +52,6 @@ TOKEN_ENV = "SURPRISE_MEMORY_MCP_TOKEN"
 """The environment variable that holds the HTTP transport's bearer token."""
 
 NAMESPACE = "/surprise_memory"
-
-# the places' settings that "is it still there?" reads (the others choose keyframes, which
-# the memory node does, not this server)
-_PLACE_STATUS_SETTINGS = (
-    "place_cell_m",
-    "place_sectors",
-    "place_status_radius_m",
-    "place_still_there_similarity",
-)
 
 
 def add_mcp_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
@@ -99,8 +95,7 @@ def add_mcp_command(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p.add_argument("--robot-id", help="only this robot's episodes (default: every robot's)")
     add_token_options(p, TOKEN_ENV, "the HTTP transport")
     add_config_options(p, [McpConfig])
-    excluded = [s.name for s in settings_of(PlacesConfig) if s.name not in _PLACE_STATUS_SETTINGS]
-    add_config_options(p, [PlacesConfig], excluded=excluded)
+    add_place_status_options(p)
     p.set_defaults(func=_cmd_mcp)
 
 
@@ -161,7 +156,7 @@ def _store_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
 
     if not is_postgres_url(args.store) and not Path(args.store).is_dir():
         raise InputError(f"store {args.store!r} does not exist")
-    places = PlacesConfig.from_mapping(given(args, [PlacesConfig]))
+    places = place_status_config(args)
     with open_store(args.store, read_only=True) as store:
         embedder = StoreQueryEmbedder(store, config.mcp_query_device)
         model = store.embedder_model  # None: an empty store (no query embedder until restart)
@@ -217,7 +212,7 @@ def _node_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
     timeout = config.service_timeout_seconds
     with _ros_node() as node:
         client = EpisodicMemoryClient(node, f"{namespace}/retrieve_episodes", timeout)
-        retriever = RosEpisodeRetriever(client)
+        retriever = RosEpisodeRetriever(client, place_status=True)  # judged by the node
         search = EpisodicMemoryTool(
             retriever,
             robot_id=args.robot_id,

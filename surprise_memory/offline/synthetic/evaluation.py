@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from surprise_memory.memory.places import EPISODE
 from surprise_memory.offline.synthetic.captions import HELD_OUT_QUERIES
 from surprise_memory.offline.synthetic.scene import (
     SyntheticScene,
@@ -181,6 +182,7 @@ def evaluate_scene(
                     embedding=q,
                     embedder_model=pipeline.embedder.model_name,
                     max_results=max_results,
+                    kinds=frozenset({EPISODE}),  # the surprise episodes' ranks, not the places'
                 )
                 rank = None
                 for i, hit in enumerate(hits, start=1):
