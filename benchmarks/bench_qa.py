@@ -82,6 +82,9 @@ RECOMMENDED: dict[str, Any] = json.loads(
     (SYNTHETIC_WEIGHTS / "MODEL_CARD.json").read_text(encoding="utf-8")
 )["recommended"]
 BASE: dict[str, Any] = {
+    # the gates' memories hold what each gate stored, no place keyframes (their ablation,
+    # at equal stored frames, is bench_qa_places.py, which adds them itself)
+    "place_keyframes": False,
     "encoder_device": "cpu",
     "embedder_device": "cpu",
     "encoder_batch": 8,

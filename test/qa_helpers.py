@@ -34,6 +34,9 @@ def model_settings() -> dict[str, Any]:
 
     card = json.loads((SYNTHETIC_WEIGHTS / "MODEL_CARD.json").read_text(encoding="utf-8"))
     return {
+        # the paper's memory, the surprise episodes only (the place keyframes' questions
+        # have their own world: test_qa_places.py)
+        "place_keyframes": False,
         "encoder_weights": SYNTHETIC_MODEL_NAME,
         "embedder_model": SYNTHETIC_EMBEDDER_MODEL,
         "embedder_weights": SYNTHETIC_MODEL_NAME,
