@@ -211,6 +211,22 @@ def test_batch_1_and_8_give_the_same_events(
     assert not any(g[3] for g in ga) and all(g[3] for g in gb)  # poses only with a topic
 
 
+def test_the_recordings_pose_covariance_is_each_episodes_uncertainty(
+    models: tuple[VideoEncoder, ImageTextEmbedder], tmp_path: Path
+) -> None:
+    """An odometry topic with a covariance: each stored episode's pose says how far it can be
+    trusted (goto's max_goal_uncertainty_m reads it); an all-zero one stays unknown."""
+    for sigma, name in ((0.3, "known"), (None, "unknown")):
+        bag = write_synthetic_bag(tmp_path / name, SCENE, pose_sigma_m=sigma)
+        summary = process(bag.path, tmp_path / f"{name}-store", pipeline=pipeline(models),
+                          pose_topic="/odom")  # fmt: skip
+        assert summary.episodes > 0
+        with EpisodeStore(tmp_path / f"{name}-store", read_only=True) as store:
+            recs = [store.get(i) for i in store.episode_ids()]
+        sigmas = [r.pose_trust.sigma_m for r in recs if r.kind == EPISODE]
+        assert sigmas == [pytest.approx(sigma) if sigma else None] * len(sigmas), sigmas
+
+
 def test_video_end_to_end(models: tuple[VideoEncoder, ImageTextEmbedder], tmp_path: Path) -> None:
     scene = dataclasses.replace(SCENE, duration_s=12.0)
     video = tmp_path / "rec.mp4"

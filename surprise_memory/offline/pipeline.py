@@ -54,6 +54,7 @@ from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.camera_view import CameraView, mounting_pose
 from surprise_memory.memory.episodes import EpisodeAssembler, EpisodeFrames
 from surprise_memory.memory.pose import Pose, compose
+from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.redaction import FaceRedactor
 from surprise_memory.offline.pipeline_settings import PIPELINE_CONFIGS, PipelineSettings
 from surprise_memory.offline.places import OfflinePlaces
@@ -266,10 +267,8 @@ class _Run:
         )
         self.filter = TriggerFilter(s.habituation, s.budget, self.gate.max_delay_ns)
         model = (pipeline.embedder.model_name, pipeline.embedder.pretrained)
-        self.places = OfflinePlaces(
-            s.places, store, pose_lookup, self._embed, self._view, embedder=model,
-            id_tag=self.episode_tag,
-        )  # fmt: skip
+        self.places = OfflinePlaces(s.places, store, self._pose_at, self._embed, self._view,
+                                    embedder=model, id_tag=self.episode_tag)  # fmt: skip
         self.assembler = EpisodeAssembler(s.episode)
         self.batch = s.encoder.encoder_batch
         self.pending: list[tuple[Frame, npt.NDArray[np.uint8] | None, int]] = []
@@ -391,13 +390,16 @@ class _Run:
             self._on_decision(decision)
         self.scores.settle(stamp_ns)
 
-    def _position(self, stamp_ns: int) -> tuple[float, float, float] | None:
+    def _pose_at(self, stamp_ns: int) -> Pose | None:
         if self.pose_lookup is None:
             return None
         try:
-            pose = self.pose_lookup.at(stamp_ns)
-        except InputError:
+            return self.pose_lookup.at(stamp_ns)
+        except InputError:  # older than the samples the lookup still holds
             return None
+
+    def _position(self, stamp_ns: int) -> tuple[float, float, float] | None:
+        pose = self._pose_at(stamp_ns)
         return None if pose is None else pose.position
 
     def _on_decision(self, decision: Decision) -> None:
@@ -440,12 +442,10 @@ class _Run:
 
     def _store(self, episode: EpisodeFrames) -> None:
         trig = episode.trigger
-        pose = None
-        if self.pose_lookup is not None:
-            try:
-                pose = self.pose_lookup.at(trig.stamp_ns)
-            except InputError:
-                pose = None
+        pose = self._pose_at(trig.stamp_ns)
+        trust = None  # the recording's covariance there, where its pose topic has one
+        if pose is not None and self.pose_lookup is not None:
+            trust = PoseTrust(self.pose_lookup.sigma_at(trig.stamp_ns))
         frames, embeddings = self._embed(list(episode.frames))
         camera = self._view(pose, frames[0].frame_id)
         record = self.store.add(
@@ -463,6 +463,7 @@ class _Run:
             # a recording's odom is its own boot's, not this machine's: session unknown
             session_id="",
             camera=camera,
+            pose_trust=trust,
         )
         self.summary.episodes += 1
         self.summary.stored_frames += len(frames)

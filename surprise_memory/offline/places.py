@@ -21,13 +21,11 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.config import PlacesConfig
-from surprise_memory.errors import InputError
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.places import PLACE, PlaceKeyframeSelector
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store import EpisodeStoreBackend
 from surprise_memory.perception.frames import Frame
-from surprise_memory.sources.pose_lookup import PoseLookup
 
 __all__ = ["OfflinePlaces"]
 
@@ -49,7 +47,8 @@ class OfflinePlaces:
     Args:
         config: The place settings (``place_keyframes`` false: nothing kept, counted).
         store: The run's store.
-        poses: The recording's poses; None = no pose (nothing kept, counted ``no_pose``).
+        pose_at: The recording's pose at a stamp; None = unknown (nothing kept, counted
+            ``no_pose``).
         embed: Blurs and embeds a kept frame (the run's redactor and embedder).
         view_of: The camera's view at a pose.
         embedder: The embedder's model name and whether it is trained (for the record).
@@ -63,7 +62,7 @@ class OfflinePlaces:
         self,
         config: PlacesConfig,
         store: EpisodeStoreBackend,
-        poses: PoseLookup | None,
+        pose_at: Callable[[int], Pose | None],
         embed: EmbedFrames,
         view_of: ViewOf,
         *,
@@ -72,7 +71,7 @@ class OfflinePlaces:
     ) -> None:
         self._selector = PlaceKeyframeSelector(config)
         self._store = store
-        self._poses = poses
+        self._pose_at = pose_at
         self._embed = embed
         self._view_of = view_of
         self._embedder = embedder
@@ -91,7 +90,7 @@ class OfflinePlaces:
             StoreError: The store cannot be written (the run stops, as for an episode).
 
         """
-        pose = self._pose(frame.stamp_ns)
+        pose = self._pose_at(frame.stamp_ns)
         view = self._view_of(pose, frame.frame_id)
         decision = self._selector.push(frame.stamp_ns, pose, camera, view_yaw=view.yaw)
         if decision is None:
@@ -112,11 +111,3 @@ class OfflinePlaces:
             place_key=decision.place_key,
         )
         self.stored += 1
-
-    def _pose(self, stamp_ns: int) -> Pose | None:
-        if self._poses is None:
-            return None
-        try:
-            return self._poses.at(stamp_ns)
-        except InputError:  # older than the samples the lookup still holds
-            return None

@@ -23,6 +23,7 @@ from typing import Any
 
 from surprise_memory.errors import InputError
 from surprise_memory.memory.pose import Pose
+from surprise_memory.memory.pose_trust import SigmaBuffer, position_sigma_m
 from surprise_memory.sources.pose_lookup import (
     ChainedPoseLookup,
     PoseLookup,
@@ -56,6 +57,11 @@ POSE_TYPES = (ODOMETRY_TYPE, *POSE_STAMPED_TYPES, *TF_TYPES)
 
 MessageStream = Callable[[Sequence[str]], Generator[tuple[int, Any], None, None]]
 """``(log time, message)`` of some topics of a bag, deserialized, in log order."""
+
+
+_SIGMAS_KEPT = (
+    4096  # covariances kept behind the newest pose pulled: 40 s at 100 Hz (read per episode)
+)
 
 
 def strip_frame(frame: str) -> str:
@@ -122,8 +128,10 @@ class BagPoseReader:
             finally:
                 peek.close()
             msg = first[1] if first else None
+            sigmas = SigmaBuffer(_SIGMAS_KEPT)  # their covariances, where the type has one
             return SampledPoseLookup(
-                self._topic_poses(pose_topic),
+                self._topic_poses(pose_topic, sigmas),
+                sigmas=sigmas,
                 frame_id=strip_frame(msg.header.frame_id) if msg else "",
                 child_frame_id=strip_frame(getattr(msg, "child_frame_id", "")) if msg else "",
                 **kwargs,
@@ -141,10 +149,17 @@ class BagPoseReader:
             f"pose topic {pose_topic!r} has type {msgtype}, expected one of {', '.join(POSE_TYPES)}"
         )
 
-    def _topic_poses(self, topic: str) -> Generator[Sample, None, None]:
+    def _topic_poses(self, topic: str, sigmas: SigmaBuffer) -> Generator[Sample, None, None]:
         for log_ns, msg in self._messages([topic]):
             stamp = stamp_to_ns(msg.header.stamp) or log_ns  # zero stamp: the log time
+            with_cov = msg.pose if hasattr(msg.pose, "covariance") else None
             pose = msg.pose.pose if hasattr(msg.pose, "pose") else msg.pose
+            if with_cov is not None:  # Odometry, PoseWithCovarianceStamped
+                try:
+                    sigma = position_sigma_m(with_cov.covariance)
+                except InputError:  # not 6x6: unknown, as the live node takes it
+                    sigma = None
+                sigmas.add(stamp, sigma, strip_frame(msg.header.frame_id))
             yield stamp, _pose(pose.position, pose.orientation, msg.header.frame_id)
 
     def _tf_edges(self, topic: str, scan: int) -> tuple[dict[tuple[str, str], Pose], set[Any]]:

@@ -29,6 +29,7 @@ from types import TracebackType
 from surprise_memory.errors import ConfigError, InputError
 from surprise_memory.memory.pose import Pose, Sample, compose, pose_from_samples, yaw_of
 from surprise_memory.memory.pose import interpolate_between as interpolate
+from surprise_memory.memory.pose_trust import SigmaBuffer
 
 __all__ = [
     "ChainedPoseLookup",
@@ -70,6 +71,13 @@ class PoseLookup(ABC):
     def describe(self) -> str:
         """One line for logs and reports."""
         return f"{self.frame_id} <- {self.child_frame_id}"
+
+    def sigma_at(self, stamp_ns: int) -> float | None:
+        """The pose's horizontal 1-sigma uncertainty in metres near ``stamp_ns``, or None.
+
+        Asked after :meth:`at`; None = unknown (the default: the source records none).
+        """
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook, most lookups hold nothing
         """Release what the lookup holds open (a bag reader); a no-op by default."""
@@ -126,6 +134,7 @@ class SampledPoseLookup(PoseLookup):
         history_ns: int | None = None,
         frame_id: str = "",
         child_frame_id: str = "",
+        sigmas: SigmaBuffer | None = None,
     ) -> None:
         if max_gap_ns < 0:
             raise ConfigError(f"max_gap_ns={max_gap_ns}: must be >= 0")
@@ -139,8 +148,16 @@ class SampledPoseLookup(PoseLookup):
         self._forgotten_before: int | None = None  # queries older than this cannot be answered
         self._frame_id = frame_id
         self._child_frame_id = child_frame_id
+        self._sigmas = sigmas
         self.dropped = 0
         """Samples dropped because their stamp did not increase."""
+
+    def sigma_at(self, stamp_ns: int) -> float | None:
+        """The uncertainty of the sample nearest ``stamp_ns`` within ``max_gap_ns``, or None.
+
+        From ``sigmas``, where the samples' covariances are recorded as they are pulled.
+        """
+        return None if self._sigmas is None else self._sigmas.nearest(stamp_ns, self._max_gap_ns)
 
     @classmethod
     def constant(cls, pose: Pose, child_frame_id: str = "") -> SampledPoseLookup:

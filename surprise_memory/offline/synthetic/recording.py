@@ -94,6 +94,7 @@ def write_synthetic_bag(
     tf: bool = False,
     latency_ns: int = 5_000_000,
     custom_data: Mapping[str, str] | None = None,
+    pose_sigma_m: float | None = None,
 ) -> SyntheticRecording:
     """Write the recording as a real bag, and its ground truth beside it.
 
@@ -109,6 +110,8 @@ def write_synthetic_bag(
         tf: Also write ``/tf`` (``odom -> base_link`` with each odometry sample) and
             ``/tf_static`` (``map -> odom``, a fixed offset of (1, 2, 0) m).
         latency_ns: Log time minus header stamp.
+        pose_sigma_m: The odometry's horizontal 1-sigma position uncertainty, written as its
+            pose covariance (x and y variances); None = an all-zero covariance (unknown).
         custom_data: rosbag2 only: ``custom_data`` of ``metadata.yaml`` (what
             ``ros2 bag record --custom-data KEY=VALUE`` writes, e.g. a ``robot_id``).
 
@@ -163,6 +166,9 @@ def write_synthetic_bag(
 
     def odometry() -> Iterator[tuple[int, int, str, Any]]:
         vec = t["geometry_msgs/msg/Vector3"]
+        pose_cov = np.zeros(36, np.float64)
+        if pose_sigma_m is not None:
+            pose_cov[0] = pose_cov[7] = pose_sigma_m**2  # x and y variances
         for i, sample in enumerate(synthetic_odometry(scene)):
             p = sample.pose
             point = t["geometry_msgs/msg/Point"](x=p.x, y=p.y, z=p.z)
@@ -172,7 +178,7 @@ def write_synthetic_bag(
                 child_frame_id=sample.child_frame_id,
                 pose=t["geometry_msgs/msg/PoseWithCovariance"](
                     pose=t["geometry_msgs/msg/Pose"](position=point, orientation=quat),
-                    covariance=np.zeros(36, np.float64),
+                    covariance=pose_cov,
                 ),
                 twist=t["geometry_msgs/msg/TwistWithCovariance"](
                     twist=t["geometry_msgs/msg/Twist"](
