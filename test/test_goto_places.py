@@ -60,18 +60,34 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     same, other = _unit(rng.standard_normal(DIM)), rng.standard_normal(DIM)
     other = _unit(other - (other @ same) * same)
     changed = 0.5 * same + np.sqrt(0.75) * other  # cosine 0.5 with `same`
-    day_ago = time.time() - 24 * HOUR
+    made = time.time()  # every stamp from this one reading of the clock
+    day_ago = made - 24 * HOUR
     with EpisodeStore(tmp / "places") as s:
         ids = {
             "kept": _episode(s, rng, day_ago, AT, embeddings=np.tile(same, (8, 1))).id,
             "changed": _episode(s, rng, day_ago + 1, CHANGED, embeddings=np.tile(same, (8, 1))).id,
             "unseen": _episode(s, rng, day_ago + 2, UNSEEN).id,
         }
-        ids["view_kept"] = _place(s, rng, time.time() - 3 * HOUR, AT, embedding=same).id
-        ids["view_changed"] = _place(s, rng, time.time() - 600, CHANGED, embedding=changed).id
+        ids["view_kept"] = _place(s, rng, made - 3 * HOUR, AT, embedding=same).id
+        ids["view_changed"] = _place(s, rng, made - 600, CHANGED, embedding=changed).id
     with EpisodeStore(tmp / "episodes") as s:
         ids["alone"] = _episode(s, rng, day_ago, AT).id
-    return {"places": tmp / "places", "episodes": tmp / "episodes", "ids": ids}
+    return {"places": tmp / "places", "episodes": tmp / "episodes", "ids": ids, "made": made}
+
+
+_UNIT_S = {"d": 86400.0, "h": HOUR, "min": 60.0, "s": 1.0}
+
+
+def _assert_age(line: str, pattern: str, since_made_s: float, made: float) -> None:
+    """``line`` matches ``pattern`` (its age as the group ``age``), and that age is the one
+    written (``since_made_s`` before the store was made) plus the time the test has taken
+    since, less what two units leave out (a loaded machine runs the commands slowly)."""
+    match = re.fullmatch(pattern, line)
+    assert match is not None, line
+    parts = match.group("age").split()
+    shown = sum(float(n) * _UNIT_S[u] for n, u in zip(parts[::2], parts[1::2], strict=True))
+    taken = time.time() - made
+    assert since_made_s - 60.0 <= shown <= since_made_s + taken + 1.0, (line, taken)
 
 
 @pytest.mark.parametrize(
@@ -123,19 +139,26 @@ def _dry(stores: dict[str, Any], tmp: Path, which: str, *args: str) -> str:
 def test_goto_says_when_the_place_was_last_seen_and_if_it_looks_the_same(
     stores: dict[str, Any], tmp_path: Path
 ) -> None:
+    made = stores["made"]
     kept = _dry(stores, tmp_path, "kept").splitlines()
     assert kept[2].startswith("dry run: not sent")
-    assert re.fullmatch(
-        r"its place was last seen 3 h( 1 min)? ago \(still looks the same, similarity 1\.00\)",
+    _assert_age(
         kept[3],
-    ), kept
+        r"its place was last seen (?P<age>.+) ago \(still looks the same, similarity 1\.00\)",
+        3 * HOUR,
+        made,
+    )
     changed = _dry(stores, tmp_path, "changed").splitlines()[3]
-    assert re.fullmatch(
-        r"its place was last seen 10 min( \d+ s)? ago \(looks different now, similarity 0\.50\)",
+    _assert_age(
         changed,
-    ), changed
+        r"its place was last seen (?P<age>.+) ago \(looks different now, similarity 0\.50\)",
+        600.0,
+        made,
+    )
     unseen = _dry(stores, tmp_path, "unseen").splitlines()[3]
-    assert re.fullmatch(r"its place was not seen since the episode \(1 d( 1 min)? ago\)", unseen)
+    _assert_age(
+        unseen, r"its place was not seen since the episode \((?P<age>.+) ago\)", 24 * HOUR, made
+    )
     # the threshold is the reader's: at 0.4, the changed view still shows the episode
     lower = _dry(stores, tmp_path, "changed", "--place-still-there-similarity", "0.4")
     assert "(still looks the same, similarity 0.50)" in lower
