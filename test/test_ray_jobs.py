@@ -68,10 +68,26 @@ def _ray_pids() -> set[int]:
     return pids
 
 
+def _descendants(root: int) -> set[int]:
+    """The pids of every process below ``root`` (children, their children, ...)."""
+    out = subprocess.run(
+        ["ps", "-eo", "pid=,ppid="], capture_output=True, text=True, check=True
+    ).stdout
+    children: dict[int, list[int]] = {}
+    for line in out.splitlines():
+        pid, ppid = (int(v) for v in line.split())
+        children.setdefault(ppid, []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
     """A local cluster of 2 CPUs, 100 MiB of object store; its address for other drivers."""
-    before = _ray_pids()
     ctx = ray.init(
         num_cpus=2,
         include_dashboard=False,
@@ -81,11 +97,14 @@ def cluster() -> Iterator[str]:
     try:
         yield str(ctx.address_info["gcs_address"])
     finally:
+        # this cluster's processes: this driver's descendants (another Ray on the machine,
+        # e.g. the other robot stage's running at once, is not this one's to end)
+        ours = _ray_pids() & _descendants(os.getpid())
         ray.shutdown()
     deadline = time.monotonic() + 30
-    while (left := _ray_pids() - before) and time.monotonic() < deadline:
+    while (left := _ray_pids() & ours) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not left, f"Ray processes left after shutdown: {sorted(left)}"
+    assert ours and not left, f"Ray processes left after shutdown: {sorted(left)}"
 
 
 KEYS = ("robot_a/run1", "robot_b/run1")  # two robots' (test_offline_batch runs all three)
