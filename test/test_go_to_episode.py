@@ -29,9 +29,6 @@ import contextlib
 import importlib.util
 import json
 import math
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -50,6 +47,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_helpers import memory_node_command, peer_process
 from safetensors.torch import save_file
 from test_daaam_integration import strict_violations
+from test_goto_places import goto  # the command as its own process (ROS-free module)
 
 from surprise_memory.agents.navigation_tool import NavigateToEpisodeTool
 from surprise_memory.agents.ros_client import EpisodicMemoryClient, RosEpisodeRetriever
@@ -432,18 +430,6 @@ def test_agent_searches_then_navigates(
 
 
 # --- the CLI, through the service and with --store ---------------------------------------
-
-
-def goto(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "surprise_memory", "goto", *args],
-        cwd=cwd,  # never the repository root: the colcon install is what is imported
-        env=os.environ.copy(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_cli_through_the_memory_node(
