@@ -90,6 +90,9 @@ class OfflinePlaces:
             StoreError: The store cannot be written (the run stops, as for an episode).
 
         """
+        if not self._selector.config.place_keyframes:  # counted as such: no pose to look up
+            self._selector.push(frame.stamp_ns, None, camera)
+            return
         pose = self._pose_at(frame.stamp_ns)
         view = self._view_of(pose, frame.frame_id)
         decision = self._selector.push(frame.stamp_ns, pose, camera, view_yaw=view.yaw)
