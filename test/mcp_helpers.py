@@ -175,9 +175,14 @@ def http_session(
 
 @contextlib.contextmanager
 def http_server(
-    args: Sequence[str], cwd: Path, env: dict[str, str], timeout: float = 60.0
+    args: Sequence[str],
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float = 60.0,
+    said: str | None = None,
 ) -> Iterator[str]:
-    """``surprise-memory mcp ARGS --transport http --http-port 0`` running; its URL."""
+    """``surprise-memory mcp ARGS --transport http --http-port 0`` running; its URL, given
+    once its standard error has said ``said`` too (None: once it listens)."""
     proc = subprocess.Popen(
         [*MCP, *args, "--transport", "http", "--http-port", "0"],
         cwd=cwd,
@@ -191,11 +196,29 @@ def http_server(
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
         line = proc.stdout.readline() if ready else ""  # its first line, once it listens
         assert "serving MCP" in line, (line, proc.poll(), _rest(proc, timeout))
+        if said is not None:
+            assert proc.stderr is not None
+            told = _read_until(proc.stderr.fileno(), said, timeout)
+            assert said in told, (told, proc.poll())
         yield line.split(" at ", 1)[1].split()[0]
         assert proc.poll() is None, "the server died during the tests"
     finally:
         proc.terminate()
         proc.wait(timeout=timeout)
+
+
+def _read_until(fd: int, needle: str, timeout: float) -> str:
+    """What a pipe said until it said ``needle``, or until ``timeout`` (raw reads: a text
+    wrapper's buffer would hide lines from ``select``)."""
+    said = b""
+    deadline = time.monotonic() + timeout
+    while needle.encode() not in said and (left := deadline - time.monotonic()) > 0:
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:  # it closed: the process ended
+                break
+            said += chunk
+    return said.decode(errors="replace")
 
 
 def _rest(proc: subprocess.Popen[str], timeout: float) -> str:

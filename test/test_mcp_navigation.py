@@ -120,34 +120,31 @@ def robot_pose(ros: tuple[Node, ScriptedNavigator]) -> Iterator[Any]:
     ros[0].destroy_publisher(publisher)
 
 
-@contextlib.contextmanager
-def hearing_the_pose(robot_pose: Any) -> Iterator[None]:
-    """A server started inside, held until it has subscribed to the pose (DDS discovery
-    takes a moment; a goal asked before that is told the distance is unknown)."""
-    before = robot_pose.get_subscription_count()
-    yield
-    assert wait_until(lambda: robot_pose.get_subscription_count() > before, 30.0)
+# What a server logs once it holds the robot's pose: the fixtures wait for it (DDS discovery
+# and the transient-local sample take a moment, longer on a loaded machine; a goal asked
+# before that is told the distance is unknown)
+HEARD = f"robot pose heard on {NS}/amcl_pose (frame 'map')"
 
 
 @pytest.fixture(scope="module")
 def navigating(
     memory_node: Path, approver: Approver, robot_pose: Any
 ) -> Iterator[tuple[McpCaller, Path]]:
-    """The MCP server over the node, navigation allowed; its standard error's file."""
+    """The MCP server over the node, navigation allowed, holding the robot's pose; its
+    standard error's file."""
     log = memory_node / "mcp_navigation.log"
     with contextlib.ExitStack() as stack:
         errlog = stack.enter_context(log.open("w"))
-        with hearing_the_pose(robot_pose):
-            caller = stack.enter_context(stdio_session(NAVIGATING, memory_node, errlog, approver))
+        caller = stack.enter_context(stdio_session(NAVIGATING, memory_node, errlog, approver))
+        assert wait_until(lambda: HEARD in log.read_text(), 30.0), log.read_text()
         yield caller, log
 
 
 @pytest.fixture(scope="module")
 def navigating_http(memory_node: Path, robot_pose: Any) -> Iterator[str]:
-    """The same server on streamable HTTP (loopback, any free port); its URL."""
-    with contextlib.ExitStack() as stack:
-        with hearing_the_pose(robot_pose):
-            url = stack.enter_context(http_server(NAVIGATING, memory_node, dict(os.environ)))
+    """The same server on streamable HTTP (loopback, any free port), holding the robot's
+    pose; its URL."""
+    with http_server(NAVIGATING, memory_node, dict(os.environ), said=HEARD) as url:
         yield url
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from geometry_msgs.msg import PoseWithCovarianceStamped
 from rclpy.node import Node
@@ -222,13 +222,18 @@ class RobotPoseWatch:
     Args:
         node: A spun node; the subscription is added to it.
         topic: The topic.
+        on_first: Called once with the first pose received (an operator's log line: the
+            pose reaches this process; until then a person is told the distance is unknown).
 
     """
 
-    def __init__(self, node: Node, topic: str) -> None:
+    def __init__(
+        self, node: Node, topic: str, on_first: Callable[[Pose], None] | None = None
+    ) -> None:
         self._node = node
         self._lock = threading.Lock()
         self._latest: Pose | None = None
+        self._on_first = on_first
         self._subscription = node.create_subscription(
             PoseWithCovarianceStamped, topic, self._on_pose, ROBOT_POSE
         )
@@ -236,7 +241,9 @@ class RobotPoseWatch:
     def _on_pose(self, msg: PoseWithCovarianceStamped) -> None:
         pose = pose_from_msg(msg.pose.pose, msg.header.frame_id)
         with self._lock:
-            self._latest = pose
+            first, self._latest = self._latest is None, pose
+        if first and self._on_first is not None:
+            self._on_first(pose)
 
     def latest(self) -> Pose | None:
         """The last pose received (None: none yet)."""

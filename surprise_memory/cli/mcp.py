@@ -224,7 +224,14 @@ def _node_memory(args: argparse.Namespace, config: McpConfig) -> Iterator[Any]:
         if config.allow_navigation:
             if config.robot_pose_topic and config.navigation_approval == "elicit":
                 try:  # the pose told to the person
-                    watch = RobotPoseWatch(node, config.robot_pose_topic)
+                    watch = RobotPoseWatch(
+                        node,
+                        config.robot_pose_topic,
+                        on_first=lambda pose: note(
+                            f"robot pose heard on {config.robot_pose_topic} (frame "
+                            f"{pose.frame_id!r}): approvals are told the goal's distance"
+                        ),
+                    )
                 except Exception as exc:  # rclpy's invalid-name errors share no base of ours
                     raise ConfigError(
                         f"--robot-pose-topic {config.robot_pose_topic!r}: {exc}"
