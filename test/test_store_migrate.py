@@ -240,6 +240,31 @@ def test_two_robots_migrate_into_one_fleet_store_one_after_another_and_at_once(
                         assert robot.get(ep_id) == store.get(ep_id)
 
 
+def test_many_robot_folders_load_a_fleet_store_in_one_command(
+    tmp_path: Path, pg_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = new_database(pg_server)
+    r1 = _robot_folder(tmp_path / "r1", "r1", 4, 3)
+    r2 = _robot_folder(tmp_path / "r2", "r2", 3, 4)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "episodes.sqlite3").write_bytes(b"not a database")
+    # the broken folder is reported and the others still go: exit 1 at the end
+    assert main(["migrate", r1, str(broken), r2, fleet]) == 1
+    said = capsys.readouterr()
+    assert said.out.count("verified") == 2, said.out
+    assert "(2/3 " in said.err and "1 of 3 stores failed" in said.err, said.err
+    assert str(broken) in said.err.splitlines()[-1]
+    with open_store(fleet, read_only=True) as store:
+        assert sorted(store.episode_ids()) == [f"r1-{i}" for i in range(4)] + [
+            f"r2-{i}" for i in range(3)
+        ]
+    # run again without it: nothing copied twice, everything verified
+    assert main(["migrate", r1, r2, fleet]) == 0
+    out = capsys.readouterr().out
+    assert "(0 copied, 4 already there)" in out and "(0 copied, 3 already there)" in out
+
+
 def test_query_command_reads_postgres_and_filters_by_robot(
     pg_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

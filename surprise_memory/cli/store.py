@@ -21,7 +21,7 @@ from surprise_memory.cli.options import (
     note,
     place_status_config,
 )
-from surprise_memory.errors import InputError
+from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.retrieval import parse_point
 from surprise_memory.stamps import NS_PER_SECOND, duration_text, parse_time
 
@@ -81,15 +81,17 @@ def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
 
     m = sub.add_parser(
         "migrate",
-        help="copy a store between a folder and PostgreSQL, resumably, then verify it",
+        help="copy stores between folders and PostgreSQL, resumably, then verify them",
         formatter_class=fmt,
-        description="Copy every episode of SRC into DST (each a folder or a postgresql:// "
-        "URI; the password from PGPASSWORD or PGPASSFILE): records, JPEG bytes and "
-        "embeddings as stored, no budget applied. Run it again after an interruption to "
-        "finish. Ends by checking that every episode of SRC is in DST with the same checksum "
-        "(DST may hold other robots' episodes: a fleet store).",
+        description="Copy every episode of each SRC into DST (each a folder or a "
+        "postgresql:// URI; the password from PGPASSWORD or PGPASSFILE): records, JPEG bytes "
+        "and embeddings as stored, no budget applied. Several SRC load a fleet store from "
+        "many robots' folders, one after another; a SRC that fails is reported and the "
+        "others still go (exit 1 at the end). Run it again after an interruption to "
+        "finish. Each SRC ends by checking that every episode of it is in DST with the same "
+        "checksum (DST may hold other robots' episodes: a fleet store).",
     )
-    m.add_argument("source", metavar="SRC", help="store to copy (opened read-only)")
+    m.add_argument("sources", nargs="+", metavar="SRC", help="store(s) to copy (opened read-only)")
     m.add_argument(
         "destination", metavar="DST", help="new store, a previous run's, or a fleet store"
     )
@@ -278,15 +280,34 @@ def _status_dict(status: Any, origin: int | None) -> dict[str, Any] | None:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
+    from surprise_memory.memory.store.factory import describe_location
     from surprise_memory.memory.store.migrate import migrate_store
 
-    def progress(done: int, total: int) -> None:
-        if done == total or done % 500 == 0:
-            note(f"migrate: {done}/{total} episodes")
+    failed: list[str] = []
+    for n, source in enumerate(args.sources, 1):
+        name = describe_location(source)
+        of = f" ({n}/{len(args.sources)} {name})" if len(args.sources) > 1 else ""
 
-    r = migrate_store(args.source, args.destination, progress=progress)
-    print(
-        f"{r.source} -> {r.destination}: {r.episodes} episodes ({r.copied} copied, "
-        f"{r.skipped} already there), per robot {r.robots}; verified, sha256 {r.checksum}"
-    )
+        def progress(done: int, total: int, of: str = of) -> None:
+            if done == total or done % 500 == 0:
+                note(f"migrate{of}: {done}/{total} episodes")
+
+        try:
+            r = migrate_store(source, args.destination, progress=progress)
+        except StoreError as exc:
+            if len(args.sources) == 1:
+                raise
+            note(f"migrate{of}: failed, the other stores go on: {exc}")
+            failed.append(name)
+            continue
+        print(
+            f"{r.source} -> {r.destination}: {r.episodes} episodes ({r.copied} copied, "
+            f"{r.skipped} already there), per robot {r.robots}; verified, sha256 {r.checksum}"
+        )
+    if failed:
+        note(
+            f"migrate: {len(failed)} of {len(args.sources)} stores failed: {failed}; run the "
+            "same command again once fixed (what was copied is not copied twice)"
+        )
+        return 1
     return 0
