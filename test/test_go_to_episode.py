@@ -553,7 +553,7 @@ def test_cli_on_the_demo_store(
     assert nav.quiet(1.0) == []
 
     # Nav2 planning in map (the default): through tf, or a refusal where tf2_ros is missing
-    in_map = goto(tmp_path, "--id", newest.id, "--goal-timeout-seconds", "3", "--json", *store)
+    in_map = goto(tmp_path, "--id", newest.id, "--goal-timeout-seconds", "10", "--json", *store)
     if HAS_TF2:
         assert in_map.returncode == 0, in_map.stderr
         p = newest.pose

@@ -17,6 +17,7 @@ no tf is published), the store read back from disk:
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -240,6 +241,9 @@ def test_camera_path_never_waits_for_a_keyframe_write(tmp_path: Path) -> None:
         path = _line((0.0, 0.0), (11.9, 0.0), frames)  # 2.4 m/s
         for i, (x, y) in enumerate(path):  # the odometry first: it leads the camera
             robot.odom.publish(_odometry(i, x, y))
+            # at 100 Hz, as a robot's: the node keeps the last 50 (best effort), so a burst
+            # of 120 outran a loaded node's executor (the first 60 frames had no pose)
+            time.sleep(0.01)
         robot.drive(None, n=frames, burst=True)
         robot.until(lambda: robot.count("frames_in") == frames, 120.0)
         # the first report that counted every frame: the writer was still behind then

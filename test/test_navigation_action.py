@@ -74,6 +74,10 @@ ACTION_TYPES = [
     ),
 ]
 TIMEOUT_S = 1.5  # the node's goal_timeout_seconds
+# goto --store's --goal-timeout-seconds in a new process: its wait for the action server (DDS
+# discovery), then for the answer. 3 s was too short beside two CPU-bound processes and the
+# whole suite: the server was not found, no goal was sent, the navigator's log stayed empty
+CLI_TIMEOUT_S = 10.0
 OTHER_BOOT = "boot-00000000-0000-0000-0000-000000000000"
 GOTO = [sys.executable, "-m", "surprise_memory", "goto", "--service", f"{NS}/go_to_episode"]
 
@@ -646,10 +650,9 @@ def test_goto_store_cancels_a_late_acceptance_before_it_exits(
     nav = ros[1]
     # a new process: the navigator's answer must wait until DDS discovery has matched the
     # CLI's response reader (rmw drops a service response sent before that; seen once in
-    # a loaded run with 2.5 s), so the navigator answers after 5 s, the CLI's timeout 3 s
-    cli_timeout_s = 3.0
-    nav.script(answer_delay_s=cli_timeout_s + 2.0, steps=100, step_s=0.1)
-    proc = goto_store(tmp_path, memory[1], nav.action_type_name, cli_timeout_s, 20.0)
+    # a loaded run with 2.5 s), so the navigator answers 2 s after the CLI's timeout
+    nav.script(answer_delay_s=CLI_TIMEOUT_S + 2.0, steps=100, step_s=0.1)
+    proc = goto_store(tmp_path, memory[1], nav.action_type_name, CLI_TIMEOUT_S, 20.0)
     assert proc.returncode == 1, proc.stderr
     goal_id = sent_id(proc.stdout + proc.stderr)
     assert f"goal {goal_id} via action {ACTION_NAME}: pending" in proc.stdout

@@ -29,6 +29,7 @@ from fleet_helpers import wait_until
 from rclpy.node import Node
 from test_navigation_action import (  # noqa: F401 - the module fixtures, used by name
     ACTION_NAME,
+    CLI_TIMEOUT_S,
     TIMEOUT_S,
     ScriptedNavigator,
     action_type_name,
@@ -211,10 +212,10 @@ def test_goto_store_never_promises_a_cancel_after_it_ends(
     tmp_path: Path,
 ) -> None:
     nav = ros[1]
-    cli_timeout_s, more_s = 1.5, 1.0
+    more_s = 1.0
     # accepted well after the process ended: nobody is left to cancel it, and it runs
-    nav.script(answer_delay_s=cli_timeout_s + more_s + 4.0, steps=10, step_s=0.1)
-    proc = goto_store(tmp_path, memory[1], nav.action_type_name, cli_timeout_s, more_s)
+    nav.script(answer_delay_s=CLI_TIMEOUT_S + more_s + 4.0, steps=10, step_s=0.1)
+    proc = goto_store(tmp_path, memory[1], nav.action_type_name, CLI_TIMEOUT_S, more_s)
     assert proc.returncode == 1, proc.stderr
     goal_id = sent_id(proc.stdout)
     said = proc.stdout + proc.stderr
@@ -241,14 +242,13 @@ def test_goto_store_says_a_refused_late_cancel_then_ends_or_follows(
     wait: bool,
 ) -> None:
     nav = ros[1]
-    # a new process: the navigator answers after 5 s, once DDS discovery surely matched
-    # the CLI's response reader (see test_goto_store_cancels_a_late_acceptance_...)
-    cli_timeout_s = 3.0
-    nav.script(answer_delay_s=cli_timeout_s + 2.0, refuse_cancel=True, steps=3000, step_s=0.1)
+    # a new process: the navigator answers 2 s after the CLI's timeout, once DDS discovery
+    # surely matched the CLI's response reader (see test_goto_store_cancels_a_late_...)
+    nav.script(answer_delay_s=CLI_TIMEOUT_S + 2.0, refuse_cancel=True, steps=3000, step_s=0.1)
     extra = ("--wait",) if wait else ()
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(
-            goto_store, tmp_path, memory[1], nav.action_type_name, cli_timeout_s, 20.0, *extra
+            goto_store, tmp_path, memory[1], nav.action_type_name, CLI_TIMEOUT_S, 20.0, *extra
         )
         # the goal runs until the test finishes it: once refused (with --wait, followed)
         assert wait_until(lambda: "cancel refused" in nav.log(), 60.0), nav.log()
