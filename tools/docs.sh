@@ -14,5 +14,5 @@ set +u  # colcon's setup scripts read unset variables
 source "$ROOT/install/setup.bash"
 set -u
 cd "$ROOT/doc"  # not the checkout's root: its source tree would shadow the colcon install
-sphinx-build -W --keep-going -q -b html . _build/html
+sphinx-build -W --keep-going -j auto -q -b html . _build/html
 echo "documentation: $ROOT/doc/_build/html/index.html"
