@@ -144,7 +144,7 @@ def test_the_still_there_threshold_is_an_option(store: dict[str, Any], tmp_path:
     [
         (["--kind", "all"], 2, "invalid choice: 'all'"),
         (["--place-still-there-similarity", "2"], 1, "place_still_there_similarity=2.0"),
-        (["--place-cell-m", "0"], 1, "place_cell_m=0.0"),
+        (["--place-status-radius-m", "0"], 1, "place_status_radius_m=0.0"),
     ],
 )
 def test_bad_kind_or_setting_is_refused_clearly(

@@ -27,14 +27,15 @@ sys.path.insert(0, str(DOC / "_ext"))
 
 import surprise_memory_docs  # noqa: E402 - the extension, from doc/_ext
 
+SPHINX = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-j", "auto", "-b", "html"]
+
 
 def _sphinx(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
     # run from the output folder: the checkout (which lacks the generated msg/srv modules)
     # must not shadow the colcon install on sys.path; -j auto: the extensions are parallel
     # safe (the site: 50 s on one process, 38 s on two here)
     return subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-j", "auto", "-b", "html", "-q"]
-        + [str(source), str(out)],
+        [*SPHINX, "-q", str(source), str(out)],
         cwd=out.parent,
         capture_output=True,
         text=True,

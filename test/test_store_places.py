@@ -20,6 +20,7 @@ from surprise_memory.memory.camera_view import CameraView, yaw_pose
 from surprise_memory.memory.place_status import (
     nearby_place_keys,
     place_status,
+    places_as_stored,
     record_place,
     with_place_status,
 )
@@ -76,10 +77,11 @@ def _place(
     embedding: np.ndarray | None = None,
     robot: str = "alpha",
     camera: CameraView | None = None,
+    config: PlacesConfig = CONFIG,
 ) -> EpisodeRecord:
     """A place keyframe as the selector decides it: one frame, its pose, its place's key."""
     stamp = round(t * S)
-    decision = PlaceKeyframeSelector(CONFIG).push(stamp, pose)
+    decision = PlaceKeyframeSelector(config).push(stamp, pose)
     assert decision is not None
     emb = rng.standard_normal((1, DIM)) if embedding is None else embedding[None, :]
     return store.add(
@@ -250,6 +252,29 @@ def test_hits_with_their_place_status(store_location: str) -> None:
         assert out.partial == "fleet down" and [h.score for h in out] == [0.5, 0.4]
         assert out[0].place_status == place_status(store, ep, CONFIG)
         assert out[0].place_status.still_there is False and out[1].place_status is None
+
+
+def test_a_reader_takes_the_stores_grid_not_its_own(store_location: str) -> None:
+    """Keyframes kept on a 5 m grid of 4 sectors, read with the defaults (2 m, 8): the
+    status is found on the store's grid (the reader's would name other places and find
+    nothing); a store without place keyframes gives no status at all."""
+    rng = np.random.default_rng(8)
+    emb = rng.standard_normal((8, DIM))
+    kept_with = PlacesConfig(place_cell_m=5.0, place_sectors=4)
+    with open_store(store_location) as store:
+        ep = _episode(store, rng, 100.0, AT, embeddings=emb)
+        assert places_as_stored(store, CONFIG) is None
+        assert (
+            with_place_status(store, [RetrievalHit(ep, 0.5, None)], CONFIG)[0].place_status is None
+        )
+        view = _place(store, rng, 200.0, AT, embedding=emb[4], config=kept_with)
+        assert view.place_key == "map@5m:0,1:0/4"
+        grid = places_as_stored(store, CONFIG)
+        assert grid == PlacesConfig(place_cell_m=5.0, place_sectors=4)
+        assert place_status(store, ep, CONFIG).view_id is None  # the reader's own grid
+        (hit,) = with_place_status(store, [RetrievalHit(ep, 0.5, None)], CONFIG)
+        assert (hit.place_status.view_id, hit.place_status.still_there) == (view.id, True)
+        assert hit.place_status.place_key == "map@5m:0,1:0/4"
 
 
 @pytest.mark.parametrize(("radius", "x", "cells"), [(2.0, 3.0, 9), (0.5, 3.0, 1), (0.5, 2.1, 2)])

@@ -79,7 +79,7 @@ from surprise_memory.config.browser import BrowserConfig
 from surprise_memory.config.places import PlacesConfig
 from surprise_memory.errors import InputError, ModelLoadError, StoreError, StoreUnreachableError
 from surprise_memory.memory.episodes import trigger_frame_index
-from surprise_memory.memory.place_status import has_place_keyframes, place_status
+from surprise_memory.memory.place_status import place_status, places_as_stored
 from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.query_embedder import (
     StoreQueryEmbedder,
@@ -295,12 +295,12 @@ class Browser:
         def run() -> dict[str, Any]:
             try:
                 rec = self.store.get(episode_id)
-                kept = rec.kind == EPISODE and has_place_keyframes(self.store)
-                status = place_status(self.store, rec, self.places) if kept else None
+                grid = places_as_stored(self.store, self.places) if rec.kind == EPISODE else None
+                status = place_status(self.store, rec, grid) if grid is not None else None
             except StoreError:
                 self._gone(episode_id)
                 raise
-            return place_status_view(rec, status, self.origin(), kept=kept)
+            return place_status_view(rec, status, self.origin(), kept=grid is not None)
 
         return JSONResponse(await run_in_threadpool(run))
 

@@ -50,11 +50,7 @@ from surprise_memory.config import NavigationConfig, PlacesConfig
 from surprise_memory.errors import InputError
 from surprise_memory.memory.navigation import GoalQuery, GoalRefusedError, choose_episode, plan_goal
 from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
-from surprise_memory.memory.place_status import (
-    has_place_keyframes,
-    place_status,
-    place_status_line,
-)
+from surprise_memory.memory.place_status import place_status, place_status_line, places_as_stored
 from surprise_memory.memory.places import EPISODE
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.pose_trust import TrustRule
@@ -335,9 +331,10 @@ def _place_seen(
     None for a place keyframe (it is a view), an episode without a pose, or a store that
     keeps no place keyframes (it cannot say whether a place was seen again).
     """
-    if episode.kind != EPISODE or not has_place_keyframes(store):
+    stored = places_as_stored(store, config) if episode.kind == EPISODE else None
+    if stored is None:
         return None
-    status = place_status(store, episode, config)
+    status = place_status(store, episode, stored)
     if status is None:
         return None
     return {

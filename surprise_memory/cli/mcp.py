@@ -10,8 +10,8 @@ The tools and resources are :mod:`surprise_memory.agents.mcp_server`'s.
 Is it still there? With ``--store`` each episode a search returns says when its place was
 last seen and whether it still looked the same
 (:func:`~surprise_memory.memory.place_status.with_place_status`, asked here for the hits
-returned, with the places settings given as options: the store's cell and sectors, the
-radius and the similarity threshold; default :class:`~surprise_memory.config.PlacesConfig`).
+returned, with the radius and the similarity threshold given as options, default
+:class:`~surprise_memory.config.PlacesConfig`; the cells and sectors are the store's).
 With ``--node`` the search answers as the memory node's service does.
 
 Transports: stdio (the default; the client starts this command and owns its standard input

@@ -137,15 +137,10 @@ def add_time_place_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--radius", type=float, metavar="M", help="keep episodes within M metres")
 
 
-PLACE_STATUS_SETTINGS = (
-    "place_cell_m",
-    "place_sectors",
-    "place_status_radius_m",
-    "place_still_there_similarity",
-)
-"""The places' settings that 'is it still there?' reads: the cells and sectors must be the
-ones the memory node kept its place keyframes with (they make the place keys), the radius
-and the threshold are the reader's choice."""
+PLACE_STATUS_SETTINGS = ("place_status_radius_m", "place_still_there_similarity")
+"""The places' settings that 'is it still there?' takes from a reader: the radius and the
+threshold. The cells and sectors are the store's, read from its place keyframes' keys
+(:func:`~surprise_memory.memory.place_status.places_as_stored`)."""
 
 
 def add_place_status_options(parser: argparse.ArgumentParser) -> None:
@@ -156,8 +151,8 @@ def add_place_status_options(parser: argparse.ArgumentParser) -> None:
     """
     group = parser.add_argument_group(
         "'is it still there?' settings",
-        "when an episode's place was last seen, and whether it still looks the same; the "
-        "cell and sectors must be those the memory node kept place keyframes with",
+        "when an episode's place was last seen, and whether it still looks the same (the "
+        "cells and sectors are the store's, as its place keyframes were kept)",
     )
     for spec in settings_of(PlacesConfig):
         if spec.name in PLACE_STATUS_SETTINGS:

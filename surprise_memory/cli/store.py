@@ -106,7 +106,7 @@ def _store_origin(store: Any) -> int | None:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from surprise_memory.memory.place_status import has_place_keyframes, with_place_status
+    from surprise_memory.memory.place_status import with_place_status
     from surprise_memory.memory.retrieval import RetrievalQuery
     from surprise_memory.memory.store import (
         describe_location,
@@ -155,9 +155,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
         )
         hits = store.retrieve(query)
         # each surprise episode's place: the views of it taken later (a few indexed reads
-        # per hit), of any robot's; not asked of a store that keeps no views at all
-        if has_place_keyframes(store):
-            hits = with_place_status(store, hits, places)
+        # per hit), of any robot's; none from a store that keeps no views at all
+        hits = with_place_status(store, hits, places)
         snapshots = store.snapshot_notes([h.episode.id for h in hits])
     rows = [_hit_dict(h, origin, snapshots.get(h.episode.id, [])) for h in hits]
     partial = partial_of(hits)

@@ -36,8 +36,16 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.config.places import PlacesConfig
+from surprise_memory.errors import InputError
 from surprise_memory.memory.episodes import trigger_frame_index
-from surprise_memory.memory.places import EPISODE, PLACE, PlaceCell, PlaceStatus, place_cell
+from surprise_memory.memory.places import (
+    EPISODE,
+    PLACE,
+    PlaceCell,
+    PlaceStatus,
+    parse_place_key,
+    place_cell,
+)
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.hits import RetrievalHits, partial_of
@@ -47,17 +55,25 @@ from surprise_memory.stamps import NS_PER_SECOND, duration_text
 __all__ = [
     "PlaceStatus",
     "PlaceViews",
-    "has_place_keyframes",
     "nearby_place_keys",
     "place_status",
     "place_status_line",
+    "places_as_stored",
     "record_place",
     "with_place_status",
 ]
 
 
-class PlaceViews(Protocol):
-    """What :func:`place_status` needs of a store (every backend has it)."""
+class Retrieves(Protocol):
+    """A store that answers a :class:`~surprise_memory.memory.retrieval.RetrievalQuery`."""
+
+    def retrieve(self, query: RetrievalQuery) -> Sequence[RetrievalHit]:
+        """The hits of ``query``."""
+        ...
+
+
+class PlaceViews(Retrieves, Protocol):
+    """What :func:`place_status` and :func:`with_place_status` need of a store (all have it)."""
 
     def latest_places(
         self, place_keys: Sequence[str], robot_id: str | None = None
@@ -70,22 +86,26 @@ class PlaceViews(Protocol):
         ...
 
 
-class Retrieves(Protocol):
-    """A store that answers a :class:`~surprise_memory.memory.retrieval.RetrievalQuery`."""
+def places_as_stored(store: Retrieves, config: PlacesConfig) -> PlacesConfig | None:
+    """``config`` with the store's place grid; None when the store keeps no place keyframes.
 
-    def retrieve(self, query: RetrievalQuery) -> Sequence[RetrievalHit]:
-        """The hits of ``query``."""
-        ...
-
-
-def has_place_keyframes(store: Retrieves) -> bool:
-    """Whether the store holds any place keyframe (one indexed query).
-
-    A store without any (processed offline, or kept by a node with ``place_keyframes``
-    off) cannot say whether a place was seen again: its readers say nothing of it rather
-    than "not seen since" under every episode.
+    The cell size and sectors are those of the store's newest place keyframe (its key
+    names them): the writer's settings, which made the keys. A reader's own, if different,
+    would name other places and find no view, so every episode would read "not seen
+    since". A store without any place keyframe (processed offline, or kept by a node with
+    ``place_keyframes`` off) cannot say whether a place was seen again: its readers say
+    nothing of it. One indexed query (the newest record of that kind).
     """
-    return bool(store.retrieve(RetrievalQuery(kinds=frozenset({PLACE}), max_results=1)))
+    newest = store.retrieve(RetrievalQuery(kinds=frozenset({PLACE}), max_results=1))
+    if not newest:
+        return None
+    try:
+        grid = parse_place_key(newest[0].episode.place_key)
+    except InputError:  # a damaged key: the reader's own settings, as before
+        return config
+    if (grid.cell_m, grid.sectors) == (config.place_cell_m, config.place_sectors):
+        return config
+    return dataclasses.replace(config, place_cell_m=grid.cell_m, place_sectors=grid.sectors)
 
 
 def record_place(record: EpisodeRecord, config: PlacesConfig) -> PlaceCell | None:
@@ -188,21 +208,27 @@ def with_place_status(
     """``hits`` with each surprise episode's :attr:`~RetrievalHit.place_status` filled.
 
     A place keyframe's own status is not asked (it is the latest view, or an older one of
-    a place whose newest view another hit is); a record without a pose keeps None. A few
-    indexed reads per hit (:func:`place_status`), so for the hits an answer returns, not
-    for a ranking's candidates.
+    a place whose newest view another hit is); a record without a pose keeps None, as does
+    every hit of a store without place keyframes. A few indexed reads per hit
+    (:func:`place_status`), so for the hits an answer returns, not for a ranking's
+    candidates.
 
     Args:
         store: The store the hits came from.
         hits: The hits (a :class:`~surprise_memory.memory.store.hits.RetrievalHits` keeps
             its ``partial``).
-        config: The places' settings (cells, radius, the still-there threshold).
+        config: The places' settings: the radius and the still-there threshold; the cells
+            and sectors are the store's (:func:`places_as_stored`).
         robot_id: Only this robot's views; None = any robot's.
 
     Raises:
         StoreError: The store cannot be read.
 
     """
+    stored = places_as_stored(store, config) if hits else None
+    if stored is None:
+        return RetrievalHits(list(hits), partial_of(hits))
+    config = stored
     filled = [
         dataclasses.replace(
             hit, place_status=place_status(store, hit.episode, config, robot_id=robot_id)
