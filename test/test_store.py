@@ -734,14 +734,18 @@ def test_kill_9_while_adding_loses_nothing_committed(store_location: str) -> Non
             committed.append(line.strip())
         time.sleep(delay)
         child.send_signal(signal.SIGKILL)
-        rest, _ = child.communicate(timeout=30)
-        committed += rest.split()
-        assert child.returncode == -signal.SIGKILL
+        # the rest from the same reader: readline() may have buffered more lines than it
+        # returned, which communicate(timeout=...) would lose (it reads the raw pipe); a
+        # loaded run lost 3 so and counted their episodes as never committed
+        with child.stdout:
+            committed += child.stdout.read().split()
+        assert child.wait(timeout=30) == -signal.SIGKILL
 
         with open_store(store_location) as store:  # opens without repair
             ids = store.episode_ids()
             assert set(committed) <= set(ids)  # no committed episode lost
-            assert len(ids) <= len(committed) + 1  # at most the add in flight, whole
+            # at most the add in flight at each kill so far, whole
+            assert len(set(ids) - set(committed)) <= round_ + 1
             assert _held_frames(store_location) == set(ids)  # no orphans, nothing half there
             for ep_id in ids:
                 rec = store.get(ep_id)
