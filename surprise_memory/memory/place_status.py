@@ -225,13 +225,12 @@ def with_place_status(
         StoreError: The store cannot be read.
 
     """
-    stored = places_as_stored(store, config) if hits else None
-    if stored is None:
+    grid = places_as_stored(store, config) if hits else None
+    if grid is None:
         return RetrievalHits(list(hits), partial_of(hits))
-    config = stored
     filled = [
         dataclasses.replace(
-            hit, place_status=place_status(store, hit.episode, config, robot_id=robot_id)
+            hit, place_status=place_status(store, hit.episode, grid, robot_id=robot_id)
         )
         if hit.episode.kind == EPISODE
         else hit
