@@ -183,8 +183,8 @@ def test_no_line_for_a_place_keyframe_or_a_store_without_them(
 
 
 def test_place_settings_need_the_store(tmp_path: Path) -> None:
-    """Through the memory node the status is not asked (its service does not carry it):
-    a setting for it is refused rather than ignored, before any ROS is started."""
+    """Through the memory node the status comes with the node's own settings: a setting
+    for it here is refused rather than ignored, before any ROS is started."""
     proc = goto(tmp_path, "--id", "x", "--place-status-radius-m", "3")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "--place-status-radius-m: the place's status is looked up with --store" in proc.stderr

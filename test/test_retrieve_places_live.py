@@ -10,7 +10,8 @@ installed ``memory_node``; the test asks it with a plain rclpy client and with
 * ``include_place_status`` gives each episode its "still there": yes, no (with the
   newest view's id, stamp and similarity) or unknown (not seen since), judged with the
   node's ``place_still_there_similarity`` and, with a robot filter, that robot's views only;
-* the retriever reads it all back into the core's hits, as the store answers in-process.
+* the retriever reads it all back into the core's hits, as the store answers in-process;
+* ``go_to_episode`` says when its episode's place was last seen, and ``goto`` prints it.
 
 The messages' conversions (each still-there value both ways, a version 6 message reading
 as an episode) are checked without a node.
@@ -19,6 +20,9 @@ as an episode) are checked without a node.
 from __future__ import annotations
 
 import math
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +38,7 @@ from surprise_memory.agents.ros_client import (
     RetrievedEpisode,
     RosEpisodeRetriever,
 )
+from surprise_memory.agents.ros_navigation import GoToEpisodeClient
 from surprise_memory.config import PlacesConfig
 from surprise_memory.errors import InputError
 from surprise_memory.memory.camera_view import yaw_pose
@@ -298,3 +303,39 @@ def test_a_version_6_message_reads_as_an_episode_and_a_bad_one_is_refused() -> N
         record_kind_from_msg(Episode(id="x", kind="landmark"))
     with pytest.raises(InputError, match="still_there=7"):
         place_status_from_msg(Episode(id="x", place_status_valid=True, still_there=7))
+
+
+def test_a_goal_through_the_node_says_when_its_place_was_last_seen(
+    ros_host: Node, tmp_path: Path
+) -> None:
+    """``go_to_episode`` puts the chosen episode's place status in its answer (any robot's
+    views, the node's threshold); ``goto`` through the service prints it as ``--store`` does."""
+    client = GoToEpisodeClient(ros_host, f"{NS}/go_to_episode", timeout=60.0)
+    try:
+        half = client.go_to(episode_id="ep_half", dry_run=True, allow_other_robots=True)
+        gone = client.go_to(episode_id="ep_gone", dry_run=True, allow_other_robots=True)
+        view = client.go_to(episode_id="view_still", dry_run=True, allow_other_robots=True)
+    finally:
+        client.destroy()
+    assert half.place_status is not None and half.place_status.view_id == "view_half"
+    assert half.place_status.still_there is True  # cosine 0.6 with the node's 0.5
+    assert half.place_status.similarity == pytest.approx(0.6, abs=1e-2)
+    assert gone.place_status is not None and gone.place_status.view_id == "view_beta"
+    assert view.place_status is None  # a place keyframe is a view: nothing to say
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "surprise_memory", "goto", "--id", "ep_half", "--dry-run",
+            "--allow-other-robots", "--service", f"{NS}/go_to_episode", "--timeout", "60",
+        ],
+        cwd=tmp_path,  # the colcon install, not the checkout
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "dry run, not sent" in lines[2], lines
+    assert re.fullmatch(
+        r"its place was last seen .+ ago \(still looks the same, similarity 0\.60\)", lines[3]
+    ), lines

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from surprise_memory.agents.function_tool import FunctionTool
 from surprise_memory.errors import InputError, SurpriseMemoryError
 from surprise_memory.memory.navigation_goals import GoalStatus, cancel_line
+from surprise_memory.memory.places import PlaceStatus
 from surprise_memory.memory.pose import Pose, yaw_of
 
 __all__ = [
@@ -60,6 +61,9 @@ class NavigationResult:
             answer in time: asked to cancel it if it accepts late; follow it by id); "" =
             not sent.
         preempted: The earlier goal this one preempted ("" = none).
+        place_status: When the episode's place was last seen and whether it still looks
+            the same; None for a place keyframe, an episode without a pose, or a store
+            without place keyframes.
 
     """
 
@@ -73,6 +77,7 @@ class NavigationResult:
     goal_id: str = ""
     state: str = ""
     preempted: str = ""
+    place_status: PlaceStatus | None = None
 
 
 class Navigator(Protocol):

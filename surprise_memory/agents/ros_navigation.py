@@ -29,7 +29,12 @@ from surprise_memory.memory.navigation import GoalRefusedError
 from surprise_memory.memory.navigation_goals import GoalStatus
 from surprise_memory.memory.pose import Pose
 from surprise_memory.nodes.goal_messages import goal_status_from_msg
-from surprise_memory.nodes.messages import ns_to_time, pose_from_msg, time_to_ns
+from surprise_memory.nodes.messages import (
+    ns_to_time,
+    place_status_from_msg,
+    pose_from_msg,
+    time_to_ns,
+)
 from surprise_memory.nodes.qos import ROBOT_POSE
 from surprise_memory.nodes.service_caller import ServiceCaller
 from surprise_memory.srv import CancelNavigation, GoToEpisode, NavigationStatus
@@ -51,6 +56,7 @@ def result_from_response(response: GoToEpisode.Response) -> NavigationResult:
         goal_id=response.goal_id,
         state=response.state,
         preempted=response.preempted,
+        place_status=place_status_from_msg(ep),
     )
 
 

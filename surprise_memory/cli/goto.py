@@ -8,11 +8,11 @@ Two ways, one output:
   and sends the goal with the navigation settings given here (tf2_ros where the frames
   differ). For a store on disk with no memory node running (a bag processed offline).
 
-With ``--store``, a surprise episode's place is looked up too: one line says how old the
-latest view of it is and whether it still looks the same
+A surprise episode's place is looked up too: one line says how old the latest view of it
+is and whether it still looks the same
 (:func:`~surprise_memory.memory.place_status.place_status_line`), where the store keeps
-place keyframes. Through the service no such line comes (the service's answer does not
-carry it yet).
+place keyframes: with ``--store`` from the store opened here, through the service from the
+status the node puts in its answer's episode (``place_status_*``, interface version 7).
 
 ``--dry-run`` chooses the episode and prints the goal without sending it. Every goal sent
 has an id (printed); ``--wait`` follows it to its outcome with a progress line (Nav2's
@@ -50,8 +50,8 @@ from surprise_memory.config import NavigationConfig, PlacesConfig
 from surprise_memory.errors import InputError
 from surprise_memory.memory.navigation import GoalQuery, GoalRefusedError, choose_episode, plan_goal
 from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
-from surprise_memory.memory.place_status import place_status, place_status_line, places_as_stored
-from surprise_memory.memory.places import EPISODE
+from surprise_memory.memory.place_status import episode_place_status, place_status_line
+from surprise_memory.memory.places import PlaceStatus
 from surprise_memory.memory.pose import yaw_of
 from surprise_memory.memory.pose_trust import TrustRule
 from surprise_memory.memory.query_embedder import store_query_embedder
@@ -157,7 +157,7 @@ def _cmd_goto(args: argparse.Namespace) -> int:
     if places:
         raise InputError(
             f"{', '.join('--' + n.replace('_', '-') for n in places)}: the place's status is "
-            "looked up with --store only"
+            "looked up with --store only (through the memory node, with the node's settings)"
         )
     node_side = sorted(set(settings) - {"goal_standoff_meters"})
     if node_side:
@@ -287,7 +287,7 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
         query = _query(args, origin, embedding, model)
         own, now = host_robot_id(), time.time_ns()
         episode, _ = choose_episode(store, query, own, now)  # a store opened here is whole
-        place = _place_seen(store, episode, places, now)
+        place = _place_json(episode_place_status(store, episode, places), episode.stamp_ns, now)
     with ExitStack() as stack:
         nodes: list[Any] = []  # a ROS node of this process, opened when first needed
 
@@ -323,18 +323,13 @@ def _goto_from_store(args: argparse.Namespace, config: NavigationConfig) -> int:
         return _send(node(), goal, config, args, place)
 
 
-def _place_seen(
-    store: Any, episode: Any, config: PlacesConfig, now_ns: int
+def _place_json(
+    status: PlaceStatus | None, episode_stamp_ns: int, now_ns: int
 ) -> dict[str, Any] | None:
     """How old the latest view of a surprise episode's place is, for the output.
 
-    None for a place keyframe (it is a view), an episode without a pose, or a store that
-    keeps no place keyframes (it cannot say whether a place was seen again).
+    None where that is unknown (:func:`~surprise_memory.memory.place_status.episode_place_status`).
     """
-    stored = places_as_stored(store, config) if episode.kind == EPISODE else None
-    if stored is None:
-        return None
-    status = place_status(store, episode, stored)
     if status is None:
         return None
     return {
@@ -343,7 +338,7 @@ def _place_seen(
         "similarity": status.similarity,
         "still_there": status.still_there,
         "view_id": status.view_id,
-        "text": place_status_line(status, episode.stamp_ns, now_ns),
+        "text": place_status_line(status, episode_stamp_ns, now_ns),
     }
 
 
@@ -359,7 +354,7 @@ def _send(
     A goal the navigator has not answered is followed for ``--timeout`` s more, so that
     a late acceptance is cancelled here (the process must live to ask for the cancel);
     after that no one follows it, and both lines say so. With ``--wait`` an answered goal
-    is followed to its end. ``place``: the episode's place status (:func:`_place_seen`).
+    is followed to its end. ``place``: the episode's place status (:func:`_place_json`).
     """
     from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
 
@@ -490,14 +485,16 @@ def _goto_through_service(args: argparse.Namespace, standoff: float | None) -> i
                 camera=query.camera,
                 trust_pose=args.trust_pose,
             )
+            # the node's clock is this machine's on a robot (a simulation's ages read odd)
+            place = _place_json(result.place_status, result.episode_stamp_ns, time.time_ns())
             if not (args.json and args.wait):  # with both: one JSON at the end
-                _print(result, args.json)
+                _print(result, args.json, place=place)
             final = None
             if args.wait and result.goal_id:
                 first = client.navigation_status(result.goal_id)
                 final = _follow(client.navigation_status, first, args.json)
                 if args.json:
-                    _print(result, True, final)
+                    _print(result, True, final, place)
             return _exit_status(result, final)
         except GoalRefusedError as exc:
             if args.text and "random weights" in str(exc):

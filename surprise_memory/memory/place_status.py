@@ -55,6 +55,7 @@ from surprise_memory.stamps import NS_PER_SECOND, duration_text
 __all__ = [
     "PlaceStatus",
     "PlaceViews",
+    "episode_place_status",
     "nearby_place_keys",
     "place_status",
     "place_status_line",
@@ -237,6 +238,26 @@ def with_place_status(
         for hit in hits
     ]
     return RetrievalHits(filled, partial_of(hits))
+
+
+def episode_place_status(
+    store: PlaceViews,
+    record: EpisodeRecord,
+    config: PlacesConfig,
+    *,
+    robot_id: str | None = None,
+) -> PlaceStatus | None:
+    """:func:`with_place_status` for one record (a goal's episode).
+
+    None for a place keyframe (it is a view), a record without a pose, or a store that
+    keeps no place keyframes (it cannot say whether a place was seen again).
+
+    Raises:
+        StoreError: The store cannot be read.
+
+    """
+    grid = places_as_stored(store, config) if record.kind == EPISODE else None
+    return None if grid is None else place_status(store, record, grid, robot_id=robot_id)
 
 
 def place_status_line(status: PlaceStatus, episode_stamp_ns: int, now_ns: int) -> str:

@@ -329,6 +329,7 @@ class MemoryPart:
             store=self._store,
             embedder=self._embedder,
             embed_lock=self._embed_lock,
+            places_config=lambda: self._places.config,  # as for the retrieval
         )
         self._navigation.setup(values)  # go_to_episode: an episode as a Nav2 goal
         self._snapshot = SnapshotPart(self._node, self._stats, self._store)

@@ -13,13 +13,13 @@ current goal on ``/diagnostics``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 
-from surprise_memory.config import ComponentConfig, NavigationConfig, settings_of
-from surprise_memory.errors import SurpriseMemoryError
+from surprise_memory.config import ComponentConfig, NavigationConfig, PlacesConfig, settings_of
+from surprise_memory.errors import StoreError, SurpriseMemoryError
 from surprise_memory.memory.navigation import (
     GoalQuery,
     GoalRefusedError,
@@ -28,10 +28,16 @@ from surprise_memory.memory.navigation import (
     plan_goal,
 )
 from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalStatus, cancel_line
+from surprise_memory.memory.place_status import episode_place_status
+from surprise_memory.memory.places import PlaceStatus
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.pose_trust import TrustRule
 from surprise_memory.memory.store import EpisodeStoreBackend
-from surprise_memory.memory.store.records import host_session_id, resolve_robot_id
+from surprise_memory.memory.store.records import (
+    EpisodeRecord,
+    host_session_id,
+    resolve_robot_id,
+)
 from surprise_memory.nodes.diagnostics import NodeStats
 from surprise_memory.nodes.goal_messages import goal_status_to_msg
 from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
@@ -81,12 +87,14 @@ class NavigationPart:
         store: EpisodeStoreBackend,
         embedder: ImageTextEmbedder,
         embed_lock: threading.Lock,
+        places_config: Callable[[], PlacesConfig],
     ) -> None:
         self._node = node
         self._stats = stats
         self._store = store
         self._embedder = embedder
         self._embed_lock = embed_lock
+        self._places_config = places_config
 
     def setup(self, values: Mapping[str, Any]) -> None:
         """Configure: the settings, the goal publisher or action client."""
@@ -270,7 +278,7 @@ class NavigationPart:
         query = goal_query_from_request(request, embedding, self._embedder.model_name)
         now = self._node.get_clock().now().nanoseconds
         episode, partial = choose_episode(self._store, query, self._own_robot, now)
-        response.episode = episode_to_msg(episode)
+        response.episode = episode_to_msg(episode, (), self._place_status(episode))
 
         def transform_of(frame: str, stamp_ns: int) -> tuple[Pose | None, str]:
             with TransformLookup(self._node) as tf:  # tf heard only while needed
@@ -292,6 +300,17 @@ class NavigationPart:
             facing=config.goal_facing,
             trust=TrustRule(config.map_id, config.max_goal_uncertainty_m, request.trust_pose),
         )
+
+    def _place_status(self, episode: EpisodeRecord) -> PlaceStatus | None:
+        """When the goal's place was last seen (any robot's views); None when unknown."""
+        try:
+            return episode_place_status(self._store, episode, self._places_config())
+        except StoreError as exc:  # the goal does not depend on it
+            self._node.get_logger().warning(
+                f"go_to_episode: the place status of {episode.id} is unknown ({exc})",
+                throttle_duration_sec=60.0,
+            )
+            return None
 
 
 def goal_query_from_request(
