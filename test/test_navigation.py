@@ -29,6 +29,7 @@ from surprise_memory.memory.navigation import (
     standoff_pose,
 )
 from surprise_memory.memory.navigation_goals import GoalBook, GoalStatus, cancel_line
+from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.pose import Pose, compose
 from surprise_memory.memory.store import EpisodeRecord, EpisodeStore
 from surprise_memory.memory.store.records import check_session_id, host_session_id
@@ -264,6 +265,28 @@ def test_other_robots_only_when_asked(store: EpisodeStore) -> None:
         _pick(store, embedding=theirs, embedder_model=MODEL, start_ns=T0 + 45 * S)
     best = _pick(store, embedding=theirs, embedder_model=MODEL, allow_other_robots=True)
     assert best == "theirs"
+
+
+def test_a_query_may_choose_a_place_keyframe_and_goes_where_its_camera_looked(
+    store: EpisodeStore,
+) -> None:
+    """Chosen on purpose: a thing that stands still ("the red door") is only in a place
+    keyframe, so a goal's query ranks both kinds; the goal is the keyframe's pose."""
+    door = np.ones(DIM) / math.sqrt(DIM)  # what no surprise episode showed (cosine 0.45)
+    t = T0 + 35 * S
+    store.add(
+        [Frame(np.full((8, 8, 3), 35, np.uint8), t)], door[None, :], stamp_ns=t, surprise=0.0,
+        pose=yawed(30.0, 4.0, 90.0), embedder_model=MODEL, embedder_pretrained=True,
+        episode_id="view_door", robot_id="me", kind=PLACE, place_key="map@2m:15,2:2/8",
+    )  # fmt: skip
+    assert _pick(store, embedding=door.astype(np.float32), embedder_model=MODEL) == "view_door"
+    assert _pick(store, near=(29.0, 4.0, 0.0), near_frame="map") == "view_door"
+    assert _pick(store, episode_id="view_door") == "view_door"
+    episode, _ = choose_episode(
+        store, GoalQuery(embedding=door.astype(np.float32), embedder_model=MODEL), "me", NOW
+    )
+    goal = goal_from_episode(episode, "map", own_robot="me", now_ns=NOW)
+    assert_pose(goal.pose, yawed(30.0, 4.0, 90.0))
 
 
 @pytest.mark.parametrize(
