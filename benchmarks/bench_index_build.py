@@ -3,7 +3,7 @@
 Run: ``python benchmarks/bench_index_build.py [--episodes 20000] [--builds 3]`` (inside the
 venv). Prints the machine and versions with the figures.
 
-The store's graphs (usearch, int8, the store's own parameters from ``ann._new_index``) are
+The store's graphs (usearch, int8, the store's own parameters from ``ann.new_index``) are
 built one episode at a time while the robot runs, and in batches when the store catches
 up after a kill or rebuilds a lost index. usearch builds a batch on all cores by default;
 this compares that with one thread on the same vectors: build time, whether two builds of
@@ -36,7 +36,7 @@ def _vectors(n: int, dim: int, places: int, seed: int) -> np.ndarray:
 
 
 def _build(keys: np.ndarray, vecs: np.ndarray, threads: int) -> tuple[Any, float, str]:
-    index = ann._new_index(vecs.shape[1])
+    index = ann.new_index(vecs.shape[1])
     t0 = time.perf_counter()
     index.add(keys, vecs, threads=threads)
     seconds = time.perf_counter() - t0

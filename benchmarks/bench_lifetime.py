@@ -1109,19 +1109,24 @@ def main(argv: list[str] | None = None) -> None:
         truth.save(work / "truth.npz")
         state["have"] = have
         state_path.write_text(json.dumps(state))
-        from surprise_memory.memory.store import open_store
+        from surprise_memory.memory.store import EpisodeStore, open_store
 
         t = time.perf_counter()
-        with open_store(store_dir):  # the index catches up with the new rows
+        with open_store(store_dir) as built:  # the index catches up with the new rows
             build_s = time.perf_counter() - t
+            t = time.perf_counter()  # then merges its sealed segments in the background
+            assert isinstance(built, EpisodeStore) and built.wait_for_merges()
+            merge_s = time.perf_counter() - t
         row: dict[str, Any] = {
             "size": size,
             "generate_s": gen_s,
             "index_build_s": build_s,
+            "index_merge_s": merge_s,
             "load": os.getloadavg(),
         }
         if redo is not None and redo["size"] == size:  # the build's figures, not the reopen's
-            row.update({key: redo[key] for key in ("generate_s", "index_build_s", "load")})
+            kept = ("generate_s", "index_build_s", "index_merge_s", "load")
+            row.update({key: redo[key] for key in kept if key in redo})
             row["measured_load"] = os.getloadavg()
         adds = list(range(have, have + ADDS))
         want = {
@@ -1228,7 +1233,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             f"size {r['episodes']:,}: database {r['db_bytes'] / 2**30:.2f} GiB, index "
             f"{r['index_bytes'] / 2**30:.3f} GiB; per robot-year {per_ep * ROBOT_YEAR / 2**30:.1f} "
             f"GiB + JPEGs {jpeg * ROBOT_YEAR / 2**30:.1f} GiB; generate {r['generate_s']:.0f} s, "
-            f"index build {r['index_build_s']:.0f} s, load {r['load']}"
+            f"index build {r['index_build_s']:.0f} s, merges {r.get('index_merge_s', 0):.0f} s, "
+            f"load {r['load']}"
         )
 
 

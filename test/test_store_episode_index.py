@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +33,7 @@ from surprise_memory.memory.store.catalog import Catalog
 from surprise_memory.memory.store.records import EpisodeRecord
 from surprise_memory.memory.store.schema import insert_episode
 from surprise_memory.memory.store.search import EmbeddingIndex
+from surprise_memory.memory.store.segment_merge import SegmentMerger
 from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000
@@ -38,7 +42,7 @@ FRAMES = 4
 PLACES = 60
 MODEL = "test-embedder"
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = {"SEGMENT_SIZE": 256, "CHECKPOINT_EVERY": 64}
+SMALL = {"SEGMENT_SIZE": 256, "CHECKPOINT_EVERY": 64, "MERGE_FANOUT": 1}  # merges: own tests
 
 
 @pytest.fixture(autouse=True)
@@ -391,3 +395,227 @@ def test_a_process_that_opens_a_store_can_start_ros_afterwards(tmp_path: Path) -
     )
     assert child.returncode == 0, child.stderr
     assert child.stdout.split() == ["3", "ros", "ok"]
+
+
+# ------------------------------------------------------------------ segment merges
+def _named_files(path: Path) -> list[str]:
+    """The files the manifest names (with itself): what an index folder should hold."""
+    manifest = json.loads((path / "index" / "manifest.json").read_text())
+    names = {"manifest.json", *ann.segment_files("tail")}
+    for entry in manifest["segments"]:
+        names.update(ann.segment_files(entry["name"]))
+    return sorted(n for n in names if (path / "index" / n).exists())
+
+
+def _ann(store: EpisodeStore) -> ann.AnnIndex:
+    index = store._folder.catalog.index.ann  # type: ignore[attr-defined]
+    assert index is not None
+    return index
+
+
+def test_sealed_segments_merge_in_the_background_while_adds_and_queries_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ann, "MERGE_FANOUT", 4)
+    path = tmp_path / "store"
+    _fill(path, 2500)  # 9 sealed segments of 256 + a tail: two merges due at open
+    rng = np.random.default_rng(8)
+    failures: list[BaseException] = []
+    answered = 0
+    stop = threading.Event()
+
+    def ask(store: EpisodeStore) -> None:
+        nonlocal answered
+        while not stop.is_set():
+            for q in _queries(1, seed=answered):
+                try:
+                    assert len(store.retrieve(q)) == 10 or q.radius_m
+                    answered += 1
+                except BaseException as exc:  # reported by the test
+                    failures.append(exc)
+
+    with EpisodeStore(path) as store, EpisodeStore(path, read_only=True) as reader:
+        asker = threading.Thread(target=ask, args=(store,))
+        asker.start()
+        for i in range(2500, 3100):  # three more seals, a third merge, while queries run
+            _add(store, i, rng)
+        stop.set()
+        asker.join()
+        assert store._merger.wait(60)
+        # a reader opened before the merges keeps its memory-mapped parts (their files
+        # removed under it) and answers as the writer does
+        assert reader.refresh()
+        for q in _queries(3):
+            assert [h.episode.id for h in reader.retrieve(q)] == [
+                h.episode.id for h in store.retrieve(q)
+            ]
+        index = _ann(store)
+        # 3,100 episodes: 12 sealed segments merged into 3 graphs, and the tail of 28
+        assert [len(s) for s in index.parts()] == [1024, 1024, 1024, 28]
+        assert len(index) == 3100 and index.segments == 4
+        recalls = _recall(store, _queries(8))
+        answers = [[h.episode.id for h in store.retrieve(q)] for q in _queries(3)]
+    assert not failures, failures[:3]
+    assert answered > 0
+    assert np.mean(recalls) >= 0.99
+    assert _index_files(path) == _named_files(path)  # the parts' files are gone
+    with EpisodeStore(path) as store:  # the merged files open as they are
+        assert _ann(store).segments == 4
+        assert [[h.episode.id for h in store.retrieve(q)] for q in _queries(3)] == answers
+
+
+def test_a_merge_leaves_out_the_episodes_the_store_no_longer_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "store"
+    _fill(path, 1100)  # keys 1..1100: 4 sealed segments (1..1024) + a tail of 76
+    gone = [f"e{i:05d}" for i in range(0, 1000, 2)]  # keys 1, 3, ..., 999
+    with EpisodeStore(path) as store:  # no merge yet (MERGE_FANOUT 1)
+        assert store.delete(gone) == 500
+        assert len(_ann(store)) == 1100  # the files keep what the store no longer holds
+    monkeypatch.setattr(ann, "MERGE_FANOUT", 4)
+    with EpisodeStore(path) as store:
+        assert store._merger.wait(60)
+        index = _ann(store)
+        assert index.segments == 2 and len(index) == 600
+        assert np.mean(_recall(store, _queries(6))) >= 0.99
+        for q in _queries(6):
+            assert not {h.episode.id for h in store.retrieve(q)} & set(gone)
+
+
+_MERGE_KILLED = textwrap.dedent(
+    """
+    import sys
+    import threading
+    from pathlib import Path
+
+    import numpy as np
+
+    from surprise_memory.memory.store import ann
+    from surprise_memory.memory.store.segment_merge import SegmentMerger
+
+    ann.SEGMENT_SIZE, ann.MERGE_FANOUT = 8192, 4
+    vecs = np.random.default_rng(0).standard_normal((4 * 8192 + 100, 256)).astype(np.float32)
+    index = ann.AnnIndex(Path(sys.argv[1]), 256, read_only=False)
+    index.rebuild(((i + 1, vecs[i : i + 1]) for i in range(len(vecs))), 0)
+    lock = threading.RLock()
+    merger = SegmentMerger(lock)
+    with lock:
+        merger.start(index, lambda keys: np.ones(keys.size, dtype=bool))
+    print("merging", flush=True)
+    merger.wait()
+    print("merged", flush=True)
+    """
+)
+
+
+def test_a_kill_during_a_merge_loses_nothing_and_the_merge_starts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge of 4 x 8,192 vectors of 256-d (seconds) killed with SIGKILL in its middle."""
+    path = tmp_path / "store"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", _MERGE_KILLED, str(path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    try:
+        assert child.stdout.readline() == "merging\n", child.stderr.read()  # type: ignore[union-attr]
+        deadline = time.monotonic() + 60
+        while not list((path / "index").glob("segment-1-*.tmp")):  # the merge is writing
+            assert time.monotonic() < deadline and child.poll() is None
+            time.sleep(0.01)
+        time.sleep(0.2)
+        child.send_signal(signal.SIGKILL)
+        rest, _ = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == -9 and "merged" not in rest  # killed in the merge
+    left = _index_files(path)
+    assert any(n.endswith(".tmp") for n in left) and left != _named_files(path)
+    for name, value in (("SEGMENT_SIZE", 8192), ("MERGE_FANOUT", 4)):
+        monkeypatch.setattr(ann, name, value)
+    vecs = np.random.default_rng(0).standard_normal((4 * 8192 + 100, 256)).astype(np.float32)
+    index = ann.AnnIndex(path, 256, read_only=False)
+    assert index.load()  # the manifest before the merge: four sealed segments and the tail
+    assert _index_files(path) == _named_files(path)  # what the kill left is removed
+    assert len(index) == len(vecs) and index.segments == 5
+    merger = SegmentMerger(threading.RLock())
+    merger.start(index, lambda keys: np.ones(keys.size, dtype=bool))
+    assert merger.wait(120)
+    assert index.segments == 2 and len(index) == len(vecs)
+    index.close()
+    again = ann.AnnIndex(path, 256, read_only=False)
+    assert again.load() and again.segments == 2
+    assert _index_files(path) == _named_files(path)
+    probe = np.random.default_rng(1).choice(len(vecs), 50, replace=False)
+    found = [ann.search_segments(again.parts(), vecs[i], 1)[0] == i + 1 for i in probe]
+    assert all(found)
+    again.close()
+
+
+_MERGE_DISK_FULL = textwrap.dedent(
+    """
+    import logging
+    import resource
+    import signal
+    import sys
+
+    import numpy as np
+
+    sys.path.insert(0, sys.argv[2])
+    import test_store_episode_index as t
+    from surprise_memory.memory.store import EpisodeStore, ann
+
+    for name, value in {**t.SMALL, "MERGE_FANOUT": 4}.items():
+        setattr(ann, name, value)
+    logging.basicConfig(level=logging.WARNING)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[3]), int(sys.argv[3])))
+    with EpisodeStore(sys.argv[1]) as store:
+        assert store._merger.wait(60)
+        print(len(t._ann(store)), t._ann(store).segments)
+        print(np.mean(t._recall(store, t._queries(4))))
+    """
+)
+
+
+def test_a_merge_on_a_full_disk_leaves_the_index_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "store"
+    _fill(path, 1100)
+    with EpisodeStore(path):
+        pass  # the index's files: 4 sealed segments (1..1024) and the tail
+    before = {n: (path / "index" / n).read_bytes() for n in _index_files(path)}
+    # a write past 64 KiB fails: the merged vectors (1,024 x 32 float32, 128 KiB) do not fit
+    limit = 64 * 1024
+    assert 1024 * DIM * 4 > limit
+    child = subprocess.run(
+        [sys.executable, "-c", _MERGE_DISK_FULL, str(path), str(Path(__file__).parent), str(limit)],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        },
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == 0, child.stderr
+    assert "merging index segments 1-1024 failed" in child.stderr
+    assert "File too large" in child.stderr and "tried again in 600 s" in child.stderr
+    count, segments, recall = child.stdout.split()
+    assert (int(count), int(segments), float(recall)) == (1100, 5, pytest.approx(1.0, abs=0.01))
+    after = {n: (path / "index" / n).read_bytes() for n in _index_files(path)}
+    assert after == before  # nothing changed, nothing left behind
+    monkeypatch.setattr(ann, "MERGE_FANOUT", 4)
+    with EpisodeStore(path) as store:  # room again: the merge is done at the next open
+        assert store._merger.wait(60) and _ann(store).segments == 2

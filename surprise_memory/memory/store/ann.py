@@ -17,6 +17,12 @@ Layout, in ``<store>/index/``:
 * ``manifest.json``: the files, their sizes and the largest key they hold (``covered``),
   written (temporary file + rename) after the files it names.
 
+Sealed segments are merged in the background, :data:`MERGE_FANOUT` adjacent ones into one
+(:mod:`~surprise_memory.memory.store.segment_merge`): a query visits fewer graphs. The
+merged files are written whole before the manifest names them, and the parts' files are
+removed after it does; files the manifest does not name (a merge or a seal cut short by a
+kill) are removed when a writer opens the index.
+
 Crash safety: a file is renamed into place whole, and the manifest only names files that
 are in place, so after a kill the index holds every episode up to ``covered``; the
 episodes after it (at most :data:`CHECKPOINT_EVERY` + 1) are read again from the
@@ -45,7 +51,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CHECKPOINT_EVERY", "SEGMENT_SIZE", "AnnIndex", "Segment", "pooled", "search_segments"]
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "MERGE_FANOUT",
+    "SEGMENT_SIZE",
+    "AnnIndex",
+    "Segment",
+    "pooled",
+    "search_segments",
+]
 
 _LOG = logging.getLogger(__name__)
 
@@ -55,6 +69,14 @@ SEGMENT_SIZE = 65_536
 CHECKPOINT_EVERY = 1_024
 """The RAM tail is saved after this many additions: the most an open re-reads."""
 
+MERGE_FANOUT = 4
+"""Adjacent sealed segments merged into one graph in the background; 1 = never merge.
+
+One level only (a merged segment is not merged again), so a merge's graph, built in RAM,
+is bounded by this many segments (4 x 65,536 int8 vectors of 1024-d: about 300 MiB).
+Chosen by ``bench_segment_merge.py`` (RESULTS.md).
+"""
+
 _DIR = "index"
 _MANIFEST = "manifest.json"
 _TAIL = "tail"
@@ -62,7 +84,7 @@ _USEARCH = ".usearch"
 _KEYS = ".keys"
 _VECS = ".f32"
 _FORMAT = 2  # 2: int8 graphs (1: float16); another format is rebuilt at open
-_BATCH = 1_024  # rows per batch of a rebuild or catch-up
+BATCH = 1_024  # rows per batch of a rebuild, a catch-up or a merge
 # usearch settings: 16 links per node, wide construction, vectors as int8 (cosine over
 # int8 costs a third of float16's per search on x86 at the same recall@10 of the graph,
 # 0.988 vs 0.986 on 65,536 pooled vectors of bench_lifetime's year, and halves the RAM
@@ -97,6 +119,13 @@ class Segment:
     keys: npt.NDArray[np.int64]
     vecs: npt.NDArray[np.float32]
     size: int = 0
+    parts: int = 1  # sealed segments merged into this one
+
+    @property
+    def entry(self) -> dict[str, Any]:
+        """Its line in the manifest."""
+        keys = [self.first, self.last]
+        return {"name": self.name, "keys": keys, "size": self.size, "parts": self.parts}
 
     def __len__(self) -> int:
         return self.size
@@ -132,7 +161,8 @@ def _usearch() -> Any:
     return importlib.import_module("usearch.index")
 
 
-def _new_index(dim: int) -> Any:
+def new_index(dim: int) -> Any:
+    """An empty graph with the store's settings (int8 cosine, connectivity 16)."""
     Index = _usearch().Index  # noqa: N806  # the class
 
     return Index(
@@ -175,7 +205,12 @@ def _write_text(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+def segment_files(name: str) -> tuple[str, str, str]:
+    """A segment's file names: its graph, its keys, its float32 vectors."""
+    return name + _USEARCH, name + _KEYS, name + _VECS
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Write through a temporary file, fsync, rename into place."""
     tmp = path.with_name(path.name + ".tmp")
     write(tmp)
@@ -210,7 +245,7 @@ class AnnIndex:
 
     def _new_tail(self, first: int) -> Segment:
         return Segment(
-            _new_index(self._dim),
+            new_index(self._dim),
             first,
             0,
             _TAIL,
@@ -222,6 +257,16 @@ class AnnIndex:
     def dim(self) -> int:
         """Vector dimension."""
         return self._dim
+
+    @property
+    def directory(self) -> Path:
+        """The folder of its files."""
+        return self._dir
+
+    @property
+    def read_only(self) -> bool:
+        """Whether it never writes."""
+        return self._read_only
 
     @property
     def last_key(self) -> int:
@@ -301,7 +346,21 @@ class AnnIndex:
         self._sealed, self._tail = sealed, tail
         self._covered = int(manifest["covered"])
         self._open_tail_files(truncate=True)
+        self._remove_unnamed()
         return True
+
+    def _remove_unnamed(self) -> None:
+        """Remove the files the manifest does not name: what a kill left of a merge or seal."""
+        if self._read_only:
+            return
+        named = {_MANIFEST, *segment_files(_TAIL)}
+        for seg in self._sealed:
+            named.update(segment_files(seg.name))
+        for path in self._dir.iterdir():
+            if path.name not in named:
+                _LOG.info("%s: removing %s (not in the manifest)", self._dir, path.name)
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     def _open_sealed(self, entry: dict[str, Any]) -> Segment:
         name, size = str(entry["name"]), int(entry["size"])
@@ -311,7 +370,8 @@ class AnnIndex:
         if int(index.size) != size or keys.size != size or vecs.size != size * self._dim:
             raise ValueError(f"{name} does not hold {size} vectors")
         first, last = (int(k) for k in entry["keys"])
-        return Segment(index, first, last, name, keys, vecs.reshape(size, self._dim), size)
+        parts = int(entry.get("parts", 1))
+        return Segment(index, first, last, name, keys, vecs.reshape(size, self._dim), size, parts)
 
     def _open_tail_files(self, *, truncate: bool) -> None:
         if self._read_only:
@@ -383,7 +443,7 @@ class AnnIndex:
             keys.append(key)
             vecs.append(pooled(unit))
             count += 1
-            if len(keys) >= _BATCH:
+            if len(keys) >= BATCH:
                 flush()
         flush()
         return count
@@ -444,7 +504,7 @@ class AnnIndex:
             self._sync_tail_files()
             self.close()
             d = self._dir
-            _atomic_write(d / (name + _USEARCH), lambda p: tail.index.save(str(p)))
+            atomic_write(d / (name + _USEARCH), lambda p: tail.index.save(str(p)))
             os.replace(d / (_TAIL + _KEYS), d / (name + _KEYS))
             os.replace(d / (_TAIL + _VECS), d / (name + _VECS))
             entry = {"name": name, "keys": [tail.first, tail.last], "size": tail.size}
@@ -462,19 +522,55 @@ class AnnIndex:
         tail = self._tail
         self._sync_tail_files()
         if tail.size:
-            _atomic_write(self._dir / (_TAIL + _USEARCH), lambda p: tail.index.save(str(p)))
+            atomic_write(self._dir / (_TAIL + _USEARCH), lambda p: tail.index.save(str(p)))
         manifest = {
             "format": _FORMAT,
             "dim": self._dim,
             "covered": self.last_key,
-            "segments": [
-                {"name": s.name, "keys": [s.first, s.last], "size": s.size} for s in self._sealed
-            ],
+            "segments": [s.entry for s in self._sealed],
             "tail_keys": [tail.first, tail.last],
             "tail_size": tail.size,
         }
-        _atomic_write(self._dir / _MANIFEST, lambda p: _write_text(p, json.dumps(manifest)))
+        atomic_write(self._dir / _MANIFEST, lambda p: _write_text(p, json.dumps(manifest)))
         self._covered = self.last_key
+
+    # ----------------------------------------------------------------- merging
+    def merge_plan(self) -> list[Segment]:
+        """The first :data:`MERGE_FANOUT` adjacent sealed segments not merged yet, or none."""
+        if self._read_only or MERGE_FANOUT < 2:
+            return []
+        run: list[Segment] = []
+        for seg in self._sealed:
+            run = [*run, seg] if seg.parts == 1 else []
+            if len(run) == MERGE_FANOUT:
+                return run
+        return []
+
+    def replace(self, plan: Sequence[Segment], merged: dict[str, Any] | None) -> bool:
+        """Put a merged segment (its files written) in place of ``plan``'s segments.
+
+        Args:
+            plan: Adjacent sealed segments, as :meth:`merge_plan` gave them.
+            merged: The merged segment's manifest entry; None = nothing of them is held any
+                more (every episode removed): they are dropped.
+
+        Returns:
+            False (nothing changed) when ``plan`` is no longer what the index holds (a
+            rebuild meanwhile); the caller removes the merged files.
+
+        """
+        at = next((i for i, s in enumerate(self._sealed) if s is plan[0]), -1)
+        now = self._sealed[at : at + len(plan)] if at >= 0 else []
+        if len(now) != len(plan) or any(a is not b for a, b in zip(now, plan, strict=True)):
+            return False
+        new = [] if merged is None else [self._open_sealed(merged)]
+        self._sealed[at : at + len(plan)] = new
+        self.checkpoint()  # the manifest names the merged files, not the parts'
+        for seg in plan:
+            for name in segment_files(seg.name):
+                with contextlib.suppress(OSError):
+                    (self._dir / name).unlink()
+        return True
 
     # ----------------------------------------------------------------- reading
     def parts(self) -> list[Segment]:

@@ -124,6 +124,11 @@ class EpisodeIndex(EmbeddingIndex):
         if self._ann is not None:
             self._ann.add(key, pooled(unit_embeddings))
 
+    def held(self, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Which of ``keys`` are stored (not removed): what a segment merge keeps."""
+        alive = self._keys.view()[self._alive.view()]
+        return np.isin(keys, alive)
+
     def remove(self, keys: Sequence[int]) -> None:
         """Mark episodes removed; compact the filter arrays once an eighth are removed."""
         before = len(self)

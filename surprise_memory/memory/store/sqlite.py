@@ -92,6 +92,7 @@ from surprise_memory.memory.store.records import (
     with_source,
 )
 from surprise_memory.memory.store.schema import select_summaries, transaction
+from surprise_memory.memory.store.segment_merge import SegmentMerger
 from surprise_memory.memory.store.snapshots import select_snapshots, upsert_snapshots
 from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.perception.frames import Frame
@@ -134,6 +135,9 @@ class EpisodeStore(StoreFront):
         self._lock = threading.RLock()
         self._folder = StoreFolder(self._root, self._config, read_only=read_only)
         self._revision = self._folder.catalog.revision
+        self._merger = SegmentMerger(self._lock)
+        with self._lock:
+            self._merge_if_due()  # a merge a kill cut short starts again
 
     # ----------------------------------------------------------------- properties
     @property
@@ -193,9 +197,24 @@ class EpisodeStore(StoreFront):
         return episode_id in self._folder.catalog
 
     def close(self) -> None:
-        """Close the database and release the writer lock (idempotent)."""
+        """Stop a segment merge, close the database, release the writer lock (idempotent)."""
+        self._merger.close()  # without the lock: the merge takes it to finish a batch
         with self._lock:
             self._folder.close()
+
+    def wait_for_merges(self, timeout: float | None = None) -> bool:
+        """Wait for the index's background segment merges; whether they ended in ``timeout``.
+
+        Merges start by themselves when enough segments are sealed; nothing needs this but
+        a measurement that wants the merged index (a benchmark).
+        """
+        return self._merger.wait(timeout)
+
+    def _merge_if_due(self) -> None:
+        """Start merging the index's sealed segments when enough are sealed (under the lock)."""
+        index = self._folder.catalog.index
+        if isinstance(index, EpisodeIndex) and not self._read_only:
+            self._merger.start(index.ann, index.held)
 
     # ----------------------------------------------------------------- adding
     def add(
@@ -259,6 +278,7 @@ class EpisodeStore(StoreFront):
             seq = folder.commit(record, unit, blobs=blobs, jpeg_sizes=[len(j) for j in jpegs])
             if record.kind == EPISODE:
                 folder.evict(keep=seq)
+            self._merge_if_due()
         return record
 
     def import_episode(
@@ -283,6 +303,7 @@ class EpisodeStore(StoreFront):
             seq = import_episode(self._folder, record, jpegs, emb, origin_ns, bound_places=budget)
             if budget and record.kind == EPISODE:
                 self._folder.evict(keep=seq)
+            self._merge_if_due()
         return record
 
     # ----------------------------------------------------------------- deleting
