@@ -28,7 +28,7 @@ import pytest
 from surprise_memory.config import StoreConfig
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.retrieval import RetrievalQuery
-from surprise_memory.memory.store import EpisodeStore, ann, episode_index
+from surprise_memory.memory.store import EpisodeStore, ann, episode_index, segment_merge
 from surprise_memory.memory.store.catalog import Catalog
 from surprise_memory.memory.store.records import EpisodeRecord
 from surprise_memory.memory.store.schema import insert_episode
@@ -533,6 +533,13 @@ def test_a_kill_during_a_merge_loses_nothing_and_the_merge_starts_again(
             assert time.monotonic() < deadline and child.poll() is None
             time.sleep(0.01)
         time.sleep(0.2)
+        # the merge thread runs at a lower priority than the rest of the process
+        nice = {
+            int(task.name): int((task / "stat").read_text().rsplit(")", 1)[1].split()[16])
+            for task in Path(f"/proc/{child.pid}/task").iterdir()
+        }
+        assert nice[child.pid] == 0
+        assert segment_merge.NICE in nice.values(), nice
         child.send_signal(signal.SIGKILL)
         rest, _ = child.communicate(timeout=60)
     finally:
@@ -597,7 +604,7 @@ def test_a_merge_on_a_full_disk_leaves_the_index_as_it_was(
     before = {n: (path / "index" / n).read_bytes() for n in _index_files(path)}
     # a write past 64 KiB fails: the merged vectors (1,024 x 32 float32, 128 KiB) do not fit
     limit = 64 * 1024
-    assert 1024 * DIM * 4 > limit
+    assert limit < 1024 * DIM * 4
     child = subprocess.run(
         [sys.executable, "-c", _MERGE_DISK_FULL, str(path), str(Path(__file__).parent), str(limit)],
         env={

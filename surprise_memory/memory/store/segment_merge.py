@@ -13,6 +13,8 @@ adjacent sealed segments into one in a thread of its own:
   it does; a kill at any point leaves a manifest that names a complete index, and the
   files it does not name are removed when the store opens again, which starts the merge
   again from its beginning.
+* **In the background.** The merge thread runs at nice :data:`NICE` (Linux sets it per
+  thread), so the camera path and the queries come first.
 * **Bounded.** One merge at a time, of at most ``MERGE_FANOUT`` segments; the merged
   graph is built in RAM (about 300 MiB for 4 x 65,536 int8 vectors of 1024-d), the
   vectors are streamed from the parts to the new files in batches.
@@ -48,12 +50,15 @@ from surprise_memory.memory.store.ann import (
     segment_files,
 )
 
-__all__ = ["RETRY_AFTER_S", "HeldKeys", "SegmentMerger", "write_merged"]
+__all__ = ["NICE", "RETRY_AFTER_S", "HeldKeys", "SegmentMerger", "write_merged"]
 
 _LOG = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 600.0
 """A merge that failed (a full disk, an unreadable part) is not tried again before this."""
+
+NICE = 10
+"""The merge thread's nice value (Linux: per thread), below the live path's."""
 
 HeldKeys = Callable[[npt.NDArray[np.int64]], npt.NDArray[np.bool_]]
 """Which of the given keys the store still holds (a mask)."""
@@ -179,6 +184,11 @@ class SegmentMerger:
             self._thread = None
 
     def _run(self, ann: AnnIndex, held: HeldKeys) -> None:
+        # a background job: on Linux a thread has its own nice value, so the camera path
+        # and the queries win the CPU over the merge (a robot's first open after an upgrade
+        # may merge for minutes)
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         while not self._stop.is_set():
             with self._lock:
                 plan = ann.merge_plan()
