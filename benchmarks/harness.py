@@ -70,6 +70,7 @@ def versions() -> dict[str, str]:
         or f"unset (rclpy from the ros-rclpy {dist('ros-rclpy')} wheel)",
         "rmw": os.environ.get("RMW_IMPLEMENTATION", "default (rmw_fastrtps_cpp)"),
         "sqlite": sqlite3.sqlite_version,
+        "usearch": dist("usearch"),
         "rosbags": dist("rosbags"),
         "scenedetect": dist("scenedetect"),
         "opencv": dist("opencv-python"),

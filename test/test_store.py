@@ -140,6 +140,29 @@ def test_database_is_wal_with_a_schema_version(tmp_path: Path) -> None:
         conn.close()
 
 
+def test_a_new_database_has_16_kib_pages_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    with EpisodeStore(tmp_path / "new") as store:
+        _add(store, rng, 0)
+    conn = sqlite3.connect(tmp_path / "new" / DB_NAME)
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == store_mod.PAGE_SIZE == 16384
+    conn.close()
+    # a store written before (SQLite's 4 KiB pages) opens, takes episodes and keeps its pages
+    old = tmp_path / "old"
+    old.mkdir()
+    conn = sqlite3.connect(old / DB_NAME)
+    conn.execute("PRAGMA page_size = 4096")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.close()
+    with EpisodeStore(old) as store:
+        _add(store, rng, 1)
+        _add(store, rng, 2)
+        assert len(store) == 2
+    conn = sqlite3.connect(old / DB_NAME)
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+    conn.close()
+
+
 def test_newer_schema_is_refused_and_foreign_db_is_refused(tmp_path: Path) -> None:
     EpisodeStore(tmp_path / "a").close()
     conn = sqlite3.connect(tmp_path / "a" / DB_NAME)

@@ -538,8 +538,8 @@ def test_a_kill_during_a_merge_loses_nothing_and_the_merge_starts_again(
             int(task.name): int((task / "stat").read_text().rsplit(")", 1)[1].split()[16])
             for task in Path(f"/proc/{child.pid}/task").iterdir()
         }
-        assert nice[child.pid] == 0
-        assert segment_merge.NICE in nice.values(), nice
+        main = nice.pop(child.pid)  # 0, unless the tests themselves run niced
+        assert max(main, segment_merge.NICE) in nice.values(), (main, nice)
         child.send_signal(signal.SIGKILL)
         rest, _ = child.communicate(timeout=60)
     finally:

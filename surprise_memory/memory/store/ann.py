@@ -138,9 +138,11 @@ class Segment:
     def vectors(self, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
         """The stored vectors of ``keys`` (each held here), float32 rows.
 
-        A run of consecutive rows (a time window, every episode) is a view, not a copy.
+        A run of consecutive rows (a time window, every episode) is a view, not a copy. A
+        key a merge left out (removed from the store after a reader loaded its filters) gets
+        a neighbour's row: a candidate's rank only, its frames are gone from the database.
         """
-        rows = np.searchsorted(self.keys[: self.size], keys)
+        rows = np.minimum(np.searchsorted(self.keys[: self.size], keys), max(self.size - 1, 0))
         if rows.size and rows[-1] - rows[0] + 1 == rows.size:
             return self.vecs[rows[0] : rows[-1] + 1]
         return self.vecs[rows]

@@ -42,6 +42,7 @@ from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
 
 __all__ = [
     "DB_NAME",
+    "PAGE_SIZE",
     "SCHEMA_VERSION",
     "EpisodeRow",
     "IndexRow",
@@ -60,6 +61,17 @@ __all__ = [
     "transaction",
     "upsert_meta",
 ]
+
+PAGE_SIZE = 16_384
+"""SQLite page size of a new store's database, in bytes (SQLite's default is 4,096).
+
+A frame embedding row (1024 float16 values, 2 KiB and a few bytes of header) does not fit
+twice in a 4 KiB page, so each took a page of its own and half the database was empty: a
+robot-year's database was 21.2 GiB for 11 GiB of embeddings (measured with ``dbstat``: 49 %
+of the embedding pages unused). In 16 KiB pages seven rows fit, and a candidate's eight
+frames are one or two page reads instead of eight (RESULTS.md, "SQLite page size").
+An existing store keeps its page size; ``surprise-memory migrate OLD NEW`` writes a new one.
+"""
 
 SCHEMA_VERSION = 8
 """Version of the database schema written by this code (``PRAGMA user_version``).
@@ -264,6 +276,9 @@ def connect(db: Path, *, read_only: bool) -> sqlite3.Connection:
         conn.isolation_level = None  # explicit BEGIN/COMMIT only
         conn.execute("PRAGMA busy_timeout = 5000")
         if not read_only:
+            # a new database only (an existing one keeps its pages; before WAL, which fixes
+            # them): see PAGE_SIZE
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE:d}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"{db}: cannot switch SQLite to WAL mode (got {mode})")
