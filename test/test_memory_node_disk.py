@@ -45,12 +45,13 @@ def _small_disk(path: Path, size: str = "16m") -> Iterator[Path]:
 
 
 def _fill(disk: Path) -> Path:
+    """Write a file until the disk is full (unbuffered: a partial last write is kept, none
+    is left in a buffer for the close to fail on)."""
     filler = disk / "filler"
-    with open(filler, "wb") as f:
+    with open(filler, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
     return filler

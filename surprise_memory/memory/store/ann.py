@@ -227,6 +227,10 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
 class AnnIndex:
     """The on-disk approximate index of a store folder (see the module docstring).
 
+    Long class: every change of its files (load, seal, checkpoint, a merge's swap, rebuild)
+    keeps one invariant, that the manifest names only whole files; apart, it would be kept
+    in two places.
+
     Args:
         root: The store folder (the index lives in ``root/index``).
         dim: Embedding dimension.
@@ -549,17 +553,10 @@ class AnnIndex:
         return []
 
     def replace(self, plan: Sequence[Segment], merged: dict[str, Any] | None) -> bool:
-        """Put a merged segment (its files written) in place of ``plan``'s segments.
+        """Put a merged segment (its files written; None: nothing kept) in place of ``plan``.
 
-        Args:
-            plan: Adjacent sealed segments, as :meth:`merge_plan` gave them.
-            merged: The merged segment's manifest entry; None = nothing of them is held any
-                more (every episode removed): they are dropped.
-
-        Returns:
-            False (nothing changed) when ``plan`` is no longer what the index holds (a
-            rebuild meanwhile); the caller removes the merged files.
-
+        False (nothing changed) when ``plan``, from :meth:`merge_plan`, is no longer what the
+        index holds (a rebuild meanwhile); the caller then removes the merged files.
         """
         at = next((i for i, s in enumerate(self._sealed) if s is plan[0]), -1)
         now = self._sealed[at : at + len(plan)] if at >= 0 else []

@@ -12,6 +12,9 @@ through the same steps.
 
 Every statement is a constant with bound parameters (lists go in as one JSON array read
 by ``json_each``); no SQL is built from values.
+
+Long module: the tables, each version's migration and the statements over their rows are
+one contract with the database; apart, a migration would live away from the SQL it changes.
 """
 
 from __future__ import annotations
@@ -63,15 +66,11 @@ __all__ = [
 ]
 
 PAGE_SIZE = 16_384
-"""SQLite page size of a new store's database, in bytes (SQLite's default is 4,096).
+"""A new database's page size: a 2 KiB frame row took a whole 4 KiB page (half a robot-year's
+database empty); 16 KiB pages hold seven (RESULTS.md, "SQLite page size"). An existing store
+keeps its own; ``migrate OLD NEW`` writes a new one. The WAL is checkpointed every 4 MiB."""
 
-A frame embedding row (1024 float16 values, 2 KiB and a few bytes of header) does not fit
-twice in a 4 KiB page, so each took a page of its own and half the database was empty: a
-robot-year's database was 21.2 GiB for 11 GiB of embeddings (measured with ``dbstat``: 49 %
-of the embedding pages unused). In 16 KiB pages seven rows fit, and a candidate's eight
-frames are one or two page reads instead of eight (RESULTS.md, "SQLite page size").
-An existing store keeps its page size; ``surprise-memory migrate OLD NEW`` writes a new one.
-"""
+_WAL_BYTES = 4_096_000  # SQLite's default WAL before a checkpoint: 1,000 pages of 4 KiB
 
 SCHEMA_VERSION = 8
 """Version of the database schema written by this code (``PRAGMA user_version``).
@@ -280,6 +279,9 @@ def connect(db: Path, *, read_only: bool) -> sqlite3.Connection:
             # them): see PAGE_SIZE
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE:d}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            # the WAL's bytes as with SQLite's defaults (1,000 pages of 4 KiB), any page size
+            conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_BYTES // page:d}")
             if str(mode).lower() != "wal":
                 raise StoreError(f"{db}: cannot switch SQLite to WAL mode (got {mode})")
         conn.execute("PRAGMA synchronous = FULL")
