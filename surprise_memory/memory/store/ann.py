@@ -212,6 +212,13 @@ def segment_files(name: str) -> tuple[str, str, str]:
     return name + _USEARCH, name + _KEYS, name + _VECS
 
 
+def remove_segment_files(directory: Path, name: str) -> None:
+    """Remove a segment's files (those that exist)."""
+    for file in segment_files(name):
+        with contextlib.suppress(OSError):
+            (directory / file).unlink()
+
+
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Write through a temporary file, fsync, rename into place."""
     tmp = path.with_name(path.name + ".tmp")
@@ -545,11 +552,12 @@ class AnnIndex:
         """The first :data:`MERGE_FANOUT` adjacent sealed segments not merged yet, or none."""
         if self._read_only or MERGE_FANOUT < 2:
             return []
-        run: list[Segment] = []
-        for seg in self._sealed:
-            run = [*run, seg] if seg.parts == 1 else []
-            if len(run) == MERGE_FANOUT:
-                return run
+        start = 0  # of the current run of unmerged segments
+        for i, seg in enumerate(self._sealed):
+            if seg.parts != 1:
+                start = i + 1
+            elif i + 1 - start == MERGE_FANOUT:
+                return self._sealed[start : i + 1]
         return []
 
     def replace(self, plan: Sequence[Segment], merged: dict[str, Any] | None) -> bool:
@@ -566,9 +574,7 @@ class AnnIndex:
         self._sealed[at : at + len(plan)] = new
         self.checkpoint()  # the manifest names the merged files, not the parts'
         for seg in plan:
-            for name in segment_files(seg.name):
-                with contextlib.suppress(OSError):
-                    (self._dir / name).unlink()
+            remove_segment_files(self._dir, seg.name)
         return True
 
     # ----------------------------------------------------------------- reading

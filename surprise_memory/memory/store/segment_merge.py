@@ -47,6 +47,7 @@ from surprise_memory.memory.store.ann import (
     Segment,
     atomic_write,
     new_index,
+    remove_segment_files,
     segment_files,
 )
 
@@ -115,8 +116,8 @@ def write_merged(
             for f in (keys_file, vecs_file):
                 f.flush()
                 os.fsync(f.fileno())
-        entry = {"name": name, "keys": [plan[0].first, plan[-1].last], "size": size}
-        entry["parts"] = sum(seg.parts for seg in plan)
+        parts = sum(seg.parts for seg in plan)
+        entry = {"name": name, "keys": [plan[0].first, plan[-1].last], "size": size, "parts": parts}
         if size:
             atomic_write(directory / graph_name, lambda p: index.save(str(p)))
             os.replace(tmp_keys, directory / keys_name)
@@ -127,12 +128,6 @@ def write_merged(
         for path in (tmp_keys, tmp_vecs, *(() if done else (directory / (graph_name + ".tmp"),))):
             with contextlib.suppress(OSError):
                 path.unlink(missing_ok=True)
-
-
-def _remove(directory: Path, entry: dict[str, Any]) -> None:
-    for name in segment_files(str(entry["name"])):
-        with contextlib.suppress(OSError):
-            (directory / name).unlink()
 
 
 class SegmentMerger:
@@ -211,7 +206,7 @@ class SegmentMerger:
                     return  # stopped: the next open starts again
                 with self._lock:
                     if not ann.replace(plan, entry if entry["size"] else None):
-                        _remove(ann.directory, entry)
+                        remove_segment_files(ann.directory, str(entry["name"]))
                         return
             except (OSError, ValueError, RuntimeError) as exc:
                 self._retry_at = time.monotonic() + RETRY_AFTER_S
