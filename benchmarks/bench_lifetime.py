@@ -229,14 +229,26 @@ def add_public(store: Any, batch: dict[str, np.ndarray], j: int) -> float:
     return time.perf_counter() - t
 
 
-def grow(store_dir: Path, world: World, truth: Truth, have: int, want: int) -> int:
-    """Insert episodes ``have .. want-1`` into the database in batches; returns ``want``."""
+def store_config(dtype: str) -> Any:
+    """The measured store's settings: the defaults but for ``embedding_dtype``."""
+    from surprise_memory.config import StoreConfig
+
+    return StoreConfig.from_mapping({"embedding_dtype": dtype})
+
+
+def grow(store_dir: Path, world: World, truth: Truth, have: int, want: int, *, dtype: str) -> int:
+    """Insert episodes ``have .. want-1`` into the database in batches; returns ``want``.
+
+    The frames are the generator's float16 vectors, stored in ``dtype`` (``embedding_dtype``).
+    """
     from surprise_memory.memory.store import open_store
+    from surprise_memory.memory.store.embedding_codec import BLOB_DTYPES, encode_blobs
     from surprise_memory.memory.store.schema import insert_episode
 
+    row_dtype = BLOB_DTYPES[dtype]
     if have == 0:  # the first episode through add: schema, meta, index folder
         b0 = world.batch(0)
-        with open_store(store_dir) as store:
+        with open_store(store_dir, store_config(dtype)) as store:
             add_public(store, b0, 0)
         truth.update(b0, slice(0, 1))
         have = 1
@@ -249,13 +261,13 @@ def grow(store_dir: Path, world: World, truth: Truth, have: int, want: int) -> i
         lo, hi = have - b * BATCH, min(BATCH, want - b * BATCH)
         conn.execute("BEGIN")
         for j in range(lo, hi):
-            blobs = [row.astype("<f2").tobytes() for row in batch["frames"][j]]
+            blobs = encode_blobs(batch["frames"][j], row_dtype)
             insert_episode(
                 conn,
                 _record(batch, j),
                 nbytes=sum(len(x) for x in blobs),
                 blobs=blobs,
-                dtype="<f2",
+                dtype=row_dtype,
                 jpeg_sizes=[0] * FRAMES,
             )
         conn.execute("COMMIT")
@@ -321,7 +333,13 @@ def time_adds(store: Any, world: World, adds: list[int]) -> list[float]:
 
 
 def measure(
-    store_dir: Path, mode: str, queries: dict[str, np.ndarray], adds: list[int], seed: int
+    store_dir: Path,
+    mode: str,
+    queries: dict[str, np.ndarray],
+    adds: list[int],
+    seed: int,
+    *,
+    dtype: str,
 ) -> dict[str, Any]:
     """Open the store in this process and time its queries (and adds, for ``ann``)."""
     from surprise_memory.memory.store import EpisodeStore, open_store
@@ -329,7 +347,7 @@ def measure(
     t0 = time.perf_counter()
     retrieve: Callable[[Any], list[Any]]
     if mode == "ann":
-        store = open_store(store_dir)
+        store = open_store(store_dir, store_config(dtype))
         assert isinstance(store, EpisodeStore)  # a folder: its internals are measured below
         retrieve = store.retrieve
     else:  # today's exact path: every frame vector in RAM, loaded at open
@@ -1029,6 +1047,12 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
         help="largest size for today's exact path (its RAM grows with the store)",
     )
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--embedding-dtype",
+        default="float16",
+        choices=("float16", "float32", "int8"),
+        help="the store's embedding_dtype (one per --work folder: its rows keep theirs)",
+    )
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None)
     p.add_argument(
@@ -1075,7 +1099,10 @@ def main(argv: list[str] | None = None) -> None:
             out = measure_pg(args.pg_url, queries, ids, args.seed, args.pg_setting)
             json.dump(out, sys.stdout)
             return
-        json.dump(measure(store_dir, mode, queries, ids, args.seed), sys.stdout)
+        json.dump(
+            measure(store_dir, mode, queries, ids, args.seed, dtype=args.embedding_dtype),
+            sys.stdout,
+        )
         return
     if args.only_postgres:
         postgres_main(args, world, queries, [])
@@ -1104,7 +1131,7 @@ def main(argv: list[str] | None = None) -> None:
         if any(r["size"] == size for r in state["rows"]):
             continue
         t = time.perf_counter()
-        have = grow(store_dir, world, truth, have, size)
+        have = grow(store_dir, world, truth, have, size, dtype=args.embedding_dtype)
         gen_s = time.perf_counter() - t
         truth.save(work / "truth.npz")
         state["have"] = have
@@ -1112,7 +1139,8 @@ def main(argv: list[str] | None = None) -> None:
         from surprise_memory.memory.store import EpisodeStore, open_store
 
         t = time.perf_counter()
-        with open_store(store_dir) as built:  # the index catches up with the new rows
+        # the index catches up with the new rows
+        with open_store(store_dir, store_config(args.embedding_dtype)) as built:
             build_s = time.perf_counter() - t
             t = time.perf_counter()  # then merges its sealed segments in the background
             assert isinstance(built, EpisodeStore) and built.wait_for_merges()
@@ -1122,6 +1150,7 @@ def main(argv: list[str] | None = None) -> None:
             "generate_s": gen_s,
             "index_build_s": build_s,
             "index_merge_s": merge_s,
+            "embedding_dtype": args.embedding_dtype,
             "load": os.getloadavg(),
         }
         if redo is not None and redo["size"] == size:  # the build's figures, not the reopen's
@@ -1146,6 +1175,8 @@ def main(argv: list[str] | None = None) -> None:
                 str(args.queries),
                 "--seed",
                 str(args.seed),
+                "--embedding-dtype",
+                args.embedding_dtype,
                 "--child",
                 mode,
                 ",".join(map(str, adds)) if mode == "ann" else "",

@@ -649,7 +649,7 @@ def test_store_config_rules() -> None:
     with pytest.raises(ConfigError, match="default_max_results=20: must be <= max_results_cap=10"):
         StoreConfig(default_max_results=20, max_results_cap=10)
     with pytest.raises(ConfigError, match="embedding_dtype"):
-        StoreConfig(embedding_dtype="int8")
+        StoreConfig(embedding_dtype="int4")
 
 
 def test_orphans_are_cleaned_on_open(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -25,7 +26,7 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
-from surprise_memory.memory.store import EpisodeStoreBackend, open_store
+from surprise_memory.memory.store import DB_NAME, EpisodeStoreBackend, open_store
 from surprise_memory.memory.store.migrate import migrate_store, store_digest
 from surprise_memory.perception.frames import Frame
 
@@ -102,6 +103,30 @@ def test_sqlite_to_postgres_and_back_keeps_everything(
         _same(a, c)
     with pytest.raises(StoreError, match="the same store"):
         migrate_store(src, str(tmp_path / "robot" / "."))
+
+
+def test_a_float16_store_copied_into_an_int8_store_verifies_and_shrinks(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the way to compact an existing robot's store: migrate it into a new int8 folder
+    src, small = str(tmp_path / "robot"), str(tmp_path / "small")
+    _fill(src, 24)
+    assert main(["migrate", src, small, "--embedding-dtype", "int8"]) == 0
+    checksum = capsys.readouterr().out.split("sha256 ")[1].strip()
+    with open_store(src, read_only=True) as a, open_store(small, read_only=True) as b:
+        assert sorted(a.episode_ids()) == sorted(b.episode_ids())
+        for ep_id in a.episode_ids():
+            assert a.get(ep_id) == b.get(ep_id)
+            np.testing.assert_allclose(b.embeddings(ep_id), a.embeddings(ep_id), atol=1 / 127)
+    conn = sqlite3.connect(Path(small) / DB_NAME)
+    assert conn.execute("SELECT DISTINCT dtype FROM embeddings").fetchall() == [("q8",)]
+    conn.close()
+    # on to a fleet server (halfvec) and back into float32: every copy verifies, one checksum
+    assert migrate_store(small, pg_url).checksum == checksum
+    back = str(tmp_path / "back")
+    assert migrate_store(pg_url, back, config=StoreConfig(embedding_dtype="float32")).checksum == (
+        checksum
+    )
 
 
 def test_an_empty_store_keeps_its_time_origin(tmp_path: Path, pg_url: str) -> None:

@@ -17,10 +17,13 @@ from typing import Any
 
 from surprise_memory.cli.options import (
     add_place_status_options,
+    add_setting,
     add_time_place_options,
+    given,
     note,
     place_status_config,
 )
+from surprise_memory.config import StoreConfig, settings_of
 from surprise_memory.errors import InputError, StoreError
 from surprise_memory.memory.retrieval import parse_point
 from surprise_memory.stamps import NS_PER_SECOND, duration_text, parse_time
@@ -95,6 +98,9 @@ def add_store_commands(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     m.add_argument(
         "destination", metavar="DST", help="new store, a previous run's, or a fleet store"
     )
+    # a new folder DST's vectors: int8 compacts a store (a fleet store keeps halfvec)
+    (dtype,) = (s for s in settings_of(StoreConfig) if s.name == "embedding_dtype")
+    add_setting(m, dtype)
     m.set_defaults(func=_cmd_migrate)
 
 
@@ -282,6 +288,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     from surprise_memory.memory.store.factory import describe_location
     from surprise_memory.memory.store.migrate import migrate_store
 
+    config = StoreConfig.from_mapping(given(args, [StoreConfig]))
     failed: list[str] = []
     for n, source in enumerate(args.sources, 1):
         name = describe_location(source)
@@ -292,7 +299,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
                 note(f"migrate{of}: {done}/{total} episodes")
 
         try:
-            r = migrate_store(source, args.destination, progress=progress)
+            r = migrate_store(source, args.destination, config=config, progress=progress)
         except StoreError as exc:
             if len(args.sources) == 1:
                 raise

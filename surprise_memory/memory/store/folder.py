@@ -30,6 +30,7 @@ from surprise_memory.errors import StoreError
 from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.store.ann import AnnIndex
 from surprise_memory.memory.store.catalog import Catalog, StoreMeta
+from surprise_memory.memory.store.embedding_codec import BLOB_DTYPES, encode_blobs
 from surprise_memory.memory.store.episode_index import EpisodeIndex
 from surprise_memory.memory.store.frame_files import FrameFiles
 from surprise_memory.memory.store.place_rows import surplus_views
@@ -55,7 +56,6 @@ from surprise_memory.memory.store.search import EmbeddingIndex, SearchResult
 __all__ = ["StoreFolder", "catch_up", "import_episode", "search_hits"]
 
 _LOCK_NAME = "LOCK"
-_DTYPES = {"float16": "<f2", "float32": "<f4"}
 
 
 def _lock_for_writing(root: Path, frames_dir: Path) -> int:
@@ -294,8 +294,7 @@ class StoreFolder:
     # ----------------------------------------------------------------- rows
     def embedding_blobs(self, unit: npt.NDArray[np.float32]) -> list[bytes]:
         """Unit-norm embeddings as stored: one blob per row, in ``config.embedding_dtype``."""
-        dtype = _DTYPES[self._config.embedding_dtype]
-        return [row.astype(dtype).tobytes() for row in unit]
+        return encode_blobs(unit, BLOB_DTYPES[self._config.embedding_dtype])
 
     def commit(
         self,
@@ -330,7 +329,7 @@ class StoreFolder:
                 every failure the episode's frame folder is removed.
 
         """
-        dtype = _DTYPES[self._config.embedding_dtype]
+        dtype = BLOB_DTYPES[self._config.embedding_dtype]
         nbytes = sum(jpeg_sizes) + sum(len(b) for b in blobs)
         try:
             conn = self.db()

@@ -14,7 +14,8 @@ the recording origin kept.
   successful: an episode the other copied first is counted as skipped.
 * **Verified.** At the end every episode of SRC is read again on both sides: each is in
   DST with the same checksum (:func:`episode_digest`: its fields, robot included, its JPEG
-  bytes and its embeddings rounded to float16, the finest precision both backends keep),
+  bytes and its embeddings as DST keeps them, rounded to float16: the finest precision
+  every backend keeps),
   else :class:`~surprise_memory.errors.StoreError` names the first difference. DST may
   hold more: a fleet store that several robots migrate into, one after another or at
   once, holds every robot's episodes, and each migration verifies its own.
@@ -36,10 +37,13 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose_trust import trust_values
 from surprise_memory.memory.store.camera_columns import camera_values
-from surprise_memory.memory.store.factory import describe_location, open_store
+from surprise_memory.memory.store.embedding_codec import BLOB_DTYPES, decode_blobs, encode_blobs
+from surprise_memory.memory.store.factory import describe_location, is_postgres_url, open_store
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
 
 __all__ = ["MigrationReport", "episode_digest", "migrate_store", "store_digest"]
+
+_INT8 = BLOB_DTYPES["int8"]
 
 
 @dataclass(frozen=True)
@@ -66,8 +70,15 @@ class MigrationReport:
     checksum: str
 
 
-def episode_digest(store: EpisodeStoreBackend, episode_id: str) -> str:
+def episode_digest(store: EpisodeStoreBackend, episode_id: str, *, int8: bool = False) -> str:
     """SHA-256 of a record as stored: fields (camera, kind, place), JPEGs, float16 embeddings.
+
+    Args:
+        store: The store.
+        episode_id: The episode.
+        int8: Take the embeddings as an ``int8`` store keeps them first (a copy into one:
+            its vectors read back give the same int8 again, so both sides agree).
+
 
     Raises:
         StoreError: No such episode, or reading failed.
@@ -99,13 +110,18 @@ def episode_digest(store: EpisodeStoreBackend, episode_id: str) -> str:
     h = hashlib.sha256(json.dumps(fields).encode())
     for jpeg in rec.load_jpegs():
         h.update(hashlib.sha256(jpeg).digest())
-    h.update(np.ascontiguousarray(store.embeddings(episode_id), dtype="<f2").tobytes())
+    emb = store.embeddings(episode_id)
+    if int8:
+        emb = decode_blobs(encode_blobs(emb, _INT8), emb.shape[1], _INT8)
+    h.update(np.ascontiguousarray(emb, dtype="<f2").tobytes())
     return h.hexdigest()
 
 
-def store_digest(store: EpisodeStoreBackend) -> tuple[dict[str, str], dict[str, int]]:
-    """Every episode's digest by id, and the episodes per robot."""
-    digests = {i: episode_digest(store, i) for i in store.episode_ids()}
+def store_digest(
+    store: EpisodeStoreBackend, *, int8: bool = False
+) -> tuple[dict[str, str], dict[str, int]]:
+    """Every episode's digest by id (see :func:`episode_digest`), and the episodes per robot."""
+    digests = {i: episode_digest(store, i, int8=int8) for i in store.episode_ids()}
     robots = Counter(store.get(i).robot_id for i in digests)
     return digests, dict(robots)
 
@@ -146,6 +162,7 @@ def migrate_store(
     src_name, dst_name = describe_location(source), describe_location(destination)
     if src_name == dst_name:
         raise StoreError(f"source and destination are the same store: {src_name}")
+    dst_config = config or StoreConfig()
     with open_store(source, read_only=True) as src, open_store(destination, config) as dst:
         ids = src.episode_ids()
         origin = src.origin_ns
@@ -168,10 +185,12 @@ def migrate_store(
                 progress(n, len(ids))
         if origin is not None:  # a store whose writer saw frames but kept no episode has one
             dst.note_origin(origin)
-        want, robots = store_digest(src)
+        # DST's int8 rows hold SRC's vectors rounded: both sides' digests round them so
+        int8 = not is_postgres_url(str(destination)) and dst_config.embedding_dtype == "int8"
+        want, robots = store_digest(src, int8=int8)
         # what the migration promises: every episode of SRC is in DST, equal; DST may hold
         # more (a fleet store that other robots' migrations fill, one after another or at once)
-        have = {i: episode_digest(dst, i) for i in want if i in dst}
+        have = {i: episode_digest(dst, i, int8=int8) for i in want if i in dst}
         dst_origin = dst.origin_ns
     for ep_id in sorted(want):
         if ep_id not in have:

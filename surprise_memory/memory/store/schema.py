@@ -39,6 +39,7 @@ from surprise_memory.memory.store.camera_columns import (
     camera_from_row,
     camera_values,
 )
+from surprise_memory.memory.store.embedding_codec import blob_dim, decode_blob, decode_blobs
 from surprise_memory.memory.store.records import EpisodeRecord, episode_values, host_robot_id
 from surprise_memory.memory.store.snapshots import SNAPSHOTS_TABLE
 from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
@@ -412,7 +413,7 @@ def index_rows(conn: sqlite3.Connection, after_seq: int = 0) -> Iterator[IndexRo
         vecs = []
         while pending is not None and pending[0] == seq:
             _, d, dtype, blob = pending
-            vecs.append(np.frombuffer(blob, dtype=dtype, count=d))
+            vecs.append(decode_blob(blob, d, dtype))
             pending = next(emb_rows, None)
         # labels: robot, pose frame, camera, kind
         yield IndexRow(seq, ep_id, stamp, (x, y, z), bool(valid), surprise, nbytes, vecs, *labels)
@@ -435,7 +436,7 @@ def insert_episode(
         rec: The episode.
         nbytes: Its size for the disk budget (JPEGs + embedding blobs).
         blobs: One embedding blob per frame, in ``dtype``.
-        dtype: NumPy dtype string of the blobs (``<f2`` or ``<f4``).
+        dtype: The blobs' row dtype (:data:`.embedding_codec.BLOB_DTYPES`).
         jpeg_sizes: Size of each frame's JPEG, in order.
 
     Returns:
@@ -459,7 +460,7 @@ def insert_episode(
             )
         ],
     )
-    dim = len(blobs[0]) // np.dtype(dtype).itemsize
+    dim = blob_dim(blobs[0], dtype)
     conn.executemany(
         "INSERT INTO embeddings (episode_seq, idx, dim, dtype, data) VALUES (?, ?, ?, ?, ?)",
         [(seq, i, dim, dtype, blob) for i, blob in enumerate(blobs)],
@@ -569,7 +570,7 @@ def select_embeddings(conn: sqlite3.Connection, seq: int) -> npt.NDArray[np.floa
         "SELECT dim, dtype, data FROM embeddings WHERE episode_seq = ? ORDER BY idx",
         (seq,),
     )
-    return np.stack([np.frombuffer(b, dtype=t, count=d).astype(np.float32) for d, t, b in rows])
+    return np.stack([decode_blob(b, d, t).astype(np.float32) for d, t, b in rows])
 
 
 EpisodeRow = tuple[int, str, int, float, float, float, int, float, int, str, str, str, str]
@@ -590,7 +591,8 @@ def select_embeddings_of(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
     """The stored frame embeddings of many episodes: one row per frame, with its episode.
 
-    An episode the database does not hold is left out.
+    An episode the database does not hold is left out. Rows of several dtypes (a store
+    whose ``embedding_dtype`` changed) are each read as written.
 
     Returns:
         The key of each row, ascending (an episode's frames in order), and the rows,
@@ -598,7 +600,7 @@ def select_embeddings_of(
 
     Raises:
         sqlite3.Error: The statement failed.
-        ValueError: The rows differ in dimension or dtype.
+        ValueError: The rows differ in dimension.
 
     """
     rows = conn.execute(
@@ -608,10 +610,16 @@ def select_embeddings_of(
     ).fetchall()
     if not rows:
         return np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.float32)
-    kinds = {(d, t) for _, d, t, _ in rows}
-    if len(kinds) != 1:
-        raise ValueError(f"embeddings of several dimensions or dtypes: {sorted(kinds)}")
-    ((dim, dtype),) = kinds
-    data = np.frombuffer(b"".join(r[3] for r in rows), dtype=dtype).reshape(len(rows), dim)
+    dims = {d for _, d, _, _ in rows}
+    if len(dims) != 1:
+        raise ValueError(f"embeddings of several dimensions: {sorted(dims)}")
+    (dim,) = dims
     keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    return keys, data.astype(np.float32)
+    dtypes = [r[2] for r in rows]
+    if len(set(dtypes)) == 1:
+        return keys, decode_blobs([r[3] for r in rows], dim, dtypes[0])
+    data = np.empty((len(rows), dim), dtype=np.float32)
+    for dtype in set(dtypes):
+        at = [i for i, t in enumerate(dtypes) if t == dtype]
+        data[at] = decode_blobs([rows[i][3] for i in at], dim, dtype)
+    return keys, data
