@@ -626,3 +626,54 @@ def test_a_merge_on_a_full_disk_leaves_the_index_as_it_was(
     monkeypatch.setattr(ann, "MERGE_FANOUT", 4)
     with EpisodeStore(path) as store:  # room again: the merge is done at the next open
         assert store._merger.wait(60) and _ann(store).segments == 2
+
+
+def _resident(path: Path) -> float:
+    """The share of the file's bytes in the page cache (util-linux's ``fincore``)."""
+    out = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return min(1.0, int(out.strip()) / max(path.stat().st_size, 1))  # whole pages counted
+
+
+def _evict(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def test_an_open_reads_the_index_files_into_the_page_cache(tmp_path: Path) -> None:
+    # the cold start after a boot: the memory-mapped segments are read in the background,
+    # so queries do not each wait for the disk (index_prefetch)
+    path = tmp_path / "store"
+    _fill(path, 1000)
+    subprocess.run(  # the index built in another process: none of its pages mapped here
+        [
+            sys.executable,
+            "-c",
+            f"from surprise_memory.memory.store import EpisodeStore as S\n"
+            f"from surprise_memory.memory.store import ann\nann.SEGMENT_SIZE = 256\n"
+            f"S({str(path)!r}).close()",
+        ],
+        check=True,
+    )
+    files = sorted((path / "index").glob("segment-*"))
+    assert len(files) == 9  # 3 sealed segments: graph, keys, vectors
+    vectors = [f for f in files if f.suffix == ".f32"]
+    for f in files:
+        _evict(f)
+    evicted = all(_resident(f) == 0.0 for f in files)  # False where /tmp is a tmpfs
+    with EpisodeStore(path, StoreConfig(index_prefetch=False), read_only=True) as store:
+        assert store.wait_for_prefetch(0)  # none started
+        if evicted:
+            assert max(_resident(f) for f in vectors) < 0.5
+    with EpisodeStore(path, read_only=True) as store:
+        assert store.wait_for_prefetch(30)
+        assert [_resident(f) for f in files] == [1.0] * len(files)
+        hits = store.retrieve(_queries(1)[0])
+        assert len(hits) == 10

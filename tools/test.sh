@@ -34,7 +34,10 @@ echo "== pytest ($(command -v pytest))"
 # `pytest`, not `python -m pytest`: the latter puts the repo root on sys.path, and the source
 # tree (which lacks the generated msg/srv modules) would shadow the colcon install.
 main=0
-pytest "$@" || main=$?
+# a full run lists its slowest tests: where CI's 30 minutes go
+durations=()
+[[ $# -eq 0 ]] && durations=(--durations=25)
+pytest "${durations[@]}" "$@" || main=$?
 # The robot stages (a robot's system Python with apt's numpy 1.x, the README's robot set-up,
 # the ROS-free tests, the demo): after the main suite, so that each reports even when
 # another fails; only on a full run (with arguments, the caller chose which tests to run).

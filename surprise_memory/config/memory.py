@@ -232,6 +232,13 @@ class StoreConfig(ComponentConfig):
         low=10,
         high=1000,
     )
+    index_prefetch: bool = setting(
+        True,
+        "Folder store only: at open, read the episode index's files into the page cache in "
+        "a background thread (a robot-year's 3.3 GiB in about 4 s here), so the queries "
+        "after a boot do not each wait for the disk; false = the pages come as queries "
+        "touch them.",
+    )
 
     def validate(self) -> None:
         """The default number of results must be allowed by the cap; a robot id its rule."""

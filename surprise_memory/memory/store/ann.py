@@ -581,3 +581,9 @@ class AnnIndex:
     def parts(self) -> list[Segment]:
         """The segments that hold vectors, the tail last."""
         return [s for s in (*self._sealed, self._tail) if s.size]
+
+    def sealed_files(self) -> list[Path]:
+        """The sealed segments' files: every graph, then every segment's keys and vectors."""
+        names = [segment_files(s.name) for s in self._sealed]
+        graphs = [self._dir / graph for graph, _, _ in names]
+        return graphs + [self._dir / f for _, keys, vecs in names for f in (keys, vecs)]

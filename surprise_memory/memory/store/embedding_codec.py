@@ -52,7 +52,8 @@ def decode_blob(blob: bytes, dim: int, dtype: str) -> npt.NDArray[np.floating]:
     """One stored vector (float16 stays float16: the caller converts when it computes)."""
     if dtype != _Q8:
         return np.frombuffer(blob, dtype=dtype, count=dim)
-    return decode_blobs([blob], dim, dtype)[0]
+    row: npt.NDArray[np.float32] = decode_blobs([blob], dim, dtype)[0]
+    return row
 
 
 def decode_blobs(blobs: Sequence[bytes], dim: int, dtype: str) -> npt.NDArray[np.float32]:
@@ -62,4 +63,6 @@ def decode_blobs(blobs: Sequence[bytes], dim: int, dtype: str) -> npt.NDArray[np
         return np.frombuffer(joined, dtype=dtype).reshape(len(blobs), dim).astype(np.float32)
     raw = np.frombuffer(joined, dtype=np.uint8).reshape(len(blobs), _SCALE.itemsize + dim)
     scale = raw[:, : _SCALE.itemsize].copy().view(_SCALE)
-    return raw[:, _SCALE.itemsize :].view(np.int8).astype(np.float32) * scale
+    rows: npt.NDArray[np.float32] = raw[:, _SCALE.itemsize :].view(np.int8).astype(np.float32)
+    rows *= scale
+    return rows

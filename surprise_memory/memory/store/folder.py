@@ -34,6 +34,7 @@ from surprise_memory.memory.store.embedding_codec import BLOB_DTYPES, encode_blo
 from surprise_memory.memory.store.episode_index import EpisodeIndex
 from surprise_memory.memory.store.frame_files import FrameFiles
 from surprise_memory.memory.store.place_rows import surplus_views
+from surprise_memory.memory.store.prefetch import IndexPrefetch
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit, checked_origin
 from surprise_memory.memory.store.schema import (
     DB_NAME,
@@ -160,6 +161,8 @@ class StoreFolder:
         self.meta = StoreMeta()
         self.catalog = Catalog()
         self.data_version = 0
+        self.prefetch: IndexPrefetch | None = None
+        """The index files' read into the page cache, when ``index_prefetch`` started one."""
         try:
             self._open()
         except BaseException:
@@ -246,6 +249,9 @@ class StoreFolder:
         index = self.catalog.index
         if isinstance(index, EpisodeIndex):
             index.attach(ann, self._frames_of)
+        files = ann.sealed_files()
+        if self._config.index_prefetch and files:
+            self.prefetch = IndexPrefetch(files)
 
     def _frames_of(
         self, seqs: Sequence[int]
@@ -256,6 +262,8 @@ class StoreFolder:
 
     def close(self) -> None:
         """Close the database and release the writer lock (idempotent)."""
+        if self.prefetch is not None:
+            self.prefetch.stop()
         index = self.catalog.index
         if isinstance(index, EpisodeIndex) and index.ann is not None:
             index.ann.close()

@@ -210,6 +210,15 @@ class EpisodeStore(StoreFront):
         """
         return self._merger.wait(timeout)
 
+    def wait_for_prefetch(self, timeout: float | None = None) -> bool:
+        """Wait until the index files are in the page cache; False on timeout.
+
+        ``index_prefetch`` reads them after the open, in the background. Queries never need
+        this; a measurement of the cold start does.
+        """
+        prefetch = self._folder.prefetch
+        return prefetch is None or prefetch.wait(timeout)
+
     def _merge_if_due(self) -> None:
         """Start merging the index's sealed segments when enough are sealed (under the lock)."""
         index = self._folder.catalog.index

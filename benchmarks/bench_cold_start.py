@@ -1,0 +1,119 @@
+"""The first queries after a boot: a robot-year's store with the page cache dropped.
+
+Run (as root: it writes ``/proc/sys/vm/drop_caches``), on a folder that
+``bench_lifetime.py`` filled::
+
+    python benchmarks/bench_lifetime.py --work W --sizes 670800 --exact-max 0
+    sudo python benchmarks/bench_cold_start.py --work W
+
+Each variant runs in a fresh process after ``sync`` and ``drop_caches``: it opens the
+store read-only and times the same text queries as ``bench_lifetime.py`` (k = 10,
+records fetched), reporting p50 / p99, the first query, and recall@10 against the
+year's exact top-10:
+
+* ``no prefetch``: ``index_prefetch: false``; every page a query touches comes from disk.
+* ``prefetch, queries at once``: the default; the queries start when ``open`` returns,
+  while the index files are read in the background.
+* ``prefetch done``: the default, the queries after ``wait_for_prefetch``.
+* ``warm``: no drop, the store's files as the previous variants left them in the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bench_lifetime import MODEL, World, episode_id, recall
+from harness import header, machine, versions
+
+VARIANTS = ("no prefetch", "prefetch, queries at once", "prefetch done", "warm")
+
+
+def drop_page_cache() -> None:
+    """Write back and drop the page cache (root only)."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as exc:
+        sys.exit(f"bench_cold_start: cannot drop the page cache ({exc}); run it as root")
+
+
+def measure(store_dir: Path, variant: str, queries: np.ndarray) -> dict[str, Any]:
+    """One variant, in this process: open, (wait), time the queries."""
+    from surprise_memory.config import StoreConfig
+    from surprise_memory.memory.retrieval import RetrievalQuery
+    from surprise_memory.memory.store import EpisodeStore
+
+    if variant != "warm":
+        drop_page_cache()
+    t0 = time.perf_counter()
+    config = StoreConfig(index_prefetch=variant != "no prefetch")
+    store = EpisodeStore(store_dir, config, read_only=True)
+    open_s = time.perf_counter() - t0
+    if variant == "prefetch done":
+        store.wait_for_prefetch()
+    prefetch_s = time.perf_counter() - t0
+    ms, hits = [], []
+    for q in queries:
+        t = time.perf_counter()
+        got = store.retrieve(RetrievalQuery(embedding=q, embedder_model=MODEL, max_results=10))
+        ms.append((time.perf_counter() - t) * 1e3)
+        hits.append([h.episode.id for h in got])
+    store.close()
+    return {"open_s": open_s, "ready_s": prefetch_s, "ms": ms, "hits": hits}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--work", type=Path, required=True, help="a bench_lifetime.py folder")
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--seed", type=int, default=7, help="bench_lifetime.py's --seed")
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    store_dir = args.work / "store"
+    queries = World(args.seed).queries(args.queries)["vec"]
+    if args.child:
+        json.dump(measure(store_dir, args.child, queries), sys.stdout)
+        return
+    truth = np.load(args.work / "truth.npz")["top_text"][: args.queries]
+    want = [[episode_id(int(i)) for i in row if i >= 0] for row in truth]
+    print(header(machine(), versions(), quick=False))
+    print(f"store: {store_dir} ({len(want)} text queries, seed {args.seed})\n")
+    print("| variant | open s | ready s | text p50 / p99 ms | first query ms | recall@10 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    rows = []
+    for variant in VARIANTS:
+        cmd = [sys.executable, __file__, "--work", str(args.work), "--seed", str(args.seed)]
+        cmd += ["--queries", str(args.queries), "--child", variant]
+        res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        ms = np.asarray(res["ms"])
+        row = {
+            "variant": variant,
+            "open_s": res["open_s"],
+            "ready_s": res["ready_s"],
+            "p50_ms": float(np.percentile(ms, 50)),
+            "p99_ms": float(np.percentile(ms, 99)),
+            "first_ms": float(ms[0]),
+            "recall": recall(res["hits"], want),
+        }
+        rows.append(row)
+        print(
+            f"| {variant} | {row['open_s']:.2f} | {row['ready_s']:.2f} | "
+            f"{row['p50_ms']:.1f} / {row['p99_ms']:.1f} | {row['first_ms']:.0f} | "
+            f"{row['recall']:.3f} |",
+            flush=True,
+        )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
