@@ -570,20 +570,17 @@ def pg_grow(url: str, world: World, truth: Truth, have: int, want: int) -> int:
     """COPY episodes ``have .. want-1`` into the store's own tables, one batch a transaction.
 
     The first episode goes through the store's ``add`` (schema, meta, HNSW index); the
-    others are written with ``COPY`` into ``episodes``, ``frames`` (no JPEG bytes, as the
-    embedded run writes no JPEG files), ``embeddings`` (one ``halfvec`` per frame) and
-    ``episode_vectors`` (the store's own :func:`pooled_vector`), the row values by the
-    store's own :func:`episode_values`, and the robot counters by its
-    :func:`add_robot_counts`. The HNSW index is dropped during the load and rebuilt after
-    it (:func:`pg_index`), as a bulk load is done.
+    others are written by the store's own bulk path (:func:`copy_episodes`, what
+    ``migrate`` writes with: ``COPY`` into ``episodes``, ``frames`` with empty JPEG bytes,
+    as the embedded run writes no JPEG files, ``embeddings`` and ``episode_vectors``), and
+    the robot counters by its :func:`add_robot_counts`. The HNSW index is dropped during
+    the load and rebuilt after it (:func:`pg_index`), as a bulk load is done.
     """
     import psycopg
-    from pgvector import HalfVector
     from pgvector.psycopg import register_vector
 
     from surprise_memory.memory.store import open_store
-    from surprise_memory.memory.store.postgres.rows import add_robot_counts, pooled_vector
-    from surprise_memory.memory.store.records import episode_values
+    from surprise_memory.memory.store.postgres.rows import add_robot_counts, copy_episodes
 
     if have == 0:
         b0 = world.batch(0)
@@ -604,54 +601,13 @@ def pg_grow(url: str, world: World, truth: Truth, have: int, want: int) -> int:
             recs = [_record(batch, j) for j in range(lo, hi)]
             nbytes = FRAMES * DIM * 2  # the float16 vectors; no JPEG bytes
             with conn.transaction():
-                with conn.cursor().copy(
-                    "COPY surprise_memory.episodes (id, robot_id, stamp_ns, start_ns, end_ns, "
-                    "pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, pose_frame_id, "
-                    "pose_valid, surprise, threshold, encoder_model, encoder_pretrained, "
-                    "embedder_model, embedder_pretrained, created_wall_ns, nbytes) FROM STDIN"
-                ) as cp:
-                    for rec in recs:
-                        cp.write_row((rec.id, rec.robot_id, *episode_values(rec), nbytes))
-                seq_of: dict[str, int] = dict(
-                    conn.execute(
-                        "SELECT id, seq FROM surprise_memory.episodes WHERE id = ANY(%s)",
-                        ([r.id for r in recs],),
-                    ).fetchall()
+                copy_episodes(
+                    conn,
+                    recs,
+                    list(batch["frames"][lo:hi]),
+                    [[b""] * FRAMES] * len(recs),
+                    [nbytes] * len(recs),
                 )
-                with conn.cursor().copy(
-                    "COPY surprise_memory.frames (episode_seq, idx, stamp_ns, jpeg) "
-                    "FROM STDIN WITH (FORMAT BINARY)"
-                ) as cp:
-                    cp.set_types(["bigint", "smallint", "bigint", "bytea"])
-                    for rec in recs:
-                        for f, stamp in enumerate(rec.frame_stamps_ns):
-                            cp.write_row((seq_of[rec.id], f, stamp, b""))
-                with conn.cursor().copy(
-                    "COPY surprise_memory.embeddings (episode_seq, idx, robot_id, stamp_ns, "
-                    "embedding) FROM STDIN WITH (FORMAT BINARY)"
-                ) as cp:
-                    cp.set_types(["bigint", "smallint", "text", "bigint", "halfvec"])
-                    for j, rec in zip(range(lo, hi), recs, strict=True):
-                        for f in range(FRAMES):
-                            cp.write_row(
-                                (
-                                    seq_of[rec.id],
-                                    f,
-                                    rec.robot_id,
-                                    rec.stamp_ns,
-                                    HalfVector(batch["frames"][j, f]),
-                                )
-                            )
-                with conn.cursor().copy(
-                    "COPY surprise_memory.episode_vectors (episode_seq, robot_id, stamp_ns, "
-                    "pooled) FROM STDIN WITH (FORMAT BINARY)"
-                ) as cp:
-                    cp.set_types(["bigint", "text", "bigint", "halfvec"])
-                    for j, rec in zip(range(lo, hi), recs, strict=True):
-                        pooled = pooled_vector(batch["frames"][j])
-                        cp.write_row(
-                            (seq_of[rec.id], rec.robot_id, rec.stamp_ns, HalfVector(pooled))
-                        )
                 add_robot_counts(
                     conn,
                     "robot",

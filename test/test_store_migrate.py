@@ -26,7 +26,8 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.pose import Pose
-from surprise_memory.memory.store import DB_NAME, EpisodeStoreBackend, open_store
+from surprise_memory.memory.store import DB_NAME, EpisodeStoreBackend, migrate, open_store
+from surprise_memory.memory.store.base import EpisodeCopy
 from surprise_memory.memory.store.migrate import migrate_store, store_digest
 from surprise_memory.perception.frames import Frame
 
@@ -153,7 +154,7 @@ _KILLED = textwrap.dedent(
         if done == int(sys.argv[3]):
             os.kill(os.getpid(), signal.SIGKILL)  # a kill -9 in the middle of a migration
 
-    migrate_store(sys.argv[1], sys.argv[2], progress=progress)
+    migrate_store(sys.argv[1], sys.argv[2], progress=progress, batch=3)
     """
 )
 
@@ -165,19 +166,19 @@ def test_an_interrupted_migration_finishes_when_run_again(
     _fill(src, 20)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child = subprocess.run(
-        [sys.executable, "-c", _KILLED, src, pg_url, "7"],
+        [sys.executable, "-c", _KILLED, src, pg_url, "9"],
         env=env,
         check=False,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert child.returncode == -9 and child.stdout.split()[-1] == "7"
+    assert child.returncode == -9 and child.stdout.split() == ["3", "6", "9"]
     with open_store(pg_url, read_only=True) as partial:
-        assert len(partial) == 7
+        assert len(partial) == 9  # three batches of three, each one transaction
     assert main(["migrate", src, pg_url]) == 0
     out = capsys.readouterr().out
-    assert "16 episodes (9 copied, 7 already there)" in out and "verified" in out
+    assert "16 episodes (7 copied, 9 already there)" in out and "verified" in out
     with open_store(src, read_only=True) as a, open_store(pg_url, read_only=True) as b:
         _same(a, b)
         assert store_digest(a) == store_digest(b)
@@ -263,6 +264,25 @@ def test_two_robots_migrate_into_one_fleet_store_one_after_another_and_at_once(
                 with open_store(src, read_only=True) as robot:
                     for ep_id in robot.episode_ids():
                         assert robot.get(ep_id) == store.get(ep_id)
+
+
+def test_a_batch_that_meets_an_episode_copied_meanwhile_is_copied_one_by_one(
+    tmp_path: Path, pg_url: str
+) -> None:
+    # what a second run of the same migration sees: DST took an episode after this run
+    # listed what DST held, so the batch's COPY fails on its id and is rolled back whole
+    src = str(tmp_path / "robot")
+    _fill(src, 12)
+    with open_store(src, read_only=True) as a, open_store(pg_url) as b:
+        ids = a.episode_ids()
+        rec = a.get(ids[3])
+        b.import_episode(rec, rec.load_jpegs(), a.embeddings(ids[3]))
+        assert migrate._copy(a, b, ids, a.origin_ns) == len(ids) - 1
+        assert sorted(b.episode_ids()) == sorted(ids)
+        with pytest.raises(StoreError, match="already in the store"):
+            b.import_episodes([EpisodeCopy(rec, rec.load_jpegs(), a.embeddings(ids[3]))])
+    report = migrate_store(src, pg_url)
+    assert (report.copied, report.skipped) == (0, len(ids))
 
 
 def test_many_robot_folders_load_a_fleet_store_in_one_command(

@@ -294,8 +294,11 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         name = describe_location(source)
         of = f" ({n}/{len(args.sources)} {name})" if len(args.sources) > 1 else ""
 
-        def progress(done: int, total: int, of: str = of) -> None:
-            if done == total or done % 500 == 0:
+        shown = [0]
+
+        def progress(done: int, total: int, of: str = of, shown: list[int] = shown) -> None:
+            if done == total or done - shown[0] >= 500:
+                shown[0] = done
                 note(f"migrate{of}: {done}/{total} episodes")
 
         try:

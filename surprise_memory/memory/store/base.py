@@ -1,4 +1,4 @@
-"""What every store class shares, written once: :class:`StoreFront`.
+"""What every store class shares, written once: :class:`StoreFront`, :class:`EpisodeCopy`.
 
 The folder store, the PostgreSQL store and a robot's fleet store answer the same
 questions about themselves (their settings, the embedder and time origin their ``meta``
@@ -8,18 +8,36 @@ and close in a ``with`` block; each says where its ``meta`` is, the rest is here
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
+
+import numpy.typing as npt
 
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import InputError
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store.catalog import StoreMeta
-from surprise_memory.memory.store.records import RetrievalHit
+from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
 
-__all__ = ["StoreFront"]
+__all__ = ["EpisodeCopy", "StoreFront"]
 
 S = TypeVar("S", bound="StoreFront")
+
+
+class EpisodeCopy(NamedTuple):
+    """One episode as another store holds it, to be copied (:meth:`StoreFront.import_episodes`).
+
+    Attributes:
+        record: The episode as the source returned it.
+        jpegs: Its frames' JPEG bytes.
+        embeddings: Its stored unit-norm embeddings, (frames, D).
+
+    """
+
+    record: EpisodeRecord
+    jpegs: Sequence[bytes]
+    embeddings: npt.ArrayLike
 
 
 class StoreFront:
@@ -45,6 +63,36 @@ class StoreFront:
     def close(self) -> None:
         """Release the store (each backend)."""
         raise NotImplementedError
+
+    def import_episode(
+        self,
+        record: EpisodeRecord,
+        jpegs: Sequence[bytes],
+        embeddings: npt.ArrayLike,
+        *,
+        origin_ns: int | None = None,
+        budget: bool = False,
+    ) -> EpisodeRecord:
+        """Store an episode copied from another store (each backend)."""
+        raise NotImplementedError
+
+    def import_episodes(
+        self, copies: Sequence[EpisodeCopy], *, origin_ns: int | None = None
+    ) -> None:
+        """Store episodes copied from another store, no budget applied (``migrate``).
+
+        Here one :meth:`import_episode` each, in turn; a backend whose transactions cost a
+        round trip and a flush each (PostgreSQL) writes them in one.
+
+        Raises:
+            InputError: Counts differ, or an id is invalid.
+            EmbedderMismatchError: The embedder differs from the store's.
+            StoreError: Read-only, an id exists, or a write failed (the episodes before it
+                are stored, here; none of them in a store that writes them at once).
+
+        """
+        for copy in copies:
+            self.import_episode(copy.record, copy.jpegs, copy.embeddings, origin_ns=origin_ns)
 
     @property
     def config(self) -> StoreConfig:

@@ -29,6 +29,7 @@ from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.snapshot import SnapshotNote
+from surprise_memory.memory.store.base import EpisodeCopy
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit
 from surprise_memory.memory.store.summary import EpisodeSummary
 from surprise_memory.perception.frames import Frame
@@ -231,6 +232,24 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
             InputError: Counts differ, or an id is invalid.
             EmbedderMismatchError: The embedder differs from the store's.
             StoreError: Read-only, the id exists, or the write failed (nothing committed).
+
+        """
+        ...
+
+    def import_episodes(
+        self, copies: Sequence[EpisodeCopy], *, origin_ns: int | None = None
+    ) -> None:
+        """Store episodes copied from another store, no budget applied (``migrate``'s batches).
+
+        Args:
+            copies: The episodes, each as :meth:`import_episode` takes it.
+            origin_ns: The source's recording start, kept when earlier than this store's.
+
+        Raises:
+            InputError: Counts differ, or an id is invalid.
+            EmbedderMismatchError: The embedder differs from the store's.
+            StoreError: Read-only, an id exists, or a write failed (PostgreSQL stores
+                none of them then; a folder those before it).
 
         """
         ...

@@ -28,7 +28,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +36,7 @@ import numpy as np
 from surprise_memory.config import StoreConfig
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose_trust import trust_values
+from surprise_memory.memory.store.base import EpisodeCopy
 from surprise_memory.memory.store.camera_columns import camera_values
 from surprise_memory.memory.store.embedding_codec import BLOB_DTYPES, decode_blobs, encode_blobs
 from surprise_memory.memory.store.factory import describe_location, is_postgres_url, open_store
@@ -44,6 +45,10 @@ from surprise_memory.memory.store.interface import EpisodeStoreBackend
 __all__ = ["MigrationReport", "episode_digest", "migrate_store", "store_digest"]
 
 _INT8 = BLOB_DTYPES["int8"]
+
+IMPORT_BATCH = 64
+"""Episodes copied per :meth:`~.base.StoreFront.import_episodes` (one transaction in
+PostgreSQL): a robot's 8 frames of 640x480 JPEGs are about 0.5 MiB, so 32 MiB at a time."""
 
 
 @dataclass(frozen=True)
@@ -133,12 +138,48 @@ def _combined(digests: dict[str, str]) -> str:
     return h.hexdigest()
 
 
+def _copy(
+    src: EpisodeStoreBackend, dst: EpisodeStoreBackend, ids: Sequence[str], origin: int | None
+) -> int:
+    """Copy the episodes ``ids`` at once; returns how many this call copied.
+
+    When the batch fails because another run copied one of them meanwhile (its id
+    exists), each is copied alone, those already there skipped.
+
+    Raises:
+        StoreError: A copy failed for another reason.
+
+    """
+    copies = []
+    for ep_id in ids:
+        rec = src.get(ep_id)
+        copies.append(EpisodeCopy(rec, rec.load_jpegs(), src.embeddings(ep_id)))
+    try:
+        dst.import_episodes(copies, origin_ns=origin)
+        return len(copies)
+    except StoreError:
+        if all(ep_id not in dst for ep_id in ids):
+            raise
+    done = 0
+    for copy in copies:
+        if copy.record.id in dst:
+            continue
+        try:
+            dst.import_episode(copy.record, copy.jpegs, copy.embeddings, origin_ns=origin)
+            done += 1
+        except StoreError:
+            if copy.record.id not in dst:
+                raise
+    return done
+
+
 def migrate_store(
     source: str | os.PathLike[str],
     destination: str | os.PathLike[str],
     *,
     config: StoreConfig | None = None,
     progress: Callable[[int, int], None] | None = None,
+    batch: int = IMPORT_BATCH,
 ) -> MigrationReport:
     """Copy SRC into DST, resumably, then verify counts and checksums.
 
@@ -148,7 +189,8 @@ def migrate_store(
             run of the same migration.
         config: DST's settings (JPEG quality is unused: JPEGs are copied as they are;
             ``embedding_dtype`` picks a SQLite DST's); the budget is not applied.
-        progress: Called with (episodes done, episodes in all) after each episode.
+        progress: Called with (episodes done, episodes in all) after each batch.
+        batch: Episodes copied at once (one transaction in PostgreSQL).
 
     Returns:
         The report; every episode of SRC is in DST, equal, when it returns.
@@ -166,23 +208,17 @@ def migrate_store(
     with open_store(source, read_only=True) as src, open_store(destination, config) as dst:
         ids = src.episode_ids()
         origin = src.origin_ns
+        held = set(dst.episode_ids())
         copied = skipped = 0
-        for n, ep_id in enumerate(ids, 1):
-            if ep_id in dst:
-                skipped += 1
-            else:
-                rec = src.get(ep_id)
-                try:
-                    dst.import_episode(
-                        rec, rec.load_jpegs(), src.embeddings(ep_id), origin_ns=origin
-                    )
-                    copied += 1
-                except StoreError:
-                    if ep_id not in dst:
-                        raise
-                    skipped += 1  # the same migration, run at once, copied it first
+        for at in range(0, len(ids), batch):
+            chunk = ids[at : at + batch]
+            new = [i for i in chunk if i not in held]
+            skipped += len(chunk) - len(new)
+            done = _copy(src, dst, new, origin)
+            copied += done
+            skipped += len(new) - done  # the same migration, run at once, copied them first
             if progress is not None:
-                progress(n, len(ids))
+                progress(at + len(chunk), len(ids))
         if origin is not None:  # a store whose writer saw frames but kept no episode has one
             dst.note_origin(origin)
         # DST's int8 rows hold SRC's vectors rounded: both sides' digests round them so

@@ -33,6 +33,7 @@ __all__ = [
     "add_robot_counts",
     "all_ids",
     "claim_meta",
+    "copy_episodes",
     "delete_episodes",
     "eviction_order",
     "frame_count",
@@ -63,14 +64,16 @@ _EPISODE_COLUMNS = (
     "place_key, " + CAMERA_COLUMNS + ", " + TRUST_COLUMNS
 )
 _TRUST_AT = 25 + len(CAMERA_COLUMN_TYPES)  # where the trust's columns start in a row
+_WRITTEN_COLUMNS = (
+    "id, robot_id, stamp_ns, start_ns, end_ns, pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, "
+    "ori_w, pose_frame_id, pose_valid, surprise, threshold, encoder_model, "
+    "encoder_pretrained, embedder_model, embedder_pretrained, created_wall_ns, nbytes, "
+    "session_id, kind, place_key, " + CAMERA_COLUMNS + ", " + TRUST_COLUMNS
+)
+"""An episode row's columns as written, in :func:`_written_values`' order."""
 _INSERT_EPISODE = (
-    "INSERT INTO surprise_memory.episodes (id, robot_id, stamp_ns, start_ns, end_ns, "
-    "pos_x, pos_y, pos_z, ori_x, ori_y, ori_z, ori_w, pose_frame_id, pose_valid, surprise, "
-    "threshold, encoder_model, encoder_pretrained, embedder_model, embedder_pretrained, "
-    "created_wall_ns, nbytes, session_id, kind, place_key, "
-    + CAMERA_COLUMNS
-    + ", "
-    + TRUST_COLUMNS
+    "INSERT INTO surprise_memory.episodes ("
+    + _WRITTEN_COLUMNS
     + ") VALUES ("
     + ", ".join(["%s"] * (27 + len(CAMERA_COLUMN_TYPES)))
     + ") RETURNING seq"
@@ -208,11 +211,7 @@ def insert_episode(
         psycopg.errors.UniqueViolation: The id exists.
 
     """
-    values = (rec.id, rec.robot_id, *episode_values(rec), nbytes, rec.session_id, rec.kind)
-    row = conn.execute(
-        _INSERT_EPISODE,
-        (*values, rec.place_key, *camera_values(rec.camera), *trust_values(rec.pose_trust)),
-    ).fetchone()
+    row = conn.execute(_INSERT_EPISODE, _written_values(rec, nbytes)).fetchone()
     assert row is not None
     seq = int(row[0])
     with conn.cursor() as cur:
@@ -236,6 +235,63 @@ def insert_episode(
             (seq, rec.robot_id, rec.stamp_ns, HalfVector(pooled_vector(unit))),
         )
     return seq
+
+
+def _written_values(rec: EpisodeRecord, nbytes: int) -> tuple[Any, ...]:
+    values = (rec.id, rec.robot_id, *episode_values(rec), nbytes, rec.session_id, rec.kind)
+    return (*values, rec.place_key, *camera_values(rec.camera), *trust_values(rec.pose_trust))
+
+
+def copy_episodes(
+    conn: Conn,
+    records: Sequence[EpisodeRecord],
+    units: Sequence[npt.NDArray[np.float32]],
+    jpegs: Sequence[Sequence[bytes]],
+    nbytes: Sequence[int],
+) -> None:
+    """Insert many episodes with ``COPY`` (caller's transaction): a bulk load's rows.
+
+    The same rows as :func:`insert_episode` for each, in four ``COPY`` statements instead
+    of four statements per episode.
+
+    Raises:
+        psycopg.errors.UniqueViolation: An id exists.
+
+    """
+    with conn.cursor().copy(f"COPY surprise_memory.episodes ({_WRITTEN_COLUMNS}) FROM STDIN") as cp:
+        for rec, size in zip(records, nbytes, strict=True):
+            cp.write_row(_written_values(rec, size))
+    seq_of = dict(
+        conn.execute(
+            "SELECT id, seq FROM surprise_memory.episodes WHERE id = ANY(%s)",
+            ([r.id for r in records],),
+        ).fetchall()
+    )
+    seqs = [int(seq_of[r.id]) for r in records]
+    with conn.cursor().copy(
+        "COPY surprise_memory.frames (episode_seq, idx, stamp_ns, jpeg) FROM STDIN "
+        "WITH (FORMAT BINARY)"
+    ) as cp:
+        cp.set_types(["bigint", "smallint", "bigint", "bytea"])
+        for seq, rec, files in zip(seqs, records, jpegs, strict=True):
+            for i, (stamp, jpeg) in enumerate(zip(rec.frame_stamps_ns, files, strict=True)):
+                cp.write_row((seq, i, stamp, jpeg))
+    with conn.cursor().copy(
+        "COPY surprise_memory.embeddings (episode_seq, idx, robot_id, stamp_ns, embedding) "
+        "FROM STDIN WITH (FORMAT BINARY)"
+    ) as cp:
+        cp.set_types(["bigint", "smallint", "text", "bigint", "halfvec"])
+        for seq, rec, unit in zip(seqs, records, units, strict=True):
+            for i, v in enumerate(unit):
+                cp.write_row((seq, i, rec.robot_id, rec.stamp_ns, HalfVector(v)))
+    with conn.cursor().copy(
+        "COPY surprise_memory.episode_vectors (episode_seq, robot_id, stamp_ns, pooled) "
+        "FROM STDIN WITH (FORMAT BINARY)"
+    ) as cp:
+        cp.set_types(["bigint", "text", "bigint", "halfvec"])
+        for seq, rec, unit in zip(seqs, records, units, strict=True):
+            if len(unit):
+                cp.write_row((seq, rec.robot_id, rec.stamp_ns, HalfVector(pooled_vector(unit))))
 
 
 def add_robot_counts(

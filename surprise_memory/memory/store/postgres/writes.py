@@ -10,6 +10,7 @@ within its budget; a place keyframe's add deletes instead its place's views beyo
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from surprise_memory.memory.store.catalog import StoreMeta, eviction_victims, ov
 from surprise_memory.memory.store.postgres import rows
 from surprise_memory.memory.store.records import EpisodeRecord
 
-__all__ = ["HALF_BYTES", "commit_episode"]
+__all__ = ["HALF_BYTES", "commit_copies", "commit_episode"]
 
 HALF_BYTES = 2
 """Bytes per stored embedding value (``halfvec``), counted by the budget."""
@@ -81,4 +82,51 @@ def commit_episode(
             order = rows.eviction_order(conn, record.robot_id, seq, sizes)
             victims = eviction_victims(order, sizes, count=count, total_bytes=held, **limits)
             rows.delete_episodes(conn, victims)
+    return StoreMeta(rows.read_meta(conn))
+
+
+def commit_copies(
+    conn: psycopg.Connection[Any],
+    records: Sequence[EpisodeRecord],
+    units: Sequence[npt.NDArray[np.float32]],
+    jpegs: Sequence[Sequence[bytes]],
+    *,
+    origin_ns: int | None = None,
+) -> StoreMeta:
+    """Insert many copied episodes inside the caller's transaction, no budget applied.
+
+    What :func:`commit_episode` does for each, once for all: the embedder claimed and
+    checked, the rows written with ``COPY`` (:func:`.rows.copy_episodes`), the origin
+    lowered, each robot's counters added to.
+
+    Raises:
+        EmbedderMismatchError: A record's embedder differs from the store's (or another's).
+        psycopg.Error: A statement failed, e.g. an id exists (``UniqueViolation``).
+
+    """
+    dim = units[0].shape[1]
+    claim = StoreMeta().updates_for(records[0], dim)
+    claim.pop("origin_ns")
+    meta = StoreMeta(rows.claim_meta(conn, claim))
+    for rec, unit in zip(records, units, strict=True):
+        meta.check_embedder(rec.embedder_model, rec.embedder_pretrained, unit.shape[1])
+    nbytes = [
+        sum(len(j) for j in f) + u.size * HALF_BYTES for f, u in zip(jpegs, units, strict=True)
+    ]
+    rows.copy_episodes(conn, records, units, jpegs, nbytes)
+    starts = [min(min(r.frame_stamps_ns, default=r.stamp_ns), r.stamp_ns) for r in records]
+    rows.lower_origin(conn, min([*starts, *([origin_ns] if origin_ns is not None else [])]))
+    counts: Counter[tuple[str, bool]] = Counter()
+    frames: Counter[tuple[str, bool]] = Counter()
+    sizes: Counter[tuple[str, bool]] = Counter()
+    for rec, files, size in zip(records, jpegs, nbytes, strict=True):
+        group = (rec.robot_id, rec.kind == PLACE)
+        counts[group] += 1
+        frames[group] += len(files)
+        sizes[group] += size
+    for (robot, place), n in sorted(counts.items()):
+        group = (robot, place)
+        rows.add_robot_counts(
+            conn, robot, episodes=n, frames=frames[group], nbytes=sizes[group], place=place
+        )
     return StoreMeta(rows.read_meta(conn))
