@@ -294,8 +294,10 @@ def test_many_robot_folders_load_a_fleet_store_in_one_command(
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "episodes.sqlite3").write_bytes(b"not a database")
-    # the broken folder is reported and the others still go: exit 1 at the end
+    # the broken folder is reported and the others still go: exit 1 at the end; the HNSW
+    # index is built once, after the last folder (each copy into it costs ms an episode)
     assert main(["migrate", r1, str(broken), r2, fleet]) == 1
+    assert _has_hnsw(fleet)
     said = capsys.readouterr()
     assert said.out.count("verified") == 2, said.out
     assert "(2/3 " in said.err and "1 of 3 stores failed" in said.err, said.err
@@ -308,6 +310,34 @@ def test_many_robot_folders_load_a_fleet_store_in_one_command(
     assert main(["migrate", r1, r2, fleet]) == 0
     out = capsys.readouterr().out
     assert "(0 copied, 4 already there)" in out and "(0 copied, 3 already there)" in out
+
+
+def _has_hnsw(url: str) -> bool:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT to_regclass('surprise_memory.episode_vectors_hnsw') IS NOT NULL"
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def test_a_migration_builds_the_search_index_after_its_last_copy(
+    tmp_path: Path, pg_url: str, pg_server: Any
+) -> None:
+    src = str(tmp_path / "robot")
+    _fill(src, 12)  # 8 kept: the budget evicted the oldest
+    report = migrate_store(src, pg_url, batch=3, build_index=False)
+    assert report.copied == 8 and not _has_hnsw(pg_url)
+    q = np.random.default_rng(3).standard_normal(DIM)
+    with open_store(src, read_only=True) as a, open_store(pg_url) as b:
+        kw = {"embedding": q, "embedder_model": MODEL, "max_results": 5}
+        want = [h.episode.id for h in a.search(**kw)]
+        assert [h.episode.id for h in b.search(**kw)] == want  # answered without the index
+        b.build_deferred_index()
+        assert _has_hnsw(pg_url)
+        assert [h.episode.id for h in b.search(**kw)] == want
+    fresh = new_database(pg_server)
+    migrate_store(src, fresh, batch=3)  # by default, built at the end
+    assert _has_hnsw(fresh)
 
 
 def test_query_command_reads_postgres_and_filters_by_robot(

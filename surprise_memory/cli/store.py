@@ -286,28 +286,26 @@ def _status_dict(status: Any, origin: int | None) -> dict[str, Any] | None:
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
     from surprise_memory.memory.store.factory import describe_location
-    from surprise_memory.memory.store.migrate import migrate_store
+    from surprise_memory.memory.store.migrate import migrate_stores
 
     config = StoreConfig.from_mapping(given(args, [StoreConfig]))
-    failed: list[str] = []
-    for n, source in enumerate(args.sources, 1):
-        name = describe_location(source)
-        of = f" ({n}/{len(args.sources)} {name})" if len(args.sources) > 1 else ""
+    names = [describe_location(s) for s in args.sources]
+    shown = [0] * len(names)
 
-        shown = [0]
+    def progress(n: int, done: int, total: int) -> None:
+        if done == total or done - shown[n] >= 500:
+            shown[n] = done
+            of = f" ({n + 1}/{len(names)} {names[n]})" if len(names) > 1 else ""
+            note(f"migrate{of}: {done}/{total} episodes")
 
-        def progress(done: int, total: int, of: str = of, shown: list[int] = shown) -> None:
-            if done == total or done - shown[0] >= 500:
-                shown[0] = done
-                note(f"migrate{of}: {done}/{total} episodes")
-
-        try:
-            r = migrate_store(source, args.destination, config=config, progress=progress)
-        except StoreError as exc:
-            if len(args.sources) == 1:
-                raise
-            note(f"migrate{of}: failed, the other stores go on: {exc}")
-            failed.append(name)
+    results = migrate_stores(args.sources, args.destination, config=config, progress=progress)
+    failed = []
+    for n, r in enumerate(results):
+        if isinstance(r, StoreError):
+            if len(names) == 1:
+                raise r
+            note(f"migrate ({n + 1}/{len(names)} {names[n]}): failed, the others went on: {r}")
+            failed.append(names[n])
             continue
         print(
             f"{r.source} -> {r.destination}: {r.episodes} episodes ({r.copied} copied, "
@@ -315,7 +313,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         )
     if failed:
         note(
-            f"migrate: {len(failed)} of {len(args.sources)} stores failed: {failed}; run the "
+            f"migrate: {len(failed)} of {len(names)} stores failed: {failed}; run the "
             "same command again once fixed (what was copied is not copied twice)"
         )
         return 1

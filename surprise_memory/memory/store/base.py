@@ -77,12 +77,18 @@ class StoreFront:
         raise NotImplementedError
 
     def import_episodes(
-        self, copies: Sequence[EpisodeCopy], *, origin_ns: int | None = None
+        self,
+        copies: Sequence[EpisodeCopy],
+        *,
+        origin_ns: int | None = None,
+        defer_index: bool = False,
     ) -> None:
         """Store episodes copied from another store, no budget applied (``migrate``).
 
         Here one :meth:`import_episode` each, in turn; a backend whose transactions cost a
-        round trip and a flush each (PostgreSQL) writes them in one.
+        round trip and a flush each (PostgreSQL) writes them in one. ``defer_index``: a
+        store whose approximate index does not exist yet leaves it to
+        :meth:`build_deferred_index` (PostgreSQL: a bulk load is faster without it).
 
         Raises:
             InputError: Counts differ, or an id is invalid.
@@ -93,6 +99,12 @@ class StoreFront:
         """
         for copy in copies:
             self.import_episode(copy.record, copy.jpegs, copy.embeddings, origin_ns=origin_ns)
+
+    def build_deferred_index(self) -> None:
+        """Build the approximate index that imports with ``defer_index`` left (if missing).
+
+        Nothing here: a folder's index grows with every episode.
+        """
 
     @property
     def config(self) -> StoreConfig:

@@ -237,13 +237,19 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
         ...
 
     def import_episodes(
-        self, copies: Sequence[EpisodeCopy], *, origin_ns: int | None = None
+        self,
+        copies: Sequence[EpisodeCopy],
+        *,
+        origin_ns: int | None = None,
+        defer_index: bool = False,
     ) -> None:
         """Store episodes copied from another store, no budget applied (``migrate``'s batches).
 
         Args:
             copies: The episodes, each as :meth:`import_episode` takes it.
             origin_ns: The source's recording start, kept when earlier than this store's.
+            defer_index: Do not create a missing approximate index (PostgreSQL's HNSW):
+                :meth:`build_deferred_index` does, once, after the last batch.
 
         Raises:
             InputError: Counts differ, or an id is invalid.
@@ -252,6 +258,10 @@ class EpisodeStoreBackend(EpisodeRetriever, HasTimeOrigin, Protocol):
                 none of them then; a folder those before it).
 
         """
+        ...
+
+    def build_deferred_index(self) -> None:
+        """Create the approximate index that imports with ``defer_index`` left missing."""
         ...
 
     def get(self, episode_id: str) -> EpisodeRecord:

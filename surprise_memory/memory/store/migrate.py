@@ -42,7 +42,14 @@ from surprise_memory.memory.store.embedding_codec import BLOB_DTYPES, decode_blo
 from surprise_memory.memory.store.factory import describe_location, is_postgres_url, open_store
 from surprise_memory.memory.store.interface import EpisodeStoreBackend
 
-__all__ = ["MigrationReport", "episode_digest", "migrate_store", "store_digest"]
+__all__ = [
+    "IMPORT_BATCH",
+    "MigrationReport",
+    "episode_digest",
+    "migrate_store",
+    "migrate_stores",
+    "store_digest",
+]
 
 _INT8 = BLOB_DTYPES["int8"]
 
@@ -141,7 +148,7 @@ def _combined(digests: dict[str, str]) -> str:
 def _copy(
     src: EpisodeStoreBackend, dst: EpisodeStoreBackend, ids: Sequence[str], origin: int | None
 ) -> int:
-    """Copy the episodes ``ids`` at once; returns how many this call copied.
+    """Copy the episodes ``ids`` at once, the index deferred; returns how many it copied.
 
     When the batch fails because another run copied one of them meanwhile (its id
     exists), each is copied alone, those already there skipped.
@@ -155,7 +162,7 @@ def _copy(
         rec = src.get(ep_id)
         copies.append(EpisodeCopy(rec, rec.load_jpegs(), src.embeddings(ep_id)))
     try:
-        dst.import_episodes(copies, origin_ns=origin)
+        dst.import_episodes(copies, origin_ns=origin, defer_index=True)
         return len(copies)
     except StoreError:
         if all(ep_id not in dst for ep_id in ids):
@@ -180,6 +187,7 @@ def migrate_store(
     config: StoreConfig | None = None,
     progress: Callable[[int, int], None] | None = None,
     batch: int = IMPORT_BATCH,
+    build_index: bool = True,
 ) -> MigrationReport:
     """Copy SRC into DST, resumably, then verify counts and checksums.
 
@@ -191,6 +199,9 @@ def migrate_store(
             ``embedding_dtype`` picks a SQLite DST's); the budget is not applied.
         progress: Called with (episodes done, episodes in all) after each batch.
         batch: Episodes copied at once (one transaction in PostgreSQL).
+        build_index: Build DST's approximate index at the end if the copies deferred it
+            (:meth:`~.base.StoreFront.build_deferred_index`); False = left missing until
+            DST is next opened for writing.
 
     Returns:
         The report; every episode of SRC is in DST, equal, when it returns.
@@ -201,11 +212,87 @@ def migrate_store(
         EmbedderMismatchError: DST holds episodes of another embedder.
 
     """
-    src_name, dst_name = describe_location(source), describe_location(destination)
-    if src_name == dst_name:
-        raise StoreError(f"source and destination are the same store: {src_name}")
-    dst_config = config or StoreConfig()
-    with open_store(source, read_only=True) as src, open_store(destination, config) as dst:
+    dst_name = describe_location(destination)
+    _check_apart(source, dst_name)
+    with open_store(destination, config) as dst:
+        int8 = _int8(destination, config)
+        report = _migrate_into(source, dst, dst_name, int8=int8, progress=progress, batch=batch)
+        if build_index:
+            dst.build_deferred_index()
+    return report
+
+
+def migrate_stores(
+    sources: Sequence[str | os.PathLike[str]],
+    destination: str | os.PathLike[str],
+    *,
+    config: StoreConfig | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> list[MigrationReport | StoreError]:
+    """Copy each SRC into DST in turn (:func:`migrate_store`), DST opened once.
+
+    A fleet store loaded from many robots' folders: DST's approximate index, when it does
+    not exist yet, is built once after the last copy, not grown one vector at a time.
+
+    Args:
+        sources: The stores to copy.
+        destination: As for :func:`migrate_store`.
+        config: As for :func:`migrate_store`.
+        progress: Called with (index of the source, episodes done, episodes in all).
+
+    Returns:
+        Per source, its report, or the error that stopped it (the others went on).
+
+    Raises:
+        StoreError: DST cannot be opened, or building its index failed.
+        EmbedderMismatchError: DST holds episodes of another embedder.
+
+    """
+    dst_name = describe_location(destination)
+    out: list[MigrationReport | StoreError] = []
+    with open_store(destination, config) as dst:
+        for n, source in enumerate(sources):
+
+            def step(done: int, total: int, n: int = n) -> None:
+                if progress is not None:
+                    progress(n, done, total)
+
+            try:
+                _check_apart(source, dst_name)
+                int8 = _int8(destination, config)
+                report = _migrate_into(
+                    source, dst, dst_name, int8=int8, progress=step, batch=IMPORT_BATCH
+                )
+                out.append(report)
+            except StoreError as exc:
+                out.append(exc)
+        dst.build_deferred_index()
+    return out
+
+
+def _check_apart(source: str | os.PathLike[str], dst_name: str) -> None:
+    if describe_location(source) == dst_name:
+        raise StoreError(f"source and destination are the same store: {dst_name}")
+
+
+def _int8(destination: str | os.PathLike[str], config: StoreConfig | None) -> bool:
+    """Whether DST keeps int8 rows (its digests then round SRC's vectors as it does)."""
+    dtype = (config or StoreConfig()).embedding_dtype
+    return not is_postgres_url(str(destination)) and dtype == "int8"
+
+
+def _migrate_into(
+    source: str | os.PathLike[str],
+    dst: EpisodeStoreBackend,
+    dst_name: str,
+    *,
+    int8: bool,
+    progress: Callable[[int, int], None] | None,
+    batch: int,
+) -> MigrationReport:
+    """Copy SRC into the open DST, then verify (:func:`migrate_store`'s body)."""
+    src_name = describe_location(source)
+    with open_store(source, read_only=True) as src:
         ids = src.episode_ids()
         origin = src.origin_ns
         held = set(dst.episode_ids())
@@ -221,8 +308,6 @@ def migrate_store(
                 progress(at + len(chunk), len(ids))
         if origin is not None:  # a store whose writer saw frames but kept no episode has one
             dst.note_origin(origin)
-        # DST's int8 rows hold SRC's vectors rounded: both sides' digests round them so
-        int8 = not is_postgres_url(str(destination)) and dst_config.embedding_dtype == "int8"
         want, robots = store_digest(src, int8=int8)
         # what the migration promises: every episode of SRC is in DST, equal; DST may hold
         # more (a fleet store that other robots' migrations fill, one after another or at once)
