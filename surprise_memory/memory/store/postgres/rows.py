@@ -71,13 +71,6 @@ _WRITTEN_COLUMNS = (
     "session_id, kind, place_key, " + CAMERA_COLUMNS + ", " + TRUST_COLUMNS
 )
 """An episode row's columns as written, in :func:`_written_values`' order."""
-_INSERT_EPISODE = (
-    "INSERT INTO surprise_memory.episodes ("
-    + _WRITTEN_COLUMNS
-    + ") VALUES ("
-    + ", ".join(["%s"] * (27 + len(CAMERA_COLUMN_TYPES)))
-    + ") RETURNING seq"
-)
 _SELECT_RECORDS = (
     "SELECT " + _EPISODE_COLUMNS + ", "
     "ARRAY(SELECT f.stamp_ns FROM surprise_memory.frames f WHERE f.episode_seq = e.seq "
@@ -211,30 +204,7 @@ def insert_episode(
         psycopg.errors.UniqueViolation: The id exists.
 
     """
-    row = conn.execute(_INSERT_EPISODE, _written_values(rec, nbytes)).fetchone()
-    assert row is not None
-    seq = int(row[0])
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO surprise_memory.frames (episode_seq, idx, stamp_ns, jpeg) "
-            "VALUES (%s, %s, %s, %b)",
-            [
-                (seq, i, s, j)
-                for i, (s, j) in enumerate(zip(rec.frame_stamps_ns, jpegs, strict=True))
-            ],
-        )
-        cur.executemany(
-            "INSERT INTO surprise_memory.embeddings "
-            "(episode_seq, idx, robot_id, stamp_ns, embedding) VALUES (%s, %s, %s, %s, %b)",
-            [(seq, i, rec.robot_id, rec.stamp_ns, HalfVector(v)) for i, v in enumerate(unit)],
-        )
-    if len(unit):
-        conn.execute(
-            "INSERT INTO surprise_memory.episode_vectors (episode_seq, robot_id, stamp_ns, "
-            "pooled) VALUES (%s, %s, %s, %b)",
-            (seq, rec.robot_id, rec.stamp_ns, HalfVector(pooled_vector(unit))),
-        )
-    return seq
+    return copy_episodes(conn, [rec], [unit], [jpegs], [nbytes])[0]
 
 
 def _written_values(rec: EpisodeRecord, nbytes: int) -> tuple[Any, ...]:
@@ -248,11 +218,14 @@ def copy_episodes(
     units: Sequence[npt.NDArray[np.float32]],
     jpegs: Sequence[Sequence[bytes]],
     nbytes: Sequence[int],
-) -> None:
-    """Insert many episodes with ``COPY`` (caller's transaction): a bulk load's rows.
+) -> list[int]:
+    """Insert episodes with their frames, embeddings and pooled vectors (caller's transaction).
 
-    The same rows as :func:`insert_episode` for each, in four ``COPY`` statements instead
-    of four statements per episode.
+    Four ``COPY`` statements and one ``SELECT`` for any number of episodes (a bulk load
+    copies 64 at a time; an add, one).
+
+    Returns:
+        The episodes' keys (``seq``), in order.
 
     Raises:
         psycopg.errors.UniqueViolation: An id exists.
@@ -292,6 +265,7 @@ def copy_episodes(
         for seq, rec, unit in zip(seqs, records, units, strict=True):
             if len(unit):
                 cp.write_row((seq, rec.robot_id, rec.stamp_ns, HalfVector(pooled_vector(unit))))
+    return seqs
 
 
 def add_robot_counts(
