@@ -251,7 +251,9 @@ def test_goto_store_says_a_refused_late_cancel_then_ends_or_follows(
             goto_store, tmp_path, memory[1], nav.action_type_name, CLI_TIMEOUT_S, 20.0, *extra
         )
         # the goal runs until the test finishes it: once refused (with --wait, followed)
-        assert wait_until(lambda: "cancel refused" in nav.log(), 60.0), nav.log()
+        if not wait_until(lambda: "cancel refused" in nav.log(), 60.0):
+            ended = running.result(timeout=60)  # goto's own account of what it did
+            pytest.fail(f"navigator saw {nav.log()}; goto said {ended.stdout}{ended.stderr}")
         (goal_id,) = {gid for gid, what in nav.events() if what == "cancel refused"}
         if not wait:
             proc = running.result(timeout=60)

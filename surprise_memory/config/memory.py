@@ -237,7 +237,8 @@ class StoreConfig(ComponentConfig):
         "Folder store only: at open, read the episode index's files into the page cache in "
         "a background thread (a robot-year's 3.3 GiB in about 4 s here), so the queries "
         "after a boot do not each wait for the disk; false = the pages come as queries "
-        "touch them.",
+        "touch them. Read at open.",
+        read_only=True,
     )
 
     def validate(self) -> None:

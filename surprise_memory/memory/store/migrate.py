@@ -2,23 +2,25 @@
 
 :func:`migrate_store` copies every record of SRC (a folder or a PostgreSQL database), the
 surprise episodes and the place keyframes alike, into DST (either, created if missing) with
-:meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episode`: the
+:meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.import_episodes`: the
 record as it is (id, robot, stamps, pose, models, creation time), the JPEG bytes unchanged
-and the stored embeddings unchanged, one transaction per episode, no budget applied, and
-the recording origin kept.
+and the stored embeddings unchanged, :data:`IMPORT_BATCH` episodes per transaction, no
+budget applied, and the recording origin kept. :func:`migrate_stores` copies many SRC into
+one DST opened once, and builds DST's approximate index after the last when it was missing
+(a new fleet server: its HNSW index built once instead of taking each vector as it comes).
 
 * **Resumable.** An episode whose id DST already holds is not copied again, so a
   migration that was interrupted (a killed process, a lost connection) is finished by
-  running the same command again; each episode is in DST whole or not at all. The same
+  running the same command again; each batch is in DST whole or not at all. The same
   migration run twice at once (a retry while the first still runs) also ends with both
   successful: an episode the other copied first is counted as skipped.
 * **Verified.** At the end every episode of SRC is read again on both sides: each is in
   DST with the same checksum (:func:`episode_digest`: its fields, robot included, its JPEG
   bytes and its embeddings as DST keeps them, rounded to float16: the finest precision
-  every backend keeps),
-  else :class:`~surprise_memory.errors.StoreError` names the first difference. DST may
-  hold more: a fleet store that several robots migrate into, one after another or at
-  once, holds every robot's episodes, and each migration verifies its own.
+  every backend keeps), else :class:`~surprise_memory.errors.StoreError` names the first
+  difference. DST may hold more: a fleet store that several robots migrate into, one
+  after another or at once, holds every robot's episodes, and each migration verifies its
+  own.
 """
 
 from __future__ import annotations
@@ -90,7 +92,6 @@ def episode_digest(store: EpisodeStoreBackend, episode_id: str, *, int8: bool = 
         episode_id: The episode.
         int8: Take the embeddings as an ``int8`` store keeps them first (a copy into one:
             its vectors read back give the same int8 again, so both sides agree).
-
 
     Raises:
         StoreError: No such episode, or reading failed.
