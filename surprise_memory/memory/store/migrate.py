@@ -250,6 +250,7 @@ def migrate_stores(
 
     """
     dst_name = describe_location(destination)
+    int8 = _int8(destination, config)
     out: list[MigrationReport | StoreError] = []
     with open_store(destination, config) as dst:
         for n, source in enumerate(sources):
@@ -260,7 +261,6 @@ def migrate_stores(
 
             try:
                 _check_apart(source, dst_name)
-                int8 = _int8(destination, config)
                 report = _migrate_into(
                     source, dst, dst_name, int8=int8, progress=step, batch=IMPORT_BATCH
                 )

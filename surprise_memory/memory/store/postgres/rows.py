@@ -9,7 +9,7 @@ write, and raise :class:`psycopg.Error` (the store turns it into a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -241,31 +241,47 @@ def copy_episodes(
         ).fetchall()
     )
     seqs = [int(seq_of[r.id]) for r in records]
-    with conn.cursor().copy(
-        "COPY surprise_memory.frames (episode_seq, idx, stamp_ns, jpeg) FROM STDIN "
-        "WITH (FORMAT BINARY)"
-    ) as cp:
-        cp.set_types(["bigint", "smallint", "bigint", "bytea"])
-        for seq, rec, files in zip(seqs, records, jpegs, strict=True):
-            for i, (stamp, jpeg) in enumerate(zip(rec.frame_stamps_ns, files, strict=True)):
-                cp.write_row((seq, i, stamp, jpeg))
-    with conn.cursor().copy(
-        "COPY surprise_memory.embeddings (episode_seq, idx, robot_id, stamp_ns, embedding) "
-        "FROM STDIN WITH (FORMAT BINARY)"
-    ) as cp:
-        cp.set_types(["bigint", "smallint", "text", "bigint", "halfvec"])
-        for seq, rec, unit in zip(seqs, records, units, strict=True):
-            for i, v in enumerate(unit):
-                cp.write_row((seq, i, rec.robot_id, rec.stamp_ns, HalfVector(v)))
-    with conn.cursor().copy(
-        "COPY surprise_memory.episode_vectors (episode_seq, robot_id, stamp_ns, pooled) "
-        "FROM STDIN WITH (FORMAT BINARY)"
-    ) as cp:
-        cp.set_types(["bigint", "text", "bigint", "halfvec"])
-        for seq, rec, unit in zip(seqs, records, units, strict=True):
-            if len(unit):
-                cp.write_row((seq, rec.robot_id, rec.stamp_ns, HalfVector(pooled_vector(unit))))
+    _copy_binary(
+        conn,
+        "frames (episode_seq, idx, stamp_ns, jpeg)",
+        ["bigint", "smallint", "bigint", "bytea"],
+        (
+            (seq, i, stamp, jpeg)
+            for seq, rec, files in zip(seqs, records, jpegs, strict=True)
+            for i, (stamp, jpeg) in enumerate(zip(rec.frame_stamps_ns, files, strict=True))
+        ),
+    )
+    _copy_binary(
+        conn,
+        "embeddings (episode_seq, idx, robot_id, stamp_ns, embedding)",
+        ["bigint", "smallint", "text", "bigint", "halfvec"],
+        (
+            (seq, i, rec.robot_id, rec.stamp_ns, HalfVector(v))
+            for seq, rec, unit in zip(seqs, records, units, strict=True)
+            for i, v in enumerate(unit)
+        ),
+    )
+    _copy_binary(
+        conn,
+        "episode_vectors (episode_seq, robot_id, stamp_ns, pooled)",
+        ["bigint", "text", "bigint", "halfvec"],
+        (
+            (seq, rec.robot_id, rec.stamp_ns, HalfVector(pooled_vector(unit)))
+            for seq, rec, unit in zip(seqs, records, units, strict=True)
+            if len(unit)
+        ),
+    )
     return seqs
+
+
+def _copy_binary(
+    conn: Conn, target: str, types: Sequence[str], rows: Iterable[tuple[Any, ...]]
+) -> None:
+    """``COPY`` ``rows`` into ``target`` (a table of the schema and its columns) in binary."""
+    with conn.cursor().copy(f"COPY surprise_memory.{target} FROM STDIN WITH (FORMAT BINARY)") as cp:
+        cp.set_types(list(types))
+        for row in rows:
+            cp.write_row(row)
 
 
 def add_robot_counts(
