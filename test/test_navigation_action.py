@@ -123,6 +123,7 @@ class ScriptedNavigator:
         self._finish: set[str] = set()
         self._closing = False
         self._log: list[tuple[str, str]] = []
+        self._requests = 0  # goal requests that reached the server since script()
         self._running: str | None = None
         self._preempted: set[str] = set()
         self._server = ActionServer(
@@ -145,6 +146,7 @@ class ScriptedNavigator:
             setattr(self, name, value)
         with self._lock:
             self._log.clear()
+            self._requests = 0
 
     def _record(self, goal_id: str, what: str) -> None:
         with self._lock:
@@ -159,6 +161,14 @@ class ScriptedNavigator:
         """``(goal id, what)`` of every goal, in order (a rejection's id is "")."""
         with self._lock:
             return list(self._log)
+
+    def requests(self) -> int:
+        """How many goal requests reached this server since :meth:`script` (answered or not).
+
+        rclpy's goal callback is given the goal without its id, so they are counted.
+        """
+        with self._lock:
+            return self._requests
 
     def finish(self, goal_id: str) -> None:
         """Let the goal succeed at its next step."""
@@ -183,6 +193,8 @@ class ScriptedNavigator:
         return str(uuid.UUID(bytes=bytes(handle.goal_id.uuid)))
 
     def _on_goal(self, request: Any) -> GoalResponse:
+        with self._lock:
+            self._requests += 1
         time.sleep(self.answer_delay_s)
         if self.reject:
             self._record("", "rejected")
