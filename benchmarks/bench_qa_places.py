@@ -256,8 +256,8 @@ def fit_thresholds(
         if q.type != "binary" or r.get("error"):
             continue
         if split_of(q) == "still_there":
-            if "latest_similarity" in r["details"]:
-                still.append((r["details"]["latest_similarity"], bool(q.truth.yes)))
+            if "last_pass_similarity" in r["details"]:
+                still.append((r["details"]["last_pass_similarity"], bool(q.truth.yes)))
         else:
             yes.append((r["details"].get("best_similarity"), bool(q.truth.yes)))
     fit_yes, fit_still = fit_yes_threshold(yes), fit_yes_threshold(still)

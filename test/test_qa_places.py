@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from surprise_memory.errors import InputError
 from surprise_memory.evaluation.qa.answerers import Memory, RetrievalAnswerer
 from surprise_memory.evaluation.qa.place_questions import (
     LURES,
@@ -164,62 +165,134 @@ def _add(store: Any, world: PlacesWorld, embedder: Any, t_s: float) -> None:
     )
 
 
-def test_the_latest_view_of_a_place_says_whether_it_is_still_there(
-    world: PlacesWorld, truth: dict[str, Any], tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def embedder() -> Any:
     from surprise_memory.perception.encoders import (
         SYNTHETIC_EMBEDDER_MODEL,
         SYNTHETIC_MODEL_NAME,
         ImageTextEmbedder,
     )
 
-    embedder = ImageTextEmbedder(SYNTHETIC_EMBEDDER_MODEL, SYNTHETIC_MODEL_NAME, device="cpu")
-    ball = _landmark(truth, "removed")
-    first, again = ball["seen"][0], ball["revisit_view"]
-    seen_at = min(first["start_s"] + 5.0, first["end_s"])
-    back_at = again["start_s"] + (seen_at - first["start_s"])  # the same spot, driven again
-    with EpisodeStore(tmp_path / "store") as store:
-        _add(store, world, embedder, seen_at)
-        _add(store, world, embedder, back_at)
-    x, y = (round(v) for v in ball["seen"][0]["position"][:2])
-    text = f"Is the parked ball you passed at x={x} m, y={y} m still there?"
-    query = embedder.embed_text(["parked ball"])[0]
-    then, now = (
-        float(embedder.embed_images([world.frame(_index(world, t)).rgb])[0] @ query)
-        for t in (seen_at, back_at)
-    )
-    assert then > now  # the ball is in the first view, not in the second
-    answerer = RetrievalAnswerer(0.5, still_threshold=(then + now) / 2)
-    with EpisodeStore(tmp_path / "store", read_only=True) as store:
+    return ImageTextEmbedder(SYNTHETIC_EMBEDDER_MODEL, SYNTHETIC_MODEL_NAME, device="cpu")
+
+
+def _similarity(world: PlacesWorld, embedder: Any, t_s: float, text: str) -> float:
+    """The embedder's similarity of the frame at ``t_s`` to ``text``."""
+    image = embedder.embed_images([world.frame(_index(world, t_s)).rgb])[0]
+    return float(image @ embedder.embed_text([text])[0])
+
+
+def _ask(
+    answerer: RetrievalAnswerer,
+    store: Path,
+    world: PlacesWorld,
+    embedder: Any,
+    kind: str,
+    wording: str,
+    asked_at: float,
+) -> Any:
+    """``wording`` asked of the store at ``asked_at`` (seconds into the world)."""
+    with EpisodeStore(store, read_only=True) as opened:
         memory = Memory(
-            store,
+            opened,
             embed_text=lambda t: embedder.embed_text([t])[0],
             embedder_model=embedder.model_name,
             embedder_pretrained=embedder.pretrained,
         )
+        question = Question(
+            "q",
+            f"world-{world.seed}",
+            wording,
+            kind,
+            Answer(yes=True),
+            asked_at_s=asked_at,
+            origin_ns=world.start_ns,
+        )
+        return answerer.answer(question, memory)
 
-        def ask(kind: str, wording: str, asked_at: float) -> Any:
-            question = Question(
-                "q",
-                f"world-{SEED}",
-                wording,
-                kind,
-                Answer(yes=True),
-                asked_at_s=asked_at,
-                origin_ns=world.start_ns,
-            )
-            return answerer.answer(question, memory)
 
-        gone = ask("binary", text, back_at + 20.0)
-        assert gone.error is None and gone.answer == Answer(yes=False)
-        assert gone.details["latest_time"] == pytest.approx(back_at, abs=0.1)
-        # asked before the second pass, its latest view still shows it
-        there = ask("binary", text, seen_at + 20.0)
-        assert there.answer == Answer(yes=True)
-        assert math.isclose(there.details["latest_similarity"], then, abs_tol=1e-3)
-        what = f"What stood by the street at x={x} m, y={y} m: a striped sign or a parked ball?"
-        chose = ask("text", what, seen_at + 20.0)
-        assert chose.answer == Answer(text="a parked ball"), chose.details
-        nowhere = ask("binary", text.replace(f"x={x} m", f"x={x + 500} m"), back_at + 20.0)
-        assert nowhere.answer == Answer(yes=False)
-        assert nowhere.details["note"] == "nothing of the place in memory"
+def test_the_latest_view_of_a_place_says_whether_it_is_still_there(
+    world: PlacesWorld, truth: dict[str, Any], embedder: Any, tmp_path: Path
+) -> None:
+    ball = _landmark(truth, "removed")
+    first, again = ball["seen"][0], ball["revisit_view"]
+    seen_at = min(first["start_s"] + 5.0, first["end_s"])
+    back_at = again["start_s"] + (seen_at - first["start_s"])  # the same spot, driven again
+    store = tmp_path / "store"
+    with EpisodeStore(store) as opened:
+        _add(opened, world, embedder, seen_at)
+        _add(opened, world, embedder, back_at)
+    x, y = (round(v) for v in ball["seen"][0]["position"][:2])
+    text = f"Is the parked ball you passed at x={x} m, y={y} m still there?"
+    then, now = (_similarity(world, embedder, t, "parked ball") for t in (seen_at, back_at))
+    assert then > now  # the ball is in the first view, not in the second
+    answerer = RetrievalAnswerer(0.5, still_threshold=(then + now) / 2)
+
+    def ask(kind: str, wording: str, asked_at: float) -> Any:
+        return _ask(answerer, store, world, embedder, kind, wording, asked_at)
+
+    gone = ask("binary", text, back_at + 20.0)
+    assert gone.error is None and gone.answer == Answer(yes=False)
+    assert gone.details["last_pass_time"] == pytest.approx(back_at, abs=0.1)
+    # asked before the second pass, its latest view still shows it
+    there = ask("binary", text, seen_at + 20.0)
+    assert there.answer == Answer(yes=True)
+    assert math.isclose(there.details["last_pass_similarity"], then, abs_tol=1e-3)
+    what = f"What stood by the street at x={x} m, y={y} m: a striped sign or a parked ball?"
+    chose = ask("text", what, seen_at + 20.0)
+    assert chose.answer == Answer(text="a parked ball"), chose.details
+    nowhere = ask("binary", text.replace(f"x={x} m", f"x={x + 500} m"), back_at + 20.0)
+    assert nowhere.answer == Answer(yes=False)
+    assert nowhere.details["note"] == "nothing of the place in memory"
+
+
+def test_still_there_is_the_latest_pass_not_its_last_view(embedder: Any, tmp_path: Path) -> None:
+    """Driving by, the robot sees the thing, then passes it: behind the camera, still
+    within the place's radius. Its pass says it is there; the pass's last view alone
+    would say gone (as the answerer did before, in the ablation's validation worlds)."""
+    world = qa_places_world(900, 1200)  # 20 minutes: things passed on the second round
+    truth = world.ground_truth()
+    odometry = dict(world.odometry())
+
+    def where(t_s: float) -> tuple[float, float]:
+        pose = odometry[min(odometry, key=lambda s: abs(s - world.start_ns - t_s * 1e9))]
+        return pose.x, pose.y
+
+    radius = 5.0
+    for lm in truth["landmarks"]:  # a thing that stays, and a spot past it within the radius
+        view = lm["revisit_view"]
+        if lm["fate"] != "stays" or view is None:
+            continue
+        at = lm["seen"][0]["position"][:2]
+        past = [
+            float(t)
+            for t in np.arange(view["end_s"] + 1.0, view["end_s"] + 15.0, 0.5)
+            if math.dist(where(float(t)), at) < radius - 0.5
+        ]
+        if past:
+            break
+    else:
+        pytest.fail("world 900 has no thing that stays with a spot past it in the radius")
+    seen_at, passed_at = (view["start_s"] + view["end_s"]) / 2, past[-1]
+    assert passed_at - seen_at < 30.0  # one pass
+    then, now = (_similarity(world, embedder, t, lm["kind"]) for t in (seen_at, passed_at))
+    assert then > now + 0.3, (then, now)  # in view, then behind
+    store = tmp_path / "store"
+    with EpisodeStore(store) as opened:
+        for t in (lm["seen"][0]["start_s"] + 0.5, seen_at, passed_at):
+            _add(opened, world, embedder, t)
+    x, y = (round(v) for v in at)
+    text = f"Is the {lm['kind']} you passed at x={x} m, y={y} m still there?"
+    threshold = (then + now) / 2
+    by_pass = RetrievalAnswerer(0.5, still_threshold=threshold, place_radius_m=radius)
+    there = _ask(by_pass, store, world, embedder, "binary", text, passed_at + 20.0)
+    assert there.answer == Answer(yes=True), there.details
+    assert there.details["last_pass_time"] == pytest.approx(seen_at, abs=0.1)
+    last_view = RetrievalAnswerer(
+        0.5, still_threshold=threshold, place_radius_m=radius, still_pass_s=1.0
+    )
+    gone = _ask(last_view, store, world, embedder, "binary", text, passed_at + 20.0)
+    assert gone.answer == Answer(yes=False)  # the pass's last view alone
+    assert gone.details["last_pass_time"] == pytest.approx(passed_at, abs=0.1)
+    with pytest.raises(InputError, match="still_pass_s"):
+        RetrievalAnswerer(0.5, still_pass_s=0.0)

@@ -133,6 +133,7 @@ def test_eval_qa_writes_every_answer_score_and_transcript(
         "qa_max_results": 20,
         "still_threshold": 0.58,
         "place_radius_m": 5.0,
+        "still_pass_s": 30.0,
     }
     assert settings["embedders"] == {
         qa_world_store.sequence: f"{SYNTHETIC_EMBEDDER_MODEL}:{SYNTHETIC_MODEL_NAME}"

@@ -28,10 +28,12 @@ episode after the moment the question is asked, and every call lands in the tran
   unanswered.
 * *places* (the QA world's second round, :mod:`.place_questions`): a question that names
   a place as ``x=.. m, y=.. m`` searches only within ``place_radius_m`` of it. "Is the X
-  you passed at ... still there?" is yes when the *latest* view of the place (the latest
-  episode or place keyframe there) matches X by ``still_threshold``: the memory's last
-  look at the place decides, not its best one. "What stood ... at ...: A or B?" answers
-  the choice that matches the place's views best.
+  you passed at ... still there?" is yes when the robot's *latest pass* by the place (its
+  views there within ``still_pass_s`` before the latest one) has a view that matches X by
+  ``still_threshold``: the memory's last look at the place decides, not its best one. A
+  pass, not its last view: driving by, the robot looks at the place, then past it (the
+  thing behind it, out of the camera's view, yet still within the radius). "What stood
+  ... at ...: A or B?" answers the choice that matches the place's views best.
 * *text*: otherwise unanswered (a sentence needs a language model).
 """
 
@@ -210,9 +212,12 @@ class RetrievalAnswerer:
         still_threshold: Similarity of a place's latest view from which "still there?"
             is answered yes; None = ``yes_threshold``.
         place_radius_m: How far from a place named in a question its views are searched.
+        still_pass_s: The latest pass by a place: its views within this many seconds
+            before the latest one (a robot at walking pace crosses ``place_radius_m`` of
+            5 m in about 10 s).
 
     Raises:
-        InputError: ``max_results`` below 1, or a radius not above 0.
+        InputError: ``max_results`` below 1, or a radius or a pass not above 0.
 
     """
 
@@ -225,23 +230,27 @@ class RetrievalAnswerer:
         *,
         still_threshold: float | None = None,
         place_radius_m: float = 5.0,
+        still_pass_s: float = 30.0,
     ) -> None:
         if max_results < 1:
             raise InputError(f"max_results={max_results}: must be >= 1")
-        if not place_radius_m > 0:
-            raise InputError(f"place_radius_m={place_radius_m}: must be > 0")
+        for name, value in (("place_radius_m", place_radius_m), ("still_pass_s", still_pass_s)):
+            if not value > 0:
+                raise InputError(f"{name}={value}: must be > 0")
         self._threshold = float(yes_threshold)
         self._still = self._threshold if still_threshold is None else float(still_threshold)
         self._radius = float(place_radius_m)
+        self._pass_s = float(still_pass_s)
         self._k = max_results
 
     def settings(self) -> dict[str, Any]:
-        """The thresholds, the episodes per search and the place radius."""
+        """The thresholds, the episodes per search, the place radius and pass."""
         return {
             "qa_yes_threshold": self._threshold,
             "qa_max_results": self._k,
             "still_threshold": self._still,
             "place_radius_m": self._radius,
+            "still_pass_s": self._pass_s,
         }
 
     def answer(self, question: Question, memory: Memory) -> AnswerResult:
@@ -319,10 +328,12 @@ class RetrievalAnswerer:
         if not near:
             details["note"] = "nothing of the place in memory"
             return Answer(yes=False)
-        latest = max(near, key=lambda e: float(e["time"]))
-        details["latest_similarity"] = _similarity(latest)
-        details["latest_time"] = float(latest["time"])
-        return Answer(yes=(_similarity(latest) or -1.0) >= self._still)
+        latest = max(float(e["time"]) for e in near)
+        last_pass = [e for e in near if float(e["time"]) >= latest - self._pass_s]
+        best = max(last_pass, key=lambda e: _similarity(e) or -1.0)
+        details["last_pass_similarity"] = _similarity(best)  # its best view
+        details["last_pass_time"] = float(best["time"])
+        return Answer(yes=(_similarity(best) or -1.0) >= self._still)
 
     def _near(
         self,
