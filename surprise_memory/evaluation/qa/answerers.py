@@ -30,8 +30,8 @@ episode after the moment the question is asked, and every call lands in the tran
   a place as ``x=.. m, y=.. m`` searches only within ``place_radius_m`` of it. "Is the X
   you passed at ... still there?" is yes when the robot's *latest pass* by the place (its
   views there within ``still_pass_s`` before the latest one) has a view that matches X by
-  ``still_threshold``: the memory's last look at the place decides, not its best one. A
-  pass, not its last view: driving by, the robot looks at the place, then past it (the
+  ``still_threshold``: the memory's last pass by the place decides, not its best view
+  ever. A pass, not its last view: driving by, the robot looks at the place, then past it (the
   thing behind it, out of the camera's view, yet still within the radius). "What stood
   ... at ...: A or B?" answers the choice that matches the place's views best.
 * *text*: otherwise unanswered (a sentence needs a language model).
@@ -209,8 +209,8 @@ class RetrievalAnswerer:
     Args:
         yes_threshold: Similarity from which a binary question is answered yes.
         max_results: Episodes read per search.
-        still_threshold: Similarity of a place's latest view from which "still there?"
-            is answered yes; None = ``yes_threshold``.
+        still_threshold: Similarity of the best view of the latest pass by a place from
+            which "still there?" is answered yes; None = ``yes_threshold``.
         place_radius_m: How far from a place named in a question its views are searched.
         still_pass_s: The latest pass by a place: its views within this many seconds
             before the latest one (a robot at walking pace crosses ``place_radius_m`` of
