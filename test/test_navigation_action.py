@@ -660,9 +660,7 @@ def test_goto_store_cancels_a_late_acceptance_before_it_exits(
     ros: tuple[Node, ScriptedNavigator], memory: tuple[GoToEpisodeClient, Path], tmp_path: Path
 ) -> None:
     nav = ros[1]
-    # a new process: the navigator's answer must wait until DDS discovery has matched the
-    # CLI's response reader (rmw drops a service response sent before that; seen once in
-    # a loaded run with 2.5 s), so the navigator answers 2 s after the CLI's timeout
+    # a late acceptance: the navigator answers 2 s after the CLI's timeout
     nav.script(answer_delay_s=CLI_TIMEOUT_S + 2.0, steps=100, step_s=0.1)
     proc = goto_store(tmp_path, memory[1], nav.action_type_name, CLI_TIMEOUT_S, 20.0)
     assert proc.returncode == 1, proc.stderr
@@ -672,35 +670,46 @@ def test_goto_store_cancels_a_late_acceptance_before_it_exits(
     nav.wait_for(goal_id, "canceled")  # cancelled by the CLI process, before it exited
 
 
+def serve_by_hand(
+    node: Node, action: Any, name: str, on_goal: Any, on_cancel: Any, on_result: Any
+) -> Any:
+    """NavigateToPose's three services and two topics on ``node`` by hand (no rclpy
+    ``ActionServer``: the test decides what each request gets); returns the status
+    publisher."""
+    from rclpy.qos import qos_profile_action_status_default
+
+    impl, group = action.Impl, ReentrantCallbackGroup()
+    status = node.create_publisher(
+        impl.GoalStatusMessage, f"{name}/_action/status", qos_profile_action_status_default
+    )
+    node.create_publisher(impl.FeedbackMessage, f"{name}/_action/feedback", 10)
+    for service, suffix, callback in (
+        (impl.SendGoalService, "send_goal", on_goal),
+        (impl.CancelGoalService, "cancel_goal", on_cancel),
+        (impl.GetResultService, "get_result", on_result),
+    ):
+        node.create_service(service, f"{name}/_action/{suffix}", callback, callback_group=group)
+    return status
+
+
 class LossyNavigator:
-    """A navigator whose goal answers are lost on the way: NavigateToPose's services and
-    topics by hand, the goal service's answer held back until :meth:`release` (as DDS
-    drops a service response to a client its server has not discovered yet). It lists an
-    accepted goal on the status topic ``accept_after_s`` after the request, as a real one
-    does, and cancels on request."""
+    """A navigator whose goal answers are lost on the way (:func:`serve_by_hand`): the goal
+    service's answer held back until :meth:`release` (as DDS drops a service response to a
+    client its server has not discovered yet). It lists an accepted goal on the status
+    topic ``accept_after_s`` after the request, as a real one does, and cancels on
+    request."""
 
     def __init__(self, node: Node, action: Any, name: str, accept_after_s: float) -> None:
-        from rclpy.qos import qos_profile_action_status_default
-
-        impl = action.Impl
-        self._impl, self.accept_after_s = impl, accept_after_s
+        self._impl, self.accept_after_s = action.Impl, accept_after_s
         self._released = threading.Event()
         self._lock = threading.Lock()
         self._ended = threading.Condition(self._lock)  # a goal ended, or the test did
         self._closed = False
         self._goals: dict[bytes, Any] = {}  # goal id -> status entry
         self.log: list[str] = []
-        group = ReentrantCallbackGroup()
-        self._status = node.create_publisher(
-            impl.GoalStatusMessage, f"{name}/_action/status", qos_profile_action_status_default
+        self._status = serve_by_hand(
+            node, action, name, self._on_goal, self._on_cancel, self._on_result
         )
-        node.create_publisher(impl.FeedbackMessage, f"{name}/_action/feedback", 10)
-        for service, suffix, callback in (
-            (impl.SendGoalService, "send_goal", self._on_goal),
-            (impl.CancelGoalService, "cancel_goal", self._on_cancel),
-            (impl.GetResultService, "get_result", self._on_result),
-        ):
-            node.create_service(service, f"{name}/_action/{suffix}", callback, callback_group=group)
 
     def _publish(self) -> None:
         msg = self._impl.GoalStatusMessage()
@@ -734,12 +743,18 @@ class LossyNavigator:
         return response
 
     def _on_result(self, request: Any, response: Any) -> Any:
-        """The goal's result, once it has ended (as a real server holds the request)."""
+        """The goal's result, once it has ended (as a real server holds the request).
+
+        The sender asks it of a goal id nobody holds before it sends a goal
+        (:mod:`surprise_memory.nodes.goal_handshake`)."""
         from action_msgs.msg import GoalStatus as GoalStatusMsg
 
         ended = (GoalStatusMsg.STATUS_SUCCEEDED, GoalStatusMsg.STATUS_CANCELED)
         ended += (GoalStatusMsg.STATUS_ABORTED,)
-        goal = self._goals[bytes(request.goal_id.uuid)]
+        goal = self._goals.get(bytes(request.goal_id.uuid))
+        if goal is None:  # a goal it never held: unknown, at once (as every server says)
+            response.status = GoalStatusMsg.STATUS_UNKNOWN
+            return response
         with self._ended:
             self._ended.wait_for(lambda: self._closed or goal.status in ended, 30.0)
             response.status = goal.status
@@ -820,6 +835,90 @@ def test_an_acceptance_whose_answer_is_lost_is_seen_on_the_status_topic(
     lossy.release()  # the lost answer comes after all: taken once, nothing changes
     time.sleep(0.5)
     assert reached(), sender.book.get(gid)
+
+
+class DeafNavigator:
+    """A navigator that hears no request of the sender until :meth:`hear` (as its DDS has
+    not yet matched the sender's writers): :func:`serve_by_hand` on a node and executor of
+    its own, the result requests held back (each holds one of its threads)
+    and counted, goal requests counted and rejected."""
+
+    def __init__(self, action: Any, name: str) -> None:
+        self.node = Node("deaf_navigator")
+        self._heard = threading.Event()
+        self._lock = threading.Lock()
+        self.result_requests = self.goal_requests = 0
+        serve_by_hand(
+            self.node, action, name, self._on_goal, lambda _, response: response, self._on_result
+        )
+        self._executor = MultiThreadedExecutor(num_threads=8)
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
+        self._thread.start()
+
+    def _on_goal(self, request: Any, response: Any) -> Any:
+        with self._lock:
+            self.goal_requests += 1
+        response.accepted = False
+        return response
+
+    def _on_result(self, request: Any, response: Any) -> Any:
+        from action_msgs.msg import GoalStatus as GoalStatusMsg
+
+        with self._lock:
+            self.result_requests += 1
+        self._heard.wait(30.0)
+        response.status = GoalStatusMsg.STATUS_UNKNOWN
+        return response
+
+    def hear(self) -> None:
+        """From now on, answer (the held requests too)."""
+        self._heard.set()
+
+    def close(self) -> None:
+        self._heard.set()
+        self._executor.shutdown()
+        self.node.destroy_node()
+        self._thread.join(timeout=5)
+
+
+def test_no_goal_is_sent_before_the_navigator_has_heard_the_sender(
+    ros: tuple[Node, ScriptedNavigator],
+) -> None:
+    """The server is found, but it answers no request of ours: nothing of the goal is sent,
+    the unanswered probe is sent again, and the refusal says why; once it hears us, the
+    goal goes (and is rejected here)."""
+    from surprise_memory.config import NavigationConfig
+    from surprise_memory.nodes.goal_handshake import FIRST_PROBE_WAIT_S
+    from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
+
+    node, scripted = ros
+    name = "/deaf/navigate_to_pose"
+    deaf = DeafNavigator(scripted.action, name)
+    config = NavigationConfig(
+        goal_transport="action",
+        goal_action=name,
+        goal_action_type=scripted.action_type_name,
+        goal_timeout_seconds=TIMEOUT_S,
+    )
+    sender = GoalSender(node, config, callback_group=ReentrantCallbackGroup())
+    try:
+        with pytest.raises(GoalRefusedError) as refused:
+            sender.send(goal_msg(node, yawed(1.0, 2.0, 0.0)), timeout_s=TIMEOUT_S)
+        kind = scripted.action_type_name.rsplit("/", 1)[-1]
+        assert str(refused.value) == (
+            f"the {kind} server on {name} was found but did not answer a first request "
+            f"within {TIMEOUT_S:g} s: is it stuck? Goal not sent"
+        )
+        assert deaf.goal_requests == 0
+        # probes at 0, 0.2 and 0.6 s of the 1.5 s (those after the server was found)
+        assert TIMEOUT_S > 3 * FIRST_PROBE_WAIT_S and deaf.result_requests >= 2
+        deaf.hear()
+        sent = sender.send(goal_msg(node, yawed(1.0, 2.0, 0.0)), timeout_s=TIMEOUT_S)
+        assert sent.state == "rejected" and deaf.goal_requests == 1, sent
+    finally:
+        sender.destroy()
+        deaf.close()
 
 
 def test_a_rejected_goal_is_refused_with_its_id(

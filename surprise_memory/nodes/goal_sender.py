@@ -20,7 +20,10 @@ each (:mod:`surprise_memory.nodes.goal_cancels`); the goal topic
 (:mod:`surprise_memory.nodes.goal_topic`). It takes a host node (the memory node, or the
 CLI's short-lived node) whose executor spins in another thread than the caller's: it
 waits with deadlines, from any thread. The tf lookup a goal may need first is
-:mod:`surprise_memory.nodes.tf_lookup`.
+:mod:`surprise_memory.nodes.tf_lookup`; before a goal goes through the action, the
+navigator must have answered a request of this client
+(:mod:`surprise_memory.nodes.goal_handshake`: DDS drops a request its server has not
+discovered yet).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalBook, 
 from surprise_memory.memory.pose import Pose
 from surprise_memory.nodes.goal_answers import GoalAnswers
 from surprise_memory.nodes.goal_cancels import GoalCancels
+from surprise_memory.nodes.goal_handshake import navigator_hears_us
 from surprise_memory.nodes.goal_topic import GoalTopic
 from surprise_memory.nodes.messages import pose_from_msg, pose_to_msg, time_to_ns
 
@@ -178,9 +182,11 @@ class GoalSender:
     ) -> GoalStatus:
         """Send one goal; returns its status when the navigator answered or the time ran out.
 
-        Through the action: waits for the server, then for its answer: ``running``
-        (accepted), ``rejected``, or ``pending`` (no answer within ``timeout_s``: the goal
-        is followed on, and the navigator asked at once to cancel it if it accepts late).
+        Through the action: waits for the server and for it to answer a first request
+        (:func:`~surprise_memory.nodes.goal_handshake.navigator_hears_us`), then for the
+        goal's answer: ``running`` (accepted), ``rejected``, or ``pending`` (no answer
+        within ``timeout_s``: the goal is followed on, and the navigator asked at once to
+        cancel it if it accepts late).
         On the topic: waits for ``navigator_node`` to subscribe, then for the subscribers
         to acknowledge the message (reliable QoS): ``sent``.
 
@@ -192,8 +198,8 @@ class GoalSender:
                 (who follows the goal: the node, or a process that ends).
 
         Raises:
-            GoalRefusedError: Nothing was sent: no action server, or no navigator on the
-                topic, within ``timeout_s``.
+            GoalRefusedError: Nothing was sent: no action server, or one that answered
+                nothing, or no navigator on the topic, within ``timeout_s``.
 
         """
         status = GoalStatus(
@@ -238,6 +244,13 @@ class GoalSender:
             raise GoalRefusedError(
                 f"no {self._kind} server on {name} within {timeout_s:g} s: is Nav2 running? "
                 "Goal not sent"
+            )
+        if not navigator_hears_us(
+            self._client, self._action, max(timeout_s - (time.monotonic() - start), 0.5)
+        ):
+            raise GoalRefusedError(
+                f"the {self._kind} server on {name} was found but did not answer a first "
+                f"request within {timeout_s:g} s: is it stuck? Goal not sent"
             )
         gid = status.goal_id
         request = self._action.Goal()
