@@ -202,12 +202,7 @@ def answer(
     """Ask ``questions`` of each gate's store with the retrieval answerer; keep the records."""
     for gate, run in runs.items():
         with EpisodeStore(run.store, read_only=True) as store:
-            memory = Memory(
-                store,
-                embed_text=lambda text: embedder.embed_text([text])[0],
-                embedder_model=embedder.model_name,
-                embedder_pretrained=embedder.pretrained,
-            )
+            memory = Memory.searched_by(store, embedder)
             folder = root / f"qa-{run.seed}-{gate}"
             qa = QaRun.create(
                 folder, questions, {"answerer": {"name": "retrieval"}, "memories": {}}

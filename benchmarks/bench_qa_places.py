@@ -183,12 +183,7 @@ def ask(
 ) -> list[dict[str, Any]]:
     """Every question asked of one store; the records."""
     with EpisodeStore(store, read_only=True) as opened:
-        memory = Memory(
-            opened,
-            embed_text=lambda text: embedder.embed_text([text])[0],
-            embedder_model=embedder.model_name,
-            embedder_pretrained=embedder.pretrained,
-        )
+        memory = Memory.searched_by(opened, embedder)
         qa = QaRun.create(folder, questions, {"answerer": {"name": "retrieval"}, "memories": {}})
         answerer = ChoiceJudge(
             RetrievalAnswerer(

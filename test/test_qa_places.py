@@ -149,10 +149,14 @@ def test_no_place_phrasing_is_a_training_caption() -> None:
             assert text.lower() not in captions
 
 
+def _pose_at(odometry: dict[int, Any], stamp_ns: float) -> Any:
+    """The odometry pose (stamp -> pose) nearest ``stamp_ns``."""
+    return odometry[min(odometry, key=lambda s: abs(s - stamp_ns))]
+
+
 def _add(store: Any, world: PlacesWorld, embedder: Any, t_s: float) -> None:
     frame = world.frame(_index(world, t_s))
-    odometry = dict(world.odometry())
-    pose = odometry[min(odometry, key=lambda s: abs(s - frame.stamp_ns))]
+    pose = _pose_at(dict(world.odometry()), frame.stamp_ns)
     store.add(
         [frame],
         embedder.embed_images([frame.rgb]),
@@ -193,12 +197,7 @@ def _ask(
 ) -> Any:
     """``wording`` asked of the store at ``asked_at`` (seconds into the world)."""
     with EpisodeStore(store, read_only=True) as opened:
-        memory = Memory(
-            opened,
-            embed_text=lambda t: embedder.embed_text([t])[0],
-            embedder_model=embedder.model_name,
-            embedder_pretrained=embedder.pretrained,
-        )
+        memory = Memory.searched_by(opened, embedder)
         question = Question(
             "q",
             f"world-{world.seed}",
@@ -255,7 +254,7 @@ def test_still_there_is_the_latest_pass_not_its_last_view(embedder: Any, tmp_pat
     odometry = dict(world.odometry())
 
     def where(t_s: float) -> tuple[float, float]:
-        pose = odometry[min(odometry, key=lambda s: abs(s - world.start_ns - t_s * 1e9))]
+        pose = _pose_at(odometry, world.start_ns + t_s * 1e9)
         return pose.x, pose.y
 
     radius = 5.0

@@ -350,13 +350,7 @@ def _store_memory(
             raise InputError(f"store {location}: {exc}") from None
         note(f"store {location}: no text search ({exc}); the agent searches by time and place")
         return Memory(store)
-    emb = embedders[name]
-    return Memory(
-        store,
-        embed_text=lambda text: emb.embed_text([text])[0],
-        embedder_model=emb.model_name,
-        embedder_pretrained=emb.pretrained,
-    )
+    return Memory.searched_by(store, embedders[name])
 
 
 @contextlib.contextmanager

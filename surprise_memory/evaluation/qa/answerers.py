@@ -125,6 +125,23 @@ class Memory:
     embedder_model: str | None = None
     embedder_pretrained: bool | None = None
 
+    @classmethod
+    def searched_by(cls, retriever: EpisodeRetriever, embedder: Any) -> Memory:
+        """The memory searched by ``embedder``'s text vectors.
+
+        Args:
+            retriever: The episodes.
+            embedder: An ``ImageTextEmbedder`` (``embed_text``, ``model_name``,
+                ``pretrained``): the store's own embedder.
+
+        """
+        return cls(
+            retriever,
+            embed_text=lambda text: embedder.embed_text([text])[0],
+            embedder_model=embedder.model_name,
+            embedder_pretrained=embedder.pretrained,
+        )
+
     def tool(
         self,
         question: Question,
