@@ -30,12 +30,40 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FIRST_PROBE_WAIT_S", "LONGEST_PROBE_WAIT_S", "navigator_hears_us"]
+from surprise_memory.memory.navigation import GoalRefusedError
+
+__all__ = ["FIRST_PROBE_WAIT_S", "LONGEST_PROBE_WAIT_S", "navigator_hears_us", "reach_navigator"]
 
 FIRST_PROBE_WAIT_S = 0.2
 """How long the first probe waits for its answer; each next one waits twice as long."""
 LONGEST_PROBE_WAIT_S = 1.6
 """The longest wait for one probe's answer: a slow link still gets probes often enough."""
+
+
+def reach_navigator(client: Any, action: Any, server: str, timeout_s: float) -> None:
+    """Wait for the action server, then for it to hear this client.
+
+    Args:
+        client: The ``rclpy.action.ActionClient``.
+        action: The action type.
+        server: What a refusal calls it (``NavigateToPose server on /navigate_to_pose``).
+        timeout_s: The longest wait, for both.
+
+    Raises:
+        GoalRefusedError: No server, or one that answered nothing, within ``timeout_s``:
+            nothing of the goal was sent.
+
+    """
+    start = time.monotonic()
+    if not client.wait_for_server(timeout_sec=timeout_s):
+        raise GoalRefusedError(
+            f"no {server} within {timeout_s:g} s: is Nav2 running? Goal not sent"
+        )
+    if not navigator_hears_us(client, action, max(timeout_s - (time.monotonic() - start), 0.5)):
+        raise GoalRefusedError(
+            f"the {server} was found but did not answer a first request within "
+            f"{timeout_s:g} s: is it stuck? Goal not sent"
+        )
 
 
 def navigator_hears_us(client: Any, action: Any, timeout_s: float) -> bool:

@@ -42,7 +42,7 @@ from surprise_memory.memory.navigation_goals import CANCELLED_STATES, GoalBook, 
 from surprise_memory.memory.pose import Pose
 from surprise_memory.nodes.goal_answers import GoalAnswers
 from surprise_memory.nodes.goal_cancels import GoalCancels
-from surprise_memory.nodes.goal_handshake import navigator_hears_us
+from surprise_memory.nodes.goal_handshake import reach_navigator
 from surprise_memory.nodes.goal_topic import GoalTopic
 from surprise_memory.nodes.messages import pose_from_msg, pose_to_msg, time_to_ns
 
@@ -183,7 +183,7 @@ class GoalSender:
         """Send one goal; returns its status when the navigator answered or the time ran out.
 
         Through the action: waits for the server and for it to answer a first request
-        (:func:`~surprise_memory.nodes.goal_handshake.navigator_hears_us`), then for the
+        (:func:`~surprise_memory.nodes.goal_handshake.reach_navigator`), then for the
         goal's answer: ``running`` (accepted), ``rejected``, or ``pending`` (no answer
         within ``timeout_s``: the goal is followed on, and the navigator asked at once to
         cancel it if it accepts late).
@@ -240,18 +240,7 @@ class GoalSender:
 
         name = self._action_name
         start = time.monotonic()
-        if not self._client.wait_for_server(timeout_sec=timeout_s):
-            raise GoalRefusedError(
-                f"no {self._kind} server on {name} within {timeout_s:g} s: is Nav2 running? "
-                "Goal not sent"
-            )
-        if not navigator_hears_us(
-            self._client, self._action, max(timeout_s - (time.monotonic() - start), 0.5)
-        ):
-            raise GoalRefusedError(
-                f"the {self._kind} server on {name} was found but did not answer a first "
-                f"request within {timeout_s:g} s: is it stuck? Goal not sent"
-            )
+        reach_navigator(self._client, self._action, f"{self._kind} server on {name}", timeout_s)
         gid = status.goal_id
         request = self._action.Goal()
         request.pose = goal
