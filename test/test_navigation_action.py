@@ -908,7 +908,8 @@ def test_no_goal_is_sent_before_the_navigator_has_heard_the_sender(
         kind = scripted.action_type_name.rsplit("/", 1)[-1]
         assert str(refused.value) == (
             f"the {kind} server on {name} was found but did not answer a first request "
-            f"within {TIMEOUT_S:g} s: is it stuck? Goal not sent"
+            f"within {TIMEOUT_S:g} s (a loaded machine may still be discovering this process: "
+            "try again, or give it longer; else the server is stuck). Goal not sent"
         )
         assert deaf.goal_requests == 0
         # probes at 0, 0.2 and 0.6 s of the 1.5 s (those after the server was found)

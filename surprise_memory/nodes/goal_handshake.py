@@ -62,7 +62,8 @@ def reach_navigator(client: Any, action: Any, server: str, timeout_s: float) -> 
     if not navigator_hears_us(client, action, max(timeout_s - (time.monotonic() - start), 0.5)):
         raise GoalRefusedError(
             f"the {server} was found but did not answer a first request within "
-            f"{timeout_s:g} s: is it stuck? Goal not sent"
+            f"{timeout_s:g} s (a loaded machine may still be discovering this process: try "
+            "again, or give it longer; else the server is stuck). Goal not sent"
         )
 
 
