@@ -772,13 +772,28 @@ class LossyNavigator:
             self._ended.notify_all()
 
 
+def sender_to(ros: tuple[Node, ScriptedNavigator], name: str) -> Any:
+    """A GoalSender of the test's node to the action ``name`` (of the test's type), with
+    the node's ``goal_timeout_seconds``."""
+    from surprise_memory.config import NavigationConfig
+    from surprise_memory.nodes.goal_sender import GoalSender
+
+    node, scripted = ros
+    config = NavigationConfig(
+        goal_transport="action",
+        goal_action=name,
+        goal_action_type=scripted.action_type_name,
+        goal_timeout_seconds=TIMEOUT_S,
+    )
+    return GoalSender(node, config, callback_group=ReentrantCallbackGroup())
+
+
 @pytest.fixture()
 def lossy_sender(
     ros: tuple[Node, ScriptedNavigator],
 ) -> Iterator[object]:
     """``make(name, accept_after_s)``: a navigator whose answers are held back, serving the
     action ``name``, and a GoalSender of the test's node to it (both closed after)."""
-    from surprise_memory.config import NavigationConfig
     from surprise_memory.nodes.goal_sender import GoalSender
 
     node, scripted = ros
@@ -786,13 +801,7 @@ def lossy_sender(
 
     def make(name: str, accept_after_s: float) -> tuple[GoalSender, LossyNavigator]:
         lossy = LossyNavigator(node, scripted.action, name, accept_after_s)
-        config = NavigationConfig(
-            goal_transport="action",
-            goal_action=name,
-            goal_action_type=scripted.action_type_name,
-            goal_timeout_seconds=TIMEOUT_S,
-        )
-        sender = GoalSender(node, config, callback_group=ReentrantCallbackGroup())
+        sender = sender_to(ros, name)
         made.append((sender, lossy))
         return sender, lossy
 
@@ -840,8 +849,8 @@ def test_an_acceptance_whose_answer_is_lost_is_seen_on_the_status_topic(
 class DeafNavigator:
     """A navigator that hears no request of the sender until :meth:`hear` (as its DDS has
     not yet matched the sender's writers): :func:`serve_by_hand` on a node and executor of
-    its own, the result requests held back (each holds one of its threads)
-    and counted, goal requests counted and rejected."""
+    its own, the result requests held back (each holds one of its threads) and counted,
+    goal requests counted and rejected."""
 
     def __init__(self, action: Any, name: str) -> None:
         self.node = Node("deaf_navigator")
@@ -888,20 +897,13 @@ def test_no_goal_is_sent_before_the_navigator_has_heard_the_sender(
     """The server is found, but it answers no request of ours: nothing of the goal is sent,
     the unanswered probe is sent again, and the refusal says why; once it hears us, the
     goal goes (and is rejected here)."""
-    from surprise_memory.config import NavigationConfig
     from surprise_memory.nodes.goal_handshake import FIRST_PROBE_WAIT_S
-    from surprise_memory.nodes.goal_sender import GoalSender, goal_msg
+    from surprise_memory.nodes.goal_sender import goal_msg
 
     node, scripted = ros
     name = "/deaf/navigate_to_pose"
     deaf = DeafNavigator(scripted.action, name)
-    config = NavigationConfig(
-        goal_transport="action",
-        goal_action=name,
-        goal_action_type=scripted.action_type_name,
-        goal_timeout_seconds=TIMEOUT_S,
-    )
-    sender = GoalSender(node, config, callback_group=ReentrantCallbackGroup())
+    sender = sender_to(ros, name)
     try:
         with pytest.raises(GoalRefusedError) as refused:
             sender.send(goal_msg(node, yawed(1.0, 2.0, 0.0)), timeout_s=TIMEOUT_S)
