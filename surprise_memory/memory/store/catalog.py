@@ -19,7 +19,10 @@ Not thread-safe on its own; the store guards it with its lock.
 from __future__ import annotations
 
 import heapq
+import operator
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import compress
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +30,7 @@ import numpy.typing as npt
 from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery
 from surprise_memory.memory.store.records import EpisodeRecord
-from surprise_memory.memory.store.schema import EpisodeRow
+from surprise_memory.memory.store.schema import EpisodeColumns
 from surprise_memory.memory.store.search import EmbeddingIndex
 
 __all__ = ["Catalog", "StoreMeta", "eviction_victims", "over_budget"]
@@ -196,24 +199,44 @@ class Catalog:
         self._robot_count[robot_id] = self._robot_count.get(robot_id, 0) + 1
         self._robot_bytes[robot_id] = self._robot_bytes.get(robot_id, 0) + nbytes
 
-    def load(self, rows: Sequence[EpisodeRow]) -> None:
+    def load(self, columns: EpisodeColumns) -> None:
         """Take many episodes read from the database at once (an open): ids, sizes, filters.
 
-        The index's ``load`` takes the filter fields; its vectors are the caller's.
+        Whole columns at once (a robot-year is 671,000 rows): the index's ``load`` takes the
+        filter fields; its vectors are the caller's.
         """
-        if not rows:
-            return
         load = getattr(self._index, "load", None)
         if load is None:
             raise TypeError("this catalog's index cannot load rows without embeddings")
-        load(rows)
-        for seq, ep_id, stamp, _x, _y, _z, _valid, surprise, nbytes, robot, *rest in rows:
-            self._key_of[ep_id] = seq
-            self._id_of[seq] = ep_id
-            self._bytes_of[seq] = nbytes
-            self._total_bytes += nbytes
-            self._count(seq, robot, nbytes, (surprise, stamp), rest[-1])
-        self._last_key = max(self._last_key, rows[-1][0])
+        load(columns)
+        keys = columns.seq
+        self._key_of.update(zip(columns.episode_id, keys, strict=True))
+        self._id_of.update(zip(keys, columns.episode_id, strict=True))
+        self._bytes_of.update(zip(keys, columns.nbytes, strict=True))
+        self._total_bytes += sum(columns.nbytes)
+        is_place = list(map(PLACE.__eq__, columns.kind))
+        self._places.update(compress(keys, is_place))
+        # the surprise episodes: counted against their robot's budget
+        episode = list(map(operator.not_, is_place))
+        ep_keys = list(compress(keys, episode))
+        robots = list(compress(columns.robot_id, episode))
+        order = zip(
+            compress(columns.surprise, episode), compress(columns.stamp_ns, episode), strict=True
+        )
+        self._sort_fields.update(zip(ep_keys, order, strict=True))
+        self._robot_of.update(zip(ep_keys, robots, strict=True))
+        ep_bytes = list(compress(columns.nbytes, episode))
+        added: Counter[str] = Counter()
+        if len(set(robots)) == 1:  # a robot's own store: one sum
+            added[robots[0]] = sum(ep_bytes)
+        else:
+            for robot, nbytes in zip(robots, ep_bytes, strict=True):
+                added[robot] += nbytes
+        for robot, count in Counter(robots).items():
+            self._robot_count[robot] = self._robot_count.get(robot, 0) + count
+            self._robot_bytes[robot] = self._robot_bytes.get(robot, 0) + added[robot]
+            self._heaps.pop(robot, None)  # built again, with these, at its next eviction
+        self._last_key = max(self._last_key, keys[-1])
 
     def remove(self, keys: Sequence[int]) -> list[str]:
         """Drop episodes by key (each must be held).

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.store.ann import AnnIndex, Segment, pooled, search_segments
-from surprise_memory.memory.store.schema import EpisodeRow
+from surprise_memory.memory.store.schema import EpisodeColumns
 from surprise_memory.memory.store.search import EmbeddingIndex
 
 __all__ = ["EXACT_IN_RAM", "EXACT_PER_SEGMENT", "RERANK", "EpisodeIndex", "FrameReader"]
@@ -245,26 +245,29 @@ class EpisodeIndex(EmbeddingIndex):
                 return None
         return None
 
-    def load(self, rows: Sequence[EpisodeRow]) -> None:
+    def load(self, columns: EpisodeColumns) -> None:
         """Add many episodes' filter fields at once (an open), in ascending key order."""
-        if not rows:
-            return
-        cols = list(zip(*rows, strict=True))
-        n = len(rows)
+        n = len(columns.seq)
         if self._dim is None:
             raise ValueError("load needs the embedding dimension")
         self._first_row.append(np.full(n, len(self._matrix), dtype=np.int64))
         self._row_count.append(np.zeros(n, dtype=np.int64))
-        self._keys.append(np.asarray(cols[0], dtype=np.int64))
-        self._stamps.append(np.asarray(cols[2], dtype=np.int64))
-        self._positions.append(np.column_stack(cols[3:6]).astype(np.float64))
-        self._pose_valid.append(np.asarray(cols[6], dtype=np.bool_))
-        self._surprise.append(np.asarray(cols[7], dtype=np.float64))
+        self._keys.append(np.fromiter(columns.seq, dtype=np.int64, count=n))
+        self._stamps.append(np.fromiter(columns.stamp_ns, dtype=np.int64, count=n))
+        xyz = (columns.pos_x, columns.pos_y, columns.pos_z)
+        self._positions.append(np.array(xyz, dtype=np.float64).T)
+        self._pose_valid.append(np.fromiter(columns.pose_valid, dtype=np.bool_, count=n))
+        self._surprise.append(np.fromiter(columns.surprise, dtype=np.float64, count=n))
         self._alive.append(np.ones(n, dtype=np.bool_))
-        robots = self._robot_codes
-        frames = self._frame_codes
-        self._robots.append([robots.setdefault(r, len(robots)) for r in cols[9]])
-        self._pose_frames.append([frames.setdefault(f, len(frames)) for f in cols[10]])
-        cameras = self._camera_codes
-        self._cameras.append([cameras.setdefault(c, len(cameras)) for c in cols[11]])
-        self._places.append(np.asarray(cols[12]) == PLACE)
+        self._robots.append(_codes(self._robot_codes, columns.robot_id))
+        self._pose_frames.append(_codes(self._frame_codes, columns.pose_frame))
+        self._cameras.append(_codes(self._camera_codes, columns.camera))
+        is_place = map(PLACE.__eq__, columns.kind)
+        self._places.append(np.fromiter(is_place, dtype=np.bool_, count=n))
+
+
+def _codes(codes: dict[str, int], values: Sequence[str]) -> npt.NDArray[np.int32]:
+    """The code of each value, new values given the next codes (a few distinct, many rows)."""
+    for value in dict.fromkeys(values):
+        codes.setdefault(value, len(codes))
+    return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values))

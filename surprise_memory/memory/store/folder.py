@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import math
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,7 @@ from surprise_memory.memory.store.schema import (
     connect,
     delete_episodes,
     ensure_schema,
-    episode_rows,
+    episode_columns,
     index_rows,
     insert_episode,
     read_meta,
@@ -57,6 +58,24 @@ from surprise_memory.memory.store.search import EmbeddingIndex, SearchResult
 __all__ = ["StoreFolder", "catch_up", "import_episode", "search_hits"]
 
 _LOCK_NAME = "LOCK"
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the block (an open's load).
+
+    The load makes a few million small objects that hold no cycles (rows, tuples, map
+    entries); their allocation keeps starting collections that walk them again and again:
+    0.5 s of a robot-year's 3.1 s open, measured. Nothing of the load is cyclic garbage.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _lock_for_writing(root: Path, frames_dir: Path) -> int:
@@ -204,7 +223,11 @@ class StoreFolder:
             return  # no episode yet: the index starts with the first
         conn.execute("BEGIN")  # one snapshot for the rows and the index's catch-up
         try:
-            self.catalog.load(episode_rows(conn))
+            with _collector_paused():
+                columns = episode_columns(conn)
+                if columns is not None:
+                    self.catalog.load(columns)
+                del columns  # its rows freed while the collector still rests
             self._open_index(conn, dim)
         finally:
             conn.execute("COMMIT")

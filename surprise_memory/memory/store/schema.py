@@ -48,13 +48,13 @@ __all__ = [
     "DB_NAME",
     "PAGE_SIZE",
     "SCHEMA_VERSION",
-    "EpisodeRow",
+    "EpisodeColumns",
     "IndexRow",
     "Migration",
     "connect",
     "delete_episodes",
     "ensure_schema",
-    "episode_rows",
+    "episode_columns",
     "index_rows",
     "insert_episode",
     "read_meta",
@@ -573,17 +573,35 @@ def select_embeddings(conn: sqlite3.Connection, seq: int) -> npt.NDArray[np.floa
     return np.stack([decode_blob(b, d, t).astype(np.float32) for d, t, b in rows])
 
 
-EpisodeRow = tuple[int, str, int, float, float, float, int, float, int, str, str, str, str]
-"""seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, robot_id, pose frame,
-camera, kind."""
+class EpisodeColumns(NamedTuple):
+    """Every episode's key, id and filter fields (no embeddings), one sequence per field.
+
+    The rows of ``episodes`` transposed, in the order added (ascending ``seq``): an open
+    builds its arrays and maps from whole columns at once rather than row by row.
+    """
+
+    seq: Sequence[int]
+    episode_id: Sequence[str]
+    stamp_ns: Sequence[int]
+    pos_x: Sequence[float]
+    pos_y: Sequence[float]
+    pos_z: Sequence[float]
+    pose_valid: Sequence[int]
+    surprise: Sequence[float]
+    nbytes: Sequence[int]
+    robot_id: Sequence[str]
+    pose_frame: Sequence[str]
+    camera: Sequence[str]
+    kind: Sequence[str]
 
 
-def episode_rows(conn: sqlite3.Connection) -> list[EpisodeRow]:
-    """Every episode's key, id and filter fields (no embeddings), in the order added."""
-    return conn.execute(
+def episode_columns(conn: sqlite3.Connection) -> EpisodeColumns | None:
+    """Every episode's key, id and filter fields by column; None when there is none."""
+    rows = conn.execute(
         "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
         "robot_id, pose_frame_id, camera, kind FROM episodes ORDER BY seq"
     ).fetchall()
+    return EpisodeColumns(*zip(*rows, strict=True)) if rows else None
 
 
 def select_embeddings_of(
