@@ -15,13 +15,11 @@ guards it with its lock and validates what comes in.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
-import gc
 import math
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -32,6 +30,7 @@ from surprise_memory.config import StoreConfig
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.store.ann import AnnIndex
+from surprise_memory.memory.store.bulk_load import collector_paused, return_free_heap
 from surprise_memory.memory.store.catalog import Catalog, StoreMeta
 from surprise_memory.memory.store.embedding_codec import BLOB_DTYPES, encode_blobs
 from surprise_memory.memory.store.episode_index import EpisodeIndex
@@ -60,38 +59,6 @@ from surprise_memory.memory.store.search import EmbeddingIndex, SearchResult
 __all__ = ["StoreFolder", "catch_up", "import_episode", "search_hits"]
 
 _LOCK_NAME = "LOCK"
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the block (an open's load).
-
-    The load makes a few million small objects that hold no cycles (rows, tuples, map
-    entries); their allocation keeps starting collections that walk them again and again:
-    0.5 s of a robot-year's 3.1 s open, measured. Nothing of the load is cyclic garbage.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-def _return_free_heap() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; 8 ms).
-
-    An open's transient rows leave about 100 MiB of freed heap resident (RssAnon 812 MiB
-    after a robot-year's open, 706 after the trim, measured); the allocator would keep it
-    for the node's lifetime. Other C libraries (musl) have no such call: nothing is done.
-    """
-    try:
-        trim = ctypes.CDLL(None).malloc_trim  # the process's own symbols: libc's
-    except (OSError, AttributeError):
-        return
-    trim(0)
 
 
 def _lock_for_writing(root: Path, frames_dir: Path) -> int:
@@ -237,14 +204,13 @@ class StoreFolder:
         self.catalog = Catalog(dim, EpisodeIndex(dim))
         if dim is None:
             return  # no episode yet: the index starts with the first
-        # the index's files are read while the rows are (most of either is I/O or C code
-        # that lets the other run: 0.4 s of a robot-year's open, its RAM tail among them)
+        # the index's files (0.4 s of a robot-year's open, mostly I/O and C) read beside the rows
         ann = AnnIndex(self._root, dim, read_only=self._read_only)
         with ThreadPoolExecutor(1, thread_name_prefix="index-open") as pool:
             loaded = pool.submit(ann.load)
             conn.execute("BEGIN")  # one snapshot for the rows and the index's catch-up
             try:
-                with _collector_paused():
+                with collector_paused():
                     columns = episode_columns(conn)
                     if columns is not None:
                         self.catalog.load(columns)
@@ -252,7 +218,7 @@ class StoreFolder:
                 self._open_index(conn, ann, loaded.result())
             finally:
                 conn.execute("COMMIT")
-        _return_free_heap()
+        return_free_heap()
 
     def ensure_index(self) -> None:
         """Open the episode index once the store has its first episode (and so a dimension).
