@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command (`make test`, also .ci/run): set up the venv, colcon build,
-# lint and type-check, then run the whole test suite against the colcon install; then the
-# robot stages (tools/test_robot.sh: Debian 12's system Python; tools/test_robot_ubuntu2204.sh:
-# an Ubuntu 22.04-like Python 3.10).
+# lint and type-check, then run the whole test suite against the colcon install, and beside
+# it the robot stages (tools/test_robot.sh: Debian 12's system Python;
+# tools/test_robot_ubuntu2204.sh: an Ubuntu 22.04-like Python 3.10).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -30,6 +30,25 @@ if [[ -z "${ROS_DISTRO:-}" ]] || { command -v ruff && command -v mypy; } >/dev/n
 else  # lint is the venv's job (requirements/dev.txt); an apt ROS shell may not have it
   echo "== ruff, mypy: not on PATH, lint skipped (pip install -r requirements/test.txt)"
 fi
+# The robot stages (a robot's system Python with apt's numpy 1.x, the README's robot set-up,
+# the ROS-free tests, the demo), only on a full run (with arguments, the caller chose which
+# tests to run). They run beside the main suite, not after it: the three pytest processes
+# often wait (DDS timers, subprocesses, servers, Chromium), and the suite is to pass with
+# two CPU-bound processes beside it anyway; run one after another, CI took 34 minutes, of
+# which the robot stages 6.5. Their logs are printed after the main suite's, so that each
+# reports even when another fails.
+robot=0
+jammy=0
+if [[ $# -eq 0 ]]; then
+  logs="$(mktemp -d)"
+  # The robot stages leave out the `slow` tests (the consumers of a 24,576-episode store,
+  # about a minute; the index's own recall tests run in every stage): the main stage runs
+  # them, and CI stays in 30 min
+  bash "$ROOT/tools/test_robot.sh" -m "not slow" >"$logs/debian12.log" 2>&1 &
+  debian12=$!
+  bash "$ROOT/tools/test_robot_ubuntu2204.sh" -m "not slow" >"$logs/ubuntu2204.log" 2>&1 &
+  ubuntu2204=$!
+fi
 echo "== pytest ($(command -v pytest))"
 # `pytest`, not `python -m pytest`: the latter puts the repo root on sys.path, and the source
 # tree (which lacks the generated msg/srv modules) would shadow the colcon install.
@@ -38,29 +57,13 @@ main=0
 durations=()
 [[ $# -eq 0 ]] && durations=(--durations=25)
 pytest "${durations[@]}" "$@" || main=$?
-# The robot stages (a robot's system Python with apt's numpy 1.x, the README's robot set-up,
-# the ROS-free tests, the demo): after the main suite, so that each reports even when
-# another fails; only on a full run (with arguments, the caller chose which tests to run).
-# The two run at once (each is one pytest process that often waits: subprocesses, servers,
-# Chromium), their logs printed one after the other.
-robot=0
-jammy=0
 if [[ $# -eq 0 ]]; then
-  logs="$(mktemp -d)"
-  echo "== robot stages: Debian 12 (tools/test_robot.sh) and Ubuntu 22.04-like" \
-    "(tools/test_robot_ubuntu2204.sh), at once"
-  # The robot stages leave out the `slow` tests (the consumers of a 24,576-episode store,
-  # about a minute; the index's own recall tests run in every stage): the main stage runs
-  # them, and CI stays in 30 min
-  bash "$ROOT/tools/test_robot.sh" -m "not slow" >"$logs/debian12.log" 2>&1 &
-  debian12=$!
-  bash "$ROOT/tools/test_robot_ubuntu2204.sh" -m "not slow" >"$logs/ubuntu2204.log" 2>&1 &
-  ubuntu2204=$!
   wait "$debian12" || robot=$?
-  echo "== robot stage, Debian 12 (tools/test_robot.sh): exit $robot"
+  echo "== robot stage, Debian 12 (tools/test_robot.sh), run beside the main suite: exit $robot"
   cat "$logs/debian12.log"
   wait "$ubuntu2204" || jammy=$?
-  echo "== robot stage, Ubuntu 22.04-like (tools/test_robot_ubuntu2204.sh): exit $jammy"
+  echo "== robot stage, Ubuntu 22.04-like (tools/test_robot_ubuntu2204.sh), run beside" \
+    "the main suite: exit $jammy"
   cat "$logs/ubuntu2204.log"
   rm -r "$logs"
 fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI's robot stages (tools/test.sh runs them after the main suite): a robot's Python, then
+# CI's robot stages (tools/test.sh runs them beside the main suite): a robot's Python, then
 # the README's robot set-up step, as written there, in a workspace laid out as there; the
 # optional lines of doc/guides/robot-setup.md (PostgreSQL client, browser, Ray) and the test
 # tools; then the ROS-free part of the suite (`pytest --ros-free`, test/ros_free.py) and the
