@@ -14,7 +14,7 @@ import numpy as np
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
-from test_store_postgres import as_schema_5, as_schema_6
+from test_store_postgres import as_schema_5, as_schema_7
 
 import surprise_memory.memory.store.postgres.schema as pg_schema
 from surprise_memory.config import StoreConfig
@@ -187,6 +187,6 @@ def test_only_a_store_with_rows_migrates_under_the_long_bound(pg_url: str) -> No
     with pg_schema.connect(pg_url, read_only=False, timeout_s=5.0) as conn:
         pg_schema.ensure_schema(conn, "new", read_only=False, long_work=long_work)
         assert entered == [] and pg_schema.schema_version(conn) == pg_schema.SCHEMA_VERSION
-        as_schema_6(pg_url)  # back to schema 6: one step to migrate
+        as_schema_7(pg_url)  # back to schema 7: one step to migrate
         pg_schema.ensure_schema(conn, "old", read_only=False, long_work=long_work)
         assert entered == [1] and pg_schema.schema_version(conn) == pg_schema.SCHEMA_VERSION

@@ -17,6 +17,7 @@ import numpy.typing as npt
 import psycopg
 from pgvector import HalfVector
 
+from surprise_memory.errors import StoreError
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.pose_trust import TRUST_COLUMNS, trust_from_row, trust_values
 from surprise_memory.memory.store.camera_columns import (
@@ -74,7 +75,8 @@ _WRITTEN_COLUMNS = (
 _SELECT_RECORDS = (
     "SELECT " + _EPISODE_COLUMNS + ", "
     "ARRAY(SELECT f.stamp_ns FROM surprise_memory.frames f WHERE f.episode_seq = e.seq "
-    "ORDER BY f.idx) FROM surprise_memory.episodes e WHERE e.seq = ANY(%s)"
+    "AND f.robot_id = e.robot_id ORDER BY f.idx) "
+    "FROM surprise_memory.episodes e WHERE e.seq = ANY(%s)"
 )
 _POOLED_MIN_NORM = 1e-3
 
@@ -202,6 +204,7 @@ def insert_episode(
 
     Raises:
         psycopg.errors.UniqueViolation: The id exists.
+        StoreError: Another robot's episode has the id.
 
     """
     return copy_episodes(conn, [rec], [unit], [jpegs], [nbytes])[0]
@@ -229,24 +232,30 @@ def copy_episodes(
 
     Raises:
         psycopg.errors.UniqueViolation: An id exists.
+        StoreError: Another robot's episode has one of the ids (an id is unique per robot
+            in the database since schema 8; the store keeps it unique across robots
+            here, in the same transaction, so nothing of the batch is kept).
 
     """
     with conn.cursor().copy(f"COPY surprise_memory.episodes ({_WRITTEN_COLUMNS}) FROM STDIN") as cp:
         for rec, size in zip(records, nbytes, strict=True):
             cp.write_row(_written_values(rec, size))
-    seq_of = dict(
-        conn.execute(
-            "SELECT id, seq FROM surprise_memory.episodes WHERE id = ANY(%s)",
-            ([r.id for r in records],),
-        ).fetchall()
-    )
-    seqs = [int(seq_of[r.id]) for r in records]
+    robot_of = {r.id: r.robot_id for r in records}
+    seq_of: dict[str, int] = {}
+    for ep_id, seq, robot_id in conn.execute(
+        "SELECT id, seq, robot_id FROM surprise_memory.episodes WHERE id = ANY(%s)",
+        (list(robot_of),),
+    ):
+        if robot_id != robot_of[ep_id]:
+            raise StoreError(f"episode id {ep_id} is already in the store (robot {robot_id!r})")
+        seq_of[ep_id] = int(seq)
+    seqs = [seq_of[r.id] for r in records]
     _copy_binary(
         conn,
-        "frames (episode_seq, idx, stamp_ns, jpeg)",
-        ["bigint", "smallint", "bigint", "bytea"],
+        "frames (episode_seq, idx, robot_id, stamp_ns, jpeg)",
+        ["bigint", "smallint", "text", "bigint", "bytea"],
         (
-            (seq, i, stamp, jpeg)
+            (seq, i, rec.robot_id, stamp, jpeg)
             for seq, rec, files in zip(seqs, records, jpegs, strict=True)
             for i, (stamp, jpeg) in enumerate(zip(rec.frame_stamps_ns, files, strict=True))
         ),
@@ -370,9 +379,10 @@ def delete_episodes(conn: Conn, seqs: Sequence[int]) -> list[str]:
 
     """
     rows = conn.execute(
-        "WITH gone AS (DELETE FROM surprise_memory.episodes WHERE seq = ANY(%s) "
-        "RETURNING id, robot_id, nbytes, kind = 'place' AS place, "
-        "(SELECT count(*) FROM surprise_memory.frames f WHERE f.episode_seq = seq) AS nf), "
+        "WITH gone AS (DELETE FROM surprise_memory.episodes d WHERE d.seq = ANY(%s) "
+        "RETURNING d.id, d.robot_id, d.nbytes, d.kind = 'place' AS place, "
+        "(SELECT count(*) FROM surprise_memory.frames f WHERE f.episode_seq = d.seq "
+        "AND f.robot_id = d.robot_id) AS nf), "
         "per_robot AS (SELECT robot_id, count(*) AS n, sum(nf) AS nf, sum(nbytes) AS nb, "
         "count(*) FILTER (WHERE place) AS np, "
         "coalesce(sum(nbytes) FILTER (WHERE place), 0) AS npb FROM gone GROUP BY robot_id), "

@@ -10,9 +10,10 @@ the connection string names, so the store can share a database with other applic
   kept in step in the same transactions; the budget reads them, and an add locks its
   robot's row, which serialises the adds (and evictions) of one robot while other robots
   write in parallel;
-* ``episodes``: one row per episode (``seq`` is the key, an identity column; ``robot_id``
-  on every row);
-* ``frames (episode_seq, idx, stamp_ns, jpeg)``: the frames' JPEG bytes (``bytea``);
+* ``episodes``: one row per episode (``seq``, an identity column, with ``robot_id`` is
+  the key; the id is unique per robot, and the store refuses an id another robot holds);
+* ``frames (episode_seq, idx, robot_id, stamp_ns, jpeg)``: the frames' JPEG bytes
+  (``bytea``);
 * ``embeddings (episode_seq, idx, robot_id, stamp_ns, embedding)``: one unit-norm
   ``halfvec`` per frame; robot and stamp are copied from the episode so the exact scan
   can filter on them without a join;
@@ -20,6 +21,10 @@ the connection string names, so the store can share a database with other applic
   ``halfvec`` per episode, the unit-normalised mean of its frame embeddings
   (:func:`~surprise_memory.memory.store.postgres.rows.pooled_vector`), which the
   approximate index ranks; robot and stamp copied for the index scan's filters.
+
+Since schema 8 every key holds the robot id (an episode's rows reference
+``episodes (seq, robot_id)``), which is what a distributed PostgreSQL sharding every table
+by robot needs (the fleet guide gives that route; untested here).
 
 The approximate index, an HNSW index over ``pooled::halfvec(D)`` with
 ``halfvec_cosine_ops`` (one vector per episode: 8x fewer than one per frame, so the graph
@@ -51,12 +56,11 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from surprise_memory.errors import StoreError
-from surprise_memory.memory.store.camera_columns import CAMERA_COLUMN_TYPES
-from surprise_memory.memory.store.postgres.snapshots import SNAPSHOTS_TABLE
+from surprise_memory.memory.store.postgres.migrations import MIGRATIONS, SCHEMA_1
 from surprise_memory.memory.store.postgres.watchdog import TimedConnection
 
 if TYPE_CHECKING:
-    from typing_extensions import LiteralString  # typing's from Python 3.11 (we run on 3.10)
+    pass  # typing's from Python 3.11 (we run on 3.10)
 
 __all__ = [
     "HNSW_EF_CONSTRUCTION",
@@ -73,23 +77,30 @@ __all__ = [
 SCHEMA = "surprise_memory"
 """The PostgreSQL schema (namespace) holding the store's tables."""
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Version of the PostgreSQL schema written by this code (``meta.schema_version``).
 
-2. ``episode_vectors``: one pooled vector per episode (:func:`_v1_to_v2`).
-3. ``snapshots``: a bag recorder's answers per episode (:func:`_v2_to_v3`).
+2. ``episode_vectors``: one pooled vector per episode (``migrations._v1_to_v2``).
+3. ``snapshots``: a bag recorder's answers per episode (``migrations._v2_to_v3``).
 4. ``episodes.session_id``: the session (the machine's boot) that stored the episode, ""
-   (unknown) for older ones (:func:`_v3_to_v4`).
+   (unknown) for older ones (``migrations._v3_to_v4``).
 5. ``episodes.camera``, its optical frame and pose at the trigger
    (:mod:`~surprise_memory.memory.store.camera_columns`): older episodes were seen by one
-   unnamed camera whose pose is unknown (:func:`_v4_to_v5`).
+   unnamed camera whose pose is unknown (``migrations._v4_to_v5``).
 6. ``episodes.kind`` (``episode`` or ``place``: a place keyframe) and ``place_key``,
    indexed for the places' latest views; ``robots.places`` and ``robots.place_bytes``
    (the place keyframes among a robot's records, outside its budget); the eviction index
-   holds episodes only. Older rows are episodes (:func:`_v5_to_v6`).
+   holds episodes only. Older rows are episodes (``migrations._v5_to_v6``).
 7. ``episodes.pose_sigma_m`` (the pose's horizontal 1-sigma uncertainty in metres, NULL =
    unknown) and ``episodes.map_id`` ("" = unknown;
-   :mod:`~surprise_memory.memory.pose_trust`): older rows get unknown (:func:`_v6_to_v7`).
+   :mod:`~surprise_memory.memory.pose_trust`): older rows get unknown (``migrations._v6_to_v7``).
+8. The robot id in every key: ``frames`` and ``snapshots`` gain ``robot_id``; the keys
+   become ``episodes (seq, robot_id)`` and ``(id, robot_id)``, ``frames`` and
+   ``embeddings (episode_seq, idx, robot_id)``, ``episode_vectors (episode_seq,
+   robot_id)``, ``snapshots (episode_seq, kind, robot_id)``, and each table's foreign key
+   ``(episode_seq, robot_id)``. Every row of an episode then lives with its robot, so a
+   distributed PostgreSQL (Citus) can shard every table by ``robot_id`` and co-locate
+   them without another migration (``migrations._v7_to_v8``).
 """
 
 # pg_advisory_lock key of schema creation and migration: "SMEM" in ASCII
@@ -124,163 +135,6 @@ def _schema_lock(conn: psycopg.Connection[Any], what: str) -> Iterator[None]:
     finally:
         with contextlib.suppress(psycopg.Error):
             conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
-
-
-_V1: tuple[LiteralString, ...] = (
-    "CREATE TABLE surprise_memory.meta (key text PRIMARY KEY, value text NOT NULL)",
-    """CREATE TABLE surprise_memory.robots (
-        robot_id text PRIMARY KEY,
-        episodes bigint NOT NULL,
-        frames bigint NOT NULL,
-        nbytes bigint NOT NULL
-    )""",
-    """CREATE TABLE surprise_memory.episodes (
-        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        id text NOT NULL UNIQUE,
-        robot_id text NOT NULL,
-        stamp_ns bigint NOT NULL,
-        start_ns bigint NOT NULL,
-        end_ns bigint NOT NULL,
-        pos_x double precision NOT NULL,
-        pos_y double precision NOT NULL,
-        pos_z double precision NOT NULL,
-        ori_x double precision NOT NULL,
-        ori_y double precision NOT NULL,
-        ori_z double precision NOT NULL,
-        ori_w double precision NOT NULL,
-        pose_frame_id text NOT NULL,
-        pose_valid boolean NOT NULL,
-        surprise double precision NOT NULL,
-        threshold double precision,
-        encoder_model text NOT NULL,
-        encoder_pretrained boolean NOT NULL,
-        embedder_model text NOT NULL,
-        embedder_pretrained boolean NOT NULL,
-        created_wall_ns bigint NOT NULL,
-        nbytes bigint NOT NULL
-    )""",
-    "CREATE INDEX episodes_stamp ON surprise_memory.episodes (stamp_ns)",
-    # the eviction order of one robot, read in index order
-    "CREATE INDEX episodes_eviction ON surprise_memory.episodes "
-    "(robot_id, surprise, stamp_ns, seq)",
-    """CREATE TABLE surprise_memory.frames (
-        episode_seq bigint NOT NULL REFERENCES surprise_memory.episodes (seq) ON DELETE CASCADE,
-        idx smallint NOT NULL,
-        stamp_ns bigint NOT NULL,
-        jpeg bytea NOT NULL,
-        PRIMARY KEY (episode_seq, idx)
-    )""",
-    """CREATE TABLE surprise_memory.embeddings (
-        episode_seq bigint NOT NULL REFERENCES surprise_memory.episodes (seq) ON DELETE CASCADE,
-        idx smallint NOT NULL,
-        robot_id text NOT NULL,
-        stamp_ns bigint NOT NULL,
-        embedding halfvec NOT NULL,
-        PRIMARY KEY (episode_seq, idx)
-    )""",
-    # a 1024-d halfvec is 2 KiB: keep it in the heap row (no TOAST detour on every scan)
-    "ALTER TABLE surprise_memory.embeddings ALTER COLUMN embedding SET STORAGE PLAIN",
-)
-
-# schema 2: the per-episode pooled vectors, filled from the stored frames (the same rule
-# as rows.pooled_vector: the normalised mean, or the first frame when the mean is about
-# zero); the HNSW index over frames gives way to one over these (ensure_ann_index)
-_V1_TO_V2: tuple[LiteralString, ...] = (
-    """CREATE TABLE surprise_memory.episode_vectors (
-        episode_seq bigint PRIMARY KEY
-            REFERENCES surprise_memory.episodes (seq) ON DELETE CASCADE,
-        robot_id text NOT NULL,
-        stamp_ns bigint NOT NULL,
-        pooled halfvec NOT NULL
-    )""",
-    "ALTER TABLE surprise_memory.episode_vectors ALTER COLUMN pooled SET STORAGE PLAIN",
-    """INSERT INTO surprise_memory.episode_vectors (episode_seq, robot_id, stamp_ns, pooled)
-    SELECT m.episode_seq, e.robot_id, e.stamp_ns, avg(m.embedding)
-    FROM surprise_memory.embeddings m JOIN surprise_memory.episodes e ON e.seq = m.episode_seq
-    GROUP BY m.episode_seq, e.robot_id, e.stamp_ns""",
-    """UPDATE surprise_memory.episode_vectors v SET pooled = CASE
-        WHEN l2_norm(v.pooled) < 1e-3 THEN (SELECT m.embedding FROM surprise_memory.embeddings m
-            WHERE m.episode_seq = v.episode_seq ORDER BY m.idx LIMIT 1)
-        ELSE l2_normalize(v.pooled) END""",
-    "DROP INDEX IF EXISTS surprise_memory.embeddings_hnsw",
-)
-
-
-def _v1_to_v2(conn: psycopg.Connection[Any]) -> None:
-    """Schema 1 -> 2: add ``episode_vectors`` (one pooled vector per episode), filled."""
-    for stmt in _V1_TO_V2:
-        conn.execute(stmt)
-
-
-def _v2_to_v3(conn: psycopg.Connection[Any]) -> None:
-    """Schema 2 -> 3: add ``snapshots`` (empty: no episode asked for one before)."""
-    conn.execute(SNAPSHOTS_TABLE)
-
-
-def _v3_to_v4(conn: psycopg.Connection[Any]) -> None:
-    """Schema 3 -> 4: add ``episodes.session_id``, "" (unknown) for the episodes stored before."""
-    conn.execute(
-        "ALTER TABLE surprise_memory.episodes ADD COLUMN session_id text NOT NULL DEFAULT ''"
-    )
-
-
-_SQL_KINDS = {"text": "text", "bool": "boolean", "float": "double precision"}
-_SQL_DEFAULTS = {"0": "0", "1": "1", "''": "''"}
-
-
-def _v4_to_v5(conn: psycopg.Connection[Any]) -> None:
-    """Schema 4 -> 5: the camera columns; older episodes: one unnamed camera, pose unknown."""
-    for name, kind, default in CAMERA_COLUMN_TYPES:
-        value = "false" if kind == "bool" else _SQL_DEFAULTS[default]
-        conn.execute(
-            sql.SQL(
-                "ALTER TABLE surprise_memory.episodes ADD COLUMN {} {} NOT NULL DEFAULT {}"
-            ).format(sql.Identifier(name), sql.SQL(_SQL_KINDS[kind]), sql.SQL(value))
-        )
-
-
-_V5_TO_V6: tuple[LiteralString, ...] = (
-    "ALTER TABLE surprise_memory.episodes ADD COLUMN kind text NOT NULL DEFAULT 'episode'",
-    "ALTER TABLE surprise_memory.episodes ADD COLUMN place_key text NOT NULL DEFAULT ''",
-    # the places' views, newest first per place and robot; episodes are not in it
-    "CREATE INDEX episodes_place ON surprise_memory.episodes (place_key, robot_id, stamp_ns) "
-    "WHERE kind = 'place'",
-    # the budget's order walks episodes only (place keyframes are outside the budget)
-    "DROP INDEX surprise_memory.episodes_eviction",
-    "CREATE INDEX episodes_eviction ON surprise_memory.episodes "
-    "(robot_id, surprise, stamp_ns, seq) WHERE kind = 'episode'",
-    "ALTER TABLE surprise_memory.robots ADD COLUMN places bigint NOT NULL DEFAULT 0",
-    "ALTER TABLE surprise_memory.robots ADD COLUMN place_bytes bigint NOT NULL DEFAULT 0",
-)
-
-
-def _v5_to_v6(conn: psycopg.Connection[Any]) -> None:
-    """Schema 5 -> 6: the record's kind and place; the rows stored before are episodes."""
-    for stmt in _V5_TO_V6:
-        conn.execute(stmt)
-
-
-def _v6_to_v7(conn: psycopg.Connection[Any]) -> None:
-    """Schema 6 -> 7: the pose's uncertainty and map; the rows stored before: unknown."""
-    conn.execute("ALTER TABLE surprise_memory.episodes ADD COLUMN pose_sigma_m double precision")
-    conn.execute("ALTER TABLE surprise_memory.episodes ADD COLUMN map_id text NOT NULL DEFAULT ''")
-
-
-Migration = Callable[[psycopg.Connection[Any]], None]
-MIGRATIONS: dict[int, Migration] = {
-    1: _v1_to_v2,
-    2: _v2_to_v3,
-    3: _v3_to_v4,
-    4: _v4_to_v5,
-    5: _v5_to_v6,
-    6: _v6_to_v7,
-}
-"""Schema steps: ``MIGRATIONS[v]`` turns a version-v store into version v+1.
-
-Add one entry per schema change (and bump :data:`SCHEMA_VERSION`); each runs in its own
-transaction together with the ``schema_version`` update, so a failure mid-migration leaves
-the previous version intact (PostgreSQL's DDL is transactional).
-"""
 
 
 LongWork = Callable[[], AbstractContextManager[Any]]
@@ -466,7 +320,7 @@ def ensure_schema(
         if version == 0:
             with conn.transaction():
                 conn.execute("CREATE SCHEMA IF NOT EXISTS surprise_memory")
-                for stmt in _V1:
+                for stmt in SCHEMA_1:
                     conn.execute(stmt)
                 conn.execute(
                     "INSERT INTO surprise_memory.meta (key, value) VALUES ('schema_version', '1')"

@@ -170,7 +170,8 @@ class SqlSearch(NamedTuple):
                         "SELECT e.seq, s.score, " + dist + " AS d "
                         "FROM surprise_memory.episodes e CROSS JOIN LATERAL "
                         "(SELECT max(1 - (m.embedding <=> %(q)s)) AS score "
-                        "FROM surprise_memory.embeddings m WHERE m.episode_seq = e.seq) s "
+                        "FROM surprise_memory.embeddings m "
+                        "WHERE m.episode_seq = e.seq AND m.robot_id = e.robot_id) s "
                         "WHERE " + where + " AND s.score IS NOT NULL" + order
                     )
                 ]
@@ -186,8 +187,9 @@ class SqlSearch(NamedTuple):
         if exact_candidates:
             # every filter before the ranking; "+ 0" keeps the HNSW index out of the plan
             candidates = (
-                "SELECT v.episode_seq FROM surprise_memory.episodes e "
-                "JOIN surprise_memory.episode_vectors v ON v.episode_seq = e.seq WHERE "
+                "SELECT v.episode_seq, v.robot_id FROM surprise_memory.episodes e "
+                "JOIN surprise_memory.episode_vectors v "
+                "ON v.episode_seq = e.seq AND v.robot_id = e.robot_id WHERE "
                 + where
                 + " ORDER BY (v.pooled::halfvec({dim}) <=> %(q)s::halfvec({dim})) + 0, "
                 "v.episode_seq LIMIT %(n)s"
@@ -195,7 +197,7 @@ class SqlSearch(NamedTuple):
         else:
             vec_filter = " AND ".join(f.format(a="v") for f in fr_where) or "TRUE"
             candidates = (
-                "SELECT v.episode_seq FROM surprise_memory.episode_vectors v "
+                "SELECT v.episode_seq, v.robot_id FROM surprise_memory.episode_vectors v "
                 "WHERE " + vec_filter + " ORDER BY v.pooled::halfvec({dim}) <=> "
                 "%(q)s::halfvec({dim}) LIMIT %(n)s"
             )
@@ -203,11 +205,12 @@ class SqlSearch(NamedTuple):
             [
                 sql.SQL(
                     "SELECT e.seq, s.score, " + dist + " AS d FROM (SELECT c.episode_seq, "
-                    "(SELECT max(1 - (m.embedding <=> %(q)s)) "
-                    "FROM surprise_memory.embeddings m WHERE m.episode_seq = c.episode_seq) "
-                    "AS score FROM (" + candidates + ") c) s "
+                    "c.robot_id, (SELECT max(1 - (m.embedding <=> %(q)s)) "
+                    "FROM surprise_memory.embeddings m WHERE m.episode_seq = c.episode_seq "
+                    "AND m.robot_id = c.robot_id) AS score FROM (" + candidates + ") c) s "
                     "CROSS JOIN LATERAL (SELECT * FROM surprise_memory.episodes e "
-                    "WHERE e.seq = s.episode_seq OFFSET 0) e WHERE " + where + order
+                    "WHERE e.seq = s.episode_seq AND e.robot_id = s.robot_id OFFSET 0) e "
+                    "WHERE " + where + order
                 ).format(dim=sql.Literal(int(dim)))
             ]
         )

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SNAPSHOTS_TABLE", "select_snapshots", "upsert_snapshots"]
 
+# as schema 3 created it; schema 8 adds robot_id to the row and its keys
 SNAPSHOTS_TABLE: LiteralString = """CREATE TABLE surprise_memory.snapshots (
     episode_seq bigint NOT NULL REFERENCES surprise_memory.episodes (seq) ON DELETE CASCADE,
     kind text NOT NULL,
@@ -30,14 +31,16 @@ SNAPSHOTS_TABLE: LiteralString = """CREATE TABLE surprise_memory.snapshots (
 
 _UPSERT: LiteralString = (
     "INSERT INTO surprise_memory.snapshots "
-    "(episode_seq, kind, requested_ns, answered_ns, success, message) "
-    "SELECT seq, %s, %s, %s, %s, %s FROM surprise_memory.episodes WHERE id = ANY(%s) "
-    "ON CONFLICT (episode_seq, kind) DO UPDATE SET requested_ns = excluded.requested_ns, "
-    "answered_ns = excluded.answered_ns, success = excluded.success, message = excluded.message"
+    "(episode_seq, robot_id, kind, requested_ns, answered_ns, success, message) "
+    "SELECT seq, robot_id, %s, %s, %s, %s, %s FROM surprise_memory.episodes WHERE id = ANY(%s) "
+    "ON CONFLICT (episode_seq, kind, robot_id) DO UPDATE SET "
+    "requested_ns = excluded.requested_ns, answered_ns = excluded.answered_ns, "
+    "success = excluded.success, message = excluded.message"
 )
 _SELECT: LiteralString = (
     "SELECT e.id, s.kind, s.requested_ns, s.answered_ns, s.success, s.message "
-    "FROM surprise_memory.snapshots s JOIN surprise_memory.episodes e ON e.seq = s.episode_seq "
+    "FROM surprise_memory.snapshots s JOIN surprise_memory.episodes e "
+    "ON e.seq = s.episode_seq AND e.robot_id = s.robot_id "
     "WHERE e.id = ANY(%s) ORDER BY e.seq, s.requested_ns"
 )
 
