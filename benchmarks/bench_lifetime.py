@@ -75,6 +75,7 @@ class World:
         self.near = np.argsort(d2, axis=1)[:, 1:9]
         steps = rng.standard_normal((400, DIM)) * 0.08  # a slow walk, one step per day
         self.drift = np.cumsum(steps, axis=0)
+        self.period_ns = PERIOD_NS  # between two episodes (a fleet of N records N x as often)
 
     def drift_at(self, stamps: np.ndarray) -> np.ndarray:
         day = np.clip(stamps / DAY_NS, 0, self.drift.shape[0] - 2)
@@ -86,7 +87,7 @@ class World:
         """Episodes ``b*BATCH .. (b+1)*BATCH-1``: stamps, positions, unit float16 frames."""
         rng = np.random.default_rng([self.seed, 1, b])
         idx = np.arange(b * BATCH, (b + 1) * BATCH)
-        stamps = idx * PERIOD_NS + rng.integers(0, S, BATCH)
+        stamps = idx * self.period_ns + rng.integers(0, S, BATCH)
         place = np.empty(BATCH, dtype=np.int64)
         cur = int(rng.integers(PLACES))
         walk = (rng.random(BATCH) < 0.9).tolist()
