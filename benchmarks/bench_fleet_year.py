@@ -291,16 +291,23 @@ def run_queries(
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """The client process: open, the queries, then the queries again beside a writer."""
+    from surprise_memory.config import StoreConfig
     from surprise_memory.memory.store import open_store
 
     world = fleet_world(args.seed, args.robots)
     queries = world.queries(args.queries)
     days = np.load(args.work / "windows.npy")
+    config = StoreConfig.from_mapping(
+        {k: int(v) for k, v in (s.split("=", 1) for s in args.setting)}
+    )
     t0 = time.perf_counter()
-    store = open_store(args.pg_url)
+    store = open_store(args.pg_url, config)
     out: dict[str, Any] = {"open_s": time.perf_counter() - t0, "episodes": len(store)}
     out["ms"], out["hits"] = run_queries(store, queries, days, args.robots, world)
     out["rss"] = _rss()
+    if args.variant:  # the store as it is, with other settings: queries only
+        store.close()
+        return out
     ctx = mp.get_context("spawn")
     stop, box = ctx.Event(), ctx.Queue()
     writer = ctx.Process(
@@ -334,6 +341,8 @@ def child(args: argparse.Namespace, url: str, ingest_from: int) -> dict[str, Any
         "--ingest-from",
         str(ingest_from),
         "--child",
+        *(["--variant", args.variant] if args.variant else []),
+        *(f"--setting={s}" for s in args.setting),
     ]
     return dict(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
 
@@ -346,8 +355,11 @@ def summarise(res: dict[str, Any], want: dict[str, list[list[str]]]) -> dict[str
             "p50_ms": float(np.percentile(res["ms"][kind], 50)),
             "p99_ms": float(np.percentile(res["ms"][kind], 99)),
             "recall": recall(res["hits"][kind], want[kind]),
-            "p99_ingest_ms": float(np.percentile(res["ms_ingest"][kind], 99)),
         }
+        if "ms_ingest" in res:
+            out[kind]["p99_ingest_ms"] = float(np.percentile(res["ms_ingest"][kind], 99))
+    if "ingest" not in res:
+        return out
     ing = res["ingest"]
     out["ingest_per_s"] = ing["adds"] / max(ing["seconds"], 1e-9)
     out["ingest_adds"] = ing["adds"]
@@ -376,6 +388,12 @@ def main_run(args: argparse.Namespace) -> list[dict[str, Any]]:
         state["versions"] = server_versions(server)
         print(state["versions"], file=sys.stderr, flush=True)
         have = int(state["have"])
+        if args.variant and state["rows"]:
+            pg_prewarm(url)
+            res = child(args, url, have)
+            state["rows"][-1][f"pg_{args.variant}"] = summarise(res, truth.ids())
+            state_path.write_text(json.dumps(state))
+            return list(state["rows"])
         if have:  # drop what a killed run loaded after its last saved state
             import psycopg
 
@@ -454,6 +472,13 @@ def print_report(rows: list[dict[str, Any]], versions: str, robots: int) -> None
             + " |"
         )
     for r in rows:
+        for key in sorted(k for k in r if k.startswith("pg_")):
+            m = r[key]
+            cells = " | ".join(
+                f"{m[k]['p50_ms']:.1f} / {m[k]['p99_ms']:.1f} ({m[k]['recall']:.3f})" for k in KINDS
+            )
+            print(f"| {r['episodes']:,} {key[3:]} | {m['open_s']:.2f} | {cells} | |")
+    for r in rows:
         d = r["disk"]
         print(
             f"{r['episodes']:,}: database {d['database'] / 2**30:.2f} GiB "
@@ -496,6 +521,20 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pg-url", default="", help=argparse.SUPPRESS)
     p.add_argument("--ingest-from", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--variant",
+        default="",
+        metavar="NAME",
+        help="measure the last size again as it is (queries only) with --setting, kept as "
+        "pg_NAME beside its row",
+    )
+    p.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="KEY=INT",
+        help="a StoreConfig setting of the measured store (e.g. ann_ef_search=400)",
+    )
     return p.parse_args(argv)
 
 
