@@ -48,7 +48,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -58,9 +58,6 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from surprise_memory.errors import StoreError
 from surprise_memory.memory.store.postgres.migrations import MIGRATIONS, SCHEMA_1
 from surprise_memory.memory.store.postgres.watchdog import TimedConnection
-
-if TYPE_CHECKING:
-    pass  # typing's from Python 3.11 (we run on 3.10)
 
 __all__ = [
     "HNSW_EF_CONSTRUCTION",
