@@ -45,23 +45,22 @@ from bench_fleet_store import server_versions
 from bench_lifetime import (
     BATCH,
     DAY_NS,
-    DIM,
-    FRAMES,
-    MODEL,
     PERIOD_NS,
-    RADIUS_M,
     ROBOT_YEAR,
-    K,
+    Truth,
     World,
-    _frames_of,
-    _record,
     _rss,
-    _unit,
+    add_public,
     episode_id,
+    pg_grow,
+    pg_index,
     pg_prewarm,
     pg_server_at,
     pg_server_pss,
+    pg_sizes,
+    place_filter,
     recall,
+    timed_queries,
 )
 
 KINDS = ("text", "robot", "day", "robot_day", "radius")
@@ -79,164 +78,26 @@ def fleet_world(seed: int, robots: int) -> World:
     return world
 
 
-class FleetTruth:
-    """Exact top-10 by max-over-frames for each query, per kind, kept up to date on loads."""
+class FleetTruth(Truth):
+    """:class:`Truth` for the fleet's five kinds of query (:data:`KINDS`)."""
 
     def __init__(
         self, queries: dict[str, np.ndarray], world: World, robots: int, day_span: int
     ) -> None:
-        n = queries["vec"].shape[0]
-        self.q = queries["vec"]
+        super().__init__(queries, world, KINDS)
         self.robots = robots
-        self.centre = world.pos[queries["place"]]
-        self.robot = np.arange(n) % robots  # query i asks about robot i % N
+        self.robot = np.arange(queries["vec"].shape[0]) % robots  # query i: robot i % N
         day = queries["day"] % max(day_span, 1)
         self.window = np.stack([day * DAY_NS, (day + 1) * DAY_NS - 1], axis=1)
-        self.top = {kind: np.full((n, K), -1, dtype=np.int64) for kind in KINDS}
-        self.score = {kind: np.full((n, K), -np.inf) for kind in KINDS}
 
-    def update(self, batch: dict[str, np.ndarray], sel: slice) -> None:
-        """Add episodes ``sel`` of ``batch`` to every kind's top-10."""
-        frames = _unit(batch["frames"][sel].astype(np.float32))
-        e = frames.shape[0]
-        sims = (frames.reshape(e * FRAMES, DIM) @ self.q.T).reshape(e, FRAMES, -1).max(axis=1).T
-        idx = batch["index"][sel]
-        stamps = batch["stamp"][sel]
+    def masks(self, batch: dict[str, np.ndarray], sel: slice) -> dict[str, np.ndarray | None]:
+        """The radius of :class:`Truth`, the query's robot, its day, and both."""
+        idx, stamps = batch["index"][sel], batch["stamp"][sel]
         mine = (idx[None, :] % self.robots) == self.robot[:, None]
         in_day = (stamps[None, :] >= self.window[:, :1]) & (stamps[None, :] <= self.window[:, 1:])
-        near = np.linalg.norm(batch["xy"][sel][None] - self.centre[:, None], axis=2) <= RADIUS_M
-        masks = {"text": None, "robot": mine, "day": in_day, "robot_day": mine & in_day}
-        masks["radius"] = near
-        for kind, mask in masks.items():
-            s = sims if mask is None else np.where(mask, sims, -np.inf)
-            all_s = np.concatenate([self.score[kind], s], axis=1)
-            all_i = np.concatenate([self.top[kind], np.broadcast_to(idx, s.shape)], axis=1)
-            best = np.argsort(-all_s, axis=1, kind="stable")[:, :K]
-            self.score[kind] = np.take_along_axis(all_s, best, 1)
-            self.top[kind] = np.take_along_axis(all_i, best, 1)
-
-    def ids(self) -> dict[str, list[list[str]]]:
-        """Each kind's true top-10 as episode ids."""
-        return {
-            kind: [[episode_id(int(i)) for i in row if i >= 0] for row in self.top[kind]]
-            for kind in KINDS
-        }
-
-    def save(self, path: Path) -> None:
-        arrays: dict[str, Any] = {f"top_{k}": v for k, v in self.top.items()}
-        arrays |= {f"score_{k}": v for k, v in self.score.items()}
-        np.savez(path, **arrays)
-
-    def load(self, path: Path) -> None:
-        data = np.load(path)
-        for k in KINDS:
-            self.top[k], self.score[k] = data[f"top_{k}"], data[f"score_{k}"]
-
-
-def fleet_record(batch: dict[str, np.ndarray], j: int, robots: int) -> Any:
-    """Episode ``j`` of ``batch`` as its robot's record."""
-    import dataclasses
-
-    rec = _record(batch, j)
-    return dataclasses.replace(rec, robot_id=robot_of(int(batch["index"][j]), robots))
-
-
-def load(url: str, world: World, truth: FleetTruth, have: int, want: int) -> int:
-    """COPY episodes ``have .. want-1`` into the store's tables, one batch a transaction."""
-    import psycopg
-    from pgvector.psycopg import register_vector
-
-    from surprise_memory.memory.store import open_store
-    from surprise_memory.memory.store.postgres.rows import add_robot_counts, copy_episodes
-
-    if have == 0:  # the first episode through add: schema, meta
-        with open_store(url) as store:
-            add_fleet(store, world.batch(0), 0, truth.robots)
-        truth.update(world.batch(0), slice(0, 1))
-        have = 1
-    t0, start = time.perf_counter(), have
-    nbytes = FRAMES * DIM * 2  # the halfvec vectors; no JPEG bytes
-    with psycopg.connect(url, autocommit=True) as conn:
-        register_vector(conn)
-        conn.execute("DROP INDEX IF EXISTS surprise_memory.episode_vectors_hnsw")
-        conn.execute("SET synchronous_commit = off")  # a bulk load: a crash reruns the batch
-        while have < want:
-            b = have // BATCH
-            batch = world.batch(b)
-            lo, hi = have - b * BATCH, min(BATCH, want - b * BATCH)
-            recs = [fleet_record(batch, j, truth.robots) for j in range(lo, hi)]
-            with conn.transaction():
-                copy_episodes(
-                    conn,
-                    recs,
-                    list(batch["frames"][lo:hi]),
-                    [[b""] * FRAMES] * len(recs),
-                    [nbytes] * len(recs),
-                )
-                for robot in sorted({r.robot_id for r in recs}):
-                    n = sum(r.robot_id == robot for r in recs)
-                    add_robot_counts(conn, robot, episodes=n, frames=n * FRAMES, nbytes=n * nbytes)
-            truth.update(batch, slice(lo, hi))
-            have = b * BATCH + hi
-            rate = (have - start) / max(time.perf_counter() - t0, 1e-9)
-            print(f"  loaded {have:,} episodes ({rate:,.0f}/s)", file=sys.stderr, flush=True)
-        conn.execute("VACUUM ANALYZE")
-    return have
-
-
-def build_index(url: str, episodes: int) -> tuple[float, int]:
-    """The store's HNSW index, built with memory for its graph; (seconds, bytes)."""
-    import psycopg
-
-    from surprise_memory.memory.store.postgres.schema import ensure_ann_index
-
-    graph_mb = max(2048, episodes * 5 // 1024)  # about 4 KiB a node (the 1024-d halfvec + links)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"SET maintenance_work_mem = '{graph_mb}MB'")
-        conn.execute("SET max_parallel_maintenance_workers = 1")  # two processes on 2 cores
-        t = time.perf_counter()
-        ensure_ann_index(conn, DIM)
-        secs = time.perf_counter() - t
-        row = conn.execute(
-            "SELECT pg_relation_size('surprise_memory.episode_vectors_hnsw')"
-        ).fetchone()
-    return secs, int(row[0]) if row else 0
-
-
-def disk(url: str) -> dict[str, int]:
-    """Bytes of the database and of each table (with its indexes and TOAST)."""
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
-        out = {"database": int(row[0]) if row else 0}
-        for table in ("episodes", "frames", "embeddings", "episode_vectors"):
-            row = conn.execute(
-                "SELECT pg_total_relation_size(%s)", (f"surprise_memory.{table}",)
-            ).fetchone()
-            out[table] = int(row[0]) if row else 0
-    return out
-
-
-def add_fleet(store: Any, batch: dict[str, np.ndarray], j: int, robots: int) -> float:
-    """Add episode ``j`` of ``batch`` through the public ``add``; returns seconds."""
-    from surprise_memory.memory.pose import Pose
-
-    x, y = (float(v) for v in batch["xy"][j])
-    i = int(batch["index"][j])
-    t = time.perf_counter()
-    store.add(
-        _frames_of(batch, j),
-        batch["frames"][j].astype(np.float32),
-        stamp_ns=int(batch["stamp"][j]),
-        surprise=float(batch["surprise"][j]),
-        embedder_model=MODEL,
-        embedder_pretrained=True,
-        pose=Pose(x, y, 0.0, frame_id="map"),
-        episode_id=episode_id(i),
-        robot_id=robot_of(i, robots),
-    )
-    return time.perf_counter() - t
+        masks = super().masks(batch, sel)
+        masks.update(robot=mine, day=in_day, robot_day=mine & in_day)
+        return masks
 
 
 def _writer(url: str, fleet: tuple[int, int], first: int, stop: Any, out: Any) -> None:
@@ -256,7 +117,7 @@ def _writer(url: str, fleet: tuple[int, int], first: int, stop: Any, out: Any) -
         while not stop.is_set():
             if i // BATCH not in batches:
                 batches = {i // BATCH: world.batch(i // BATCH)}
-            ms.append(add_fleet(store, batches[i // BATCH], i % BATCH, robots) * 1e3)
+            ms.append(add_public(store, batches[i // BATCH], i % BATCH, robot_of(i, robots)) * 1e3)
             i += 1
         out.put({"adds": len(ms), "seconds": time.perf_counter() - t0, "ms": ms})
 
@@ -265,28 +126,16 @@ def run_queries(
     store: Any, queries: dict[str, np.ndarray], truth_days: np.ndarray, robots: int, world: World
 ) -> tuple[dict[str, list[float]], dict[str, list[list[str]]]]:
     """Each query five ways (:data:`KINDS`): latencies (ms) and the ids found."""
-    from surprise_memory.memory.retrieval import RetrievalQuery
 
-    ms: dict[str, list[float]] = {}
-    found: dict[str, list[list[str]]] = {}
-    for kind in KINDS:
-        lat, hits = [], []
-        for i, q in enumerate(queries["vec"]):
-            extra: dict[str, Any] = {}
-            if kind in ("robot", "robot_day"):
-                extra["robot_id"] = robot_of(i, robots)
-            if kind in ("day", "robot_day"):
-                extra["start_ns"], extra["end_ns"] = (int(v) for v in truth_days[i])
-            if kind == "radius":
-                cx, cy = world.pos[queries["place"][i]]
-                extra.update(near=(float(cx), float(cy), 0.0), radius_m=RADIUS_M, near_frame="map")
-            rq = RetrievalQuery(embedding=q, embedder_model=MODEL, max_results=K, **extra)
-            t = time.perf_counter()
-            got = store.retrieve(rq)
-            lat.append((time.perf_counter() - t) * 1e3)
-            hits.append([h.episode.id for h in got])
-        ms[kind], found[kind] = lat, hits
-    return ms, found
+    def filters(kind: str, i: int) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if kind in ("robot", "robot_day"):
+            extra["robot_id"] = robot_of(i, robots)
+        if kind in ("day", "robot_day"):
+            extra["start_ns"], extra["end_ns"] = (int(v) for v in truth_days[i])
+        return place_filter(world, queries, i) if kind == "radius" else extra
+
+    return timed_queries(store.retrieve, queries, KINDS, filters)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -413,7 +262,7 @@ def main_run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 continue
             t = time.perf_counter()
             loaded_from = have
-            have = load(url, world, truth, have, size)
+            have = pg_grow(url, world, truth, (have, size), lambda i: robot_of(i, args.robots))
             row: dict[str, Any] = {
                 "size": size,
                 "load_s": time.perf_counter() - t,
@@ -422,20 +271,17 @@ def main_run(args: argparse.Namespace) -> list[dict[str, Any]]:
             truth.save(work / "truth.npz")
             state["have"] = have
             state_path.write_text(json.dumps(state))
-            row["index_build_s"], row["hnsw_bytes"] = build_index(url, have)
+            row["index_build_s"], row["hnsw_bytes"] = pg_index(url, have)
             row["prewarm_bytes"] = pg_prewarm(url)
             row["load_avg"] = os.getloadavg()
             res = child(args, url, have)
             row["pg"] = summarise(res, truth.ids())
             row["pg"]["server_pss"] = pg_server_pss(server)
             added = int(res["ingest"]["adds"])  # the writer's episodes joined the store
-            for b in range(have // BATCH, (have + added - 1) // BATCH + 1):
-                lo, hi = max(have, b * BATCH), min(have + added, (b + 1) * BATCH)
-                if lo < hi:
-                    truth.update(world.batch(b), slice(lo - b * BATCH, hi - b * BATCH))
+            truth.update_range(world, have, have + added)
             have += added
             row["episodes"] = have
-            row["disk"] = disk(url)
+            row["disk"] = pg_sizes(url)
             print(json.dumps(row), file=sys.stderr, flush=True)
             state["rows"].append(row)
             state["have"] = have

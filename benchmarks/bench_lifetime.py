@@ -41,6 +41,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -135,28 +136,57 @@ def episode_id(i: int) -> str:
 
 # ----------------------------------------------------------------- ground truth
 class Truth:
-    """Exact top-10 by max-over-frames over every episode so far: unfiltered and radius."""
+    """Exact top-10 by max-over-frames over every episode so far: unfiltered and radius.
 
-    def __init__(self, queries: dict[str, np.ndarray], world: World) -> None:
+    A subclass adds kinds of query by naming them (``kinds``) and saying which episodes
+    each one may find (:meth:`masks`).
+    """
+
+    def __init__(
+        self,
+        queries: dict[str, np.ndarray],
+        world: World,
+        kinds: tuple[str, ...] = ("text", "radius"),
+    ) -> None:
         n = queries["vec"].shape[0]
         self.q = queries["vec"]
         self.centre = world.pos[queries["place"]]
-        self.top = {kind: np.full((n, K), -1, dtype=np.int64) for kind in ("text", "radius")}
-        self.score = {kind: np.full((n, K), -np.inf) for kind in ("text", "radius")}
+        self.top = {kind: np.full((n, K), -1, dtype=np.int64) for kind in kinds}
+        self.score = {kind: np.full((n, K), -np.inf) for kind in kinds}
+
+    def masks(self, batch: dict[str, np.ndarray], sel: slice) -> dict[str, np.ndarray | None]:
+        """Per kind, which of the episodes ``sel`` each query may find (None: all)."""
+        xy = batch["xy"][sel]
+        inside = np.linalg.norm(xy[None, :, :] - self.centre[:, None, :], axis=2) <= RADIUS_M
+        return {"text": None, "radius": inside}
 
     def update(self, batch: dict[str, np.ndarray], sel: slice) -> None:
+        """Add episodes ``sel`` of ``batch`` to every kind's top-10."""
         frames = _unit(batch["frames"][sel].astype(np.float32))
         e = frames.shape[0]
         sims = (frames.reshape(e * FRAMES, DIM) @ self.q.T).reshape(e, FRAMES, -1).max(axis=1).T
         idx = batch["index"][sel]
-        xy = batch["xy"][sel]
-        inside = np.linalg.norm(xy[None, :, :] - self.centre[:, None, :], axis=2) <= RADIUS_M
-        for kind, s in (("text", sims), ("radius", np.where(inside, sims, -np.inf))):
+        for kind, mask in self.masks(batch, sel).items():
+            s = sims if mask is None else np.where(mask, sims, -np.inf)
             all_s = np.concatenate([self.score[kind], s], axis=1)
             all_i = np.concatenate([self.top[kind], np.broadcast_to(idx, s.shape)], axis=1)
             best = np.argsort(-all_s, axis=1, kind="stable")[:, :K]
             self.score[kind] = np.take_along_axis(all_s, best, 1)
             self.top[kind] = np.take_along_axis(all_i, best, 1)
+
+    def update_range(self, world: World, first: int, end: int) -> None:
+        """Add episodes ``first .. end-1`` of ``world``, one batch of it at a time."""
+        for b in range(first // BATCH, (end - 1) // BATCH + 1):
+            lo, hi = max(first, b * BATCH), min(end, (b + 1) * BATCH)
+            if lo < hi:
+                self.update(world.batch(b), slice(lo - b * BATCH, hi - b * BATCH))
+
+    def ids(self) -> dict[str, list[list[str]]]:
+        """Each kind's true top-10 as episode ids."""
+        return {
+            kind: [[episode_id(int(i)) for i in row if i >= 0] for row in top]
+            for kind, top in self.top.items()
+        }
 
     def save(self, path: Path) -> None:
         arrays: dict[str, Any] = {f"top_{k}": v for k, v in self.top.items()}
@@ -171,7 +201,7 @@ class Truth:
 
 
 # ----------------------------------------------------------------- building
-def _record(batch: dict[str, np.ndarray], j: int) -> Any:
+def _record(batch: dict[str, np.ndarray], j: int, robot_id: str = "robot") -> Any:
     from surprise_memory.memory.pose import Pose
     from surprise_memory.memory.store.records import EpisodeRecord
 
@@ -195,7 +225,7 @@ def _record(batch: dict[str, np.ndarray], j: int) -> Any:
         embedder_model=MODEL,
         embedder_pretrained=True,
         created_wall_ns=0,
-        robot_id="robot",
+        robot_id=robot_id,
     )
 
 
@@ -210,7 +240,7 @@ def _frames_of(batch: dict[str, np.ndarray], j: int) -> list[Any]:
     ]
 
 
-def add_public(store: Any, batch: dict[str, np.ndarray], j: int) -> float:
+def add_public(store: Any, batch: dict[str, np.ndarray], j: int, robot_id: str = "robot") -> float:
     """Add one episode through ``EpisodeStore.add``; returns seconds."""
     from surprise_memory.memory.pose import Pose
 
@@ -225,7 +255,7 @@ def add_public(store: Any, batch: dict[str, np.ndarray], j: int) -> float:
         embedder_pretrained=True,
         pose=Pose(x, y, 0.0, frame_id="map"),
         episode_id=episode_id(int(batch["index"][j])),
-        robot_id="robot",
+        robot_id=robot_id,
     )
     return time.perf_counter() - t
 
@@ -295,32 +325,50 @@ def _day_window(day: int, days: int) -> tuple[int, int]:
     return d * DAY_NS, (d + 1) * DAY_NS - 1
 
 
+def place_filter(world: World, queries: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+    """Query ``i``'s radius filter: 25 m around the place it was drawn from."""
+    cx, cy = world.pos[queries["place"][i]]
+    return {"near": (float(cx), float(cy), 0.0), "radius_m": RADIUS_M, "near_frame": "map"}
+
+
+def timed_queries(
+    retrieve: Any,
+    queries: dict[str, np.ndarray],
+    kinds: tuple[str, ...],
+    filters: Callable[[str, int], dict[str, Any]],
+) -> tuple[dict[str, list[float]], dict[str, list[list[str]]]]:
+    """Each query once per kind, with ``filters(kind, i)``: latencies (ms) and ids found."""
+    from surprise_memory.memory.retrieval import RetrievalQuery
+
+    ms: dict[str, list[float]] = {}
+    found: dict[str, list[list[str]]] = {}
+    for kind in kinds:
+        lat, hits = [], []
+        for i, q in enumerate(queries["vec"]):
+            rq = RetrievalQuery(
+                embedding=q, embedder_model=MODEL, max_results=K, **filters(kind, i)
+            )
+            t = time.perf_counter()
+            got = retrieve(rq)
+            lat.append((time.perf_counter() - t) * 1e3)
+            hits.append([h.episode.id for h in got])
+        ms[kind], found[kind] = lat, hits
+    return ms, found
+
+
 def time_queries(
     retrieve: Any, queries: dict[str, np.ndarray], n: int, world: World
 ) -> tuple[dict[str, list[float]], dict[str, list[list[str]]]]:
     """Each query as text, text + its day's window and text + 25 m: latencies (ms) and ids."""
-    from surprise_memory.memory.retrieval import RetrievalQuery
-
     days = int(np.ceil(n * PERIOD_NS / DAY_NS))
-    ms: dict[str, list[float]] = {}
-    found: dict[str, list[list[str]]] = {}
-    for kind in ("text", "day", "radius"):
-        lat, hits = [], []
-        for i, q in enumerate(queries["vec"]):
-            extra: dict[str, Any] = {}
-            if kind == "day":
-                extra["start_ns"], extra["end_ns"] = _day_window(queries["day"][i], days)
-            if kind == "radius":
-                cx, cy = world.pos[queries["place"][i]]
-                extra.update(near=(float(cx), float(cy), 0.0), radius_m=RADIUS_M, near_frame="map")
-            rq = RetrievalQuery(embedding=q, embedder_model=MODEL, max_results=K, **extra)
-            t = time.perf_counter()
-            got = retrieve(rq)
-            lat.append(time.perf_counter() - t)
-            hits.append([h.episode.id for h in got])
-        ms[kind] = [float(x * 1e3) for x in lat]
-        found[kind] = hits
-    return ms, found
+
+    def filters(kind: str, i: int) -> dict[str, Any]:
+        if kind == "day":
+            start, end = _day_window(queries["day"][i], days)
+            return {"start_ns": start, "end_ns": end}
+        return place_filter(world, queries, i) if kind == "radius" else {}
+
+    return timed_queries(retrieve, queries, ("text", "day", "radius"), filters)
 
 
 def time_adds(store: Any, world: World, adds: list[int]) -> list[float]:
@@ -567,8 +615,16 @@ def pg_server_at(data: Path, shared_buffers: str) -> Any:
     return server
 
 
-def pg_grow(url: str, world: World, truth: Truth, have: int, want: int) -> int:
-    """COPY episodes ``have .. want-1`` into the store's own tables, one batch a transaction.
+def pg_grow(
+    url: str,
+    world: World,
+    truth: Truth,
+    span: tuple[int, int],
+    robot_of: Callable[[int], str] = lambda i: "robot",
+) -> int:
+    """COPY episodes ``have .. want-1`` (``span``) into the store's tables, a batch a commit.
+
+    Episode ``i`` is ``robot_of(i)``'s (one robot, "robot", unless a fleet is loaded).
 
     The first episode goes through the store's ``add`` (schema, meta, HNSW index); the
     others are written by the store's own bulk path (:func:`copy_episodes`, what
@@ -583,14 +639,16 @@ def pg_grow(url: str, world: World, truth: Truth, have: int, want: int) -> int:
     from surprise_memory.memory.store import open_store
     from surprise_memory.memory.store.postgres.rows import add_robot_counts, copy_episodes
 
+    have, want = span
     if have == 0:
         b0 = world.batch(0)
         with open_store(url) as store:
-            add_public(store, b0, 0)
+            add_public(store, b0, 0, robot_of(0))
         truth.update(b0, slice(0, 1))
         have = 1
     t0 = time.perf_counter()
     start = have
+    nbytes = FRAMES * DIM * 2  # the float16 vectors; no JPEG bytes
     with psycopg.connect(url, autocommit=True) as conn:
         register_vector(conn)
         conn.execute("DROP INDEX IF EXISTS surprise_memory.episode_vectors_hnsw")
@@ -599,8 +657,7 @@ def pg_grow(url: str, world: World, truth: Truth, have: int, want: int) -> int:
             b = have // BATCH
             batch = world.batch(b)
             lo, hi = have - b * BATCH, min(BATCH, want - b * BATCH)
-            recs = [_record(batch, j) for j in range(lo, hi)]
-            nbytes = FRAMES * DIM * 2  # the float16 vectors; no JPEG bytes
+            recs = [_record(batch, j, robot_of(int(batch["index"][j]))) for j in range(lo, hi)]
             with conn.transaction():
                 copy_episodes(
                     conn,
@@ -609,13 +666,8 @@ def pg_grow(url: str, world: World, truth: Truth, have: int, want: int) -> int:
                     [[b""] * FRAMES] * len(recs),
                     [nbytes] * len(recs),
                 )
-                add_robot_counts(
-                    conn,
-                    "robot",
-                    episodes=len(recs),
-                    frames=len(recs) * FRAMES,
-                    nbytes=len(recs) * nbytes,
-                )
+                for robot, n in sorted(Counter(r.robot_id for r in recs).items()):
+                    add_robot_counts(conn, robot, episodes=n, frames=n * FRAMES, nbytes=n * nbytes)
             truth.update(batch, slice(lo, hi))
             have = b * BATCH + hi
             rate = (have - start) / max(time.perf_counter() - t0, 1e-9)
@@ -624,15 +676,20 @@ def pg_grow(url: str, world: World, truth: Truth, have: int, want: int) -> int:
     return have
 
 
-def pg_index(url: str) -> tuple[float, int]:
-    """Build the store's HNSW index (:func:`ensure_ann_index`); (seconds, index bytes)."""
+def pg_index(url: str, episodes: int) -> tuple[float, int]:
+    """Build the store's HNSW index (:func:`ensure_ann_index`); (seconds, index bytes).
+
+    ``maintenance_work_mem`` holds the graph of ``episodes`` while it is built (about
+    4 KiB a node: the 1024-d halfvec and its links; at least 2 GB).
+    """
     import psycopg
 
     from surprise_memory.memory.store.postgres.schema import ensure_ann_index
 
+    graph_mb = max(2048, episodes * 5 // 1024)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SET maintenance_work_mem = '2GB'")  # the graph in memory while built
-        conn.execute("SET max_parallel_maintenance_workers = 1")
+        conn.execute(f"SET maintenance_work_mem = '{graph_mb}MB'")
+        conn.execute("SET max_parallel_maintenance_workers = 1")  # two processes on 2 cores
         t = time.perf_counter()
         ensure_ann_index(conn, DIM)
         secs = time.perf_counter() - t
@@ -801,11 +858,7 @@ def run_postgres(
                     ]
                     delete_episodes(conn, seqs)
         if args.pg_variant and state["rows"]:  # the store as it is now, again: queries only
-            want = {
-                kind: [[episode_id(int(i)) for i in r if i >= 0] for r in truth.top[kind]]
-                for kind in ("text", "radius")
-            }
-            want["day"] = pg_day_truth(url, queries, have)
+            want = {**truth.ids(), "day": pg_day_truth(url, queries, have)}
             pg_prewarm(url)
             last = state["rows"][-1]
             last[f"pg_{args.pg_variant}"] = pg_child(args, server, want, [])
@@ -815,13 +868,13 @@ def run_postgres(
             if size > args.postgres_max or any(r["size"] == size for r in state["rows"]):
                 continue
             t = time.perf_counter()
-            have = pg_grow(url, world, truth, have, size)
+            have = pg_grow(url, world, truth, (have, size))
             load_s = time.perf_counter() - t
             loaded = size - (state["rows"][-1]["episodes"] if state["rows"] else 0)
             truth.save(work / "truth.npz")
             state["have"] = have
             state_path.write_text(json.dumps(state))
-            build_s, hnsw_bytes = pg_index(url)
+            build_s, hnsw_bytes = pg_index(url, have)
             prewarmed = pg_prewarm(url)
             row: dict[str, Any] = {
                 "size": size,
@@ -832,21 +885,11 @@ def run_postgres(
                 "prewarm_bytes": prewarmed,
                 "load": os.getloadavg(),
             }
-            want = {
-                "text": [[episode_id(int(i)) for i in r if i >= 0] for r in truth.top["text"]],
-                "radius": [[episode_id(int(i)) for i in r if i >= 0] for r in truth.top["radius"]],
-                "day": pg_day_truth(url, queries, have),
-            }
+            want = {**truth.ids(), "day": pg_day_truth(url, queries, have)}
             adds = list(range(have, have + ADDS))
             row["pg"] = pg_child(args, server, want, adds)
             print(json.dumps({"size": size, "pg": row["pg"]}), file=sys.stderr, flush=True)
-            b = world.batch(have // BATCH)  # the public adds joined the store
-            lo = have - (have // BATCH) * BATCH
-            if lo + ADDS <= BATCH:
-                truth.update(b, slice(lo, lo + ADDS))
-            else:
-                truth.update(b, slice(lo, BATCH))
-                truth.update(world.batch(have // BATCH + 1), slice(0, lo + ADDS - BATCH))
+            truth.update_range(world, have, have + ADDS)  # the public adds joined the store
             have += ADDS
             row["episodes"] = have
             row["disk"] = pg_sizes(url)
@@ -1115,11 +1158,7 @@ def main(argv: list[str] | None = None) -> None:
             row.update({key: redo[key] for key in kept if key in redo})
             row["measured_load"] = os.getloadavg()
         adds = list(range(have, have + ADDS))
-        want = {
-            "text": [[episode_id(int(i)) for i in r if i >= 0] for r in truth.top["text"]],
-            "radius": [[episode_id(int(i)) for i in r if i >= 0] for r in truth.top["radius"]],
-            "day": day_truth(store_dir, queries, have),
-        }
+        want = {**truth.ids(), "day": day_truth(store_dir, queries, have)}
         for mode in ("exact", "ann"):  # exact first: the adds come last
             if mode == "exact" and size > args.exact_max:
                 continue
@@ -1160,14 +1199,7 @@ def main(argv: list[str] | None = None) -> None:
                 summary["jpeg_bytes_per_episode"] = res["jpeg_bytes_per_episode"]
             row[mode] = summary
             print(json.dumps({"size": size, mode: summary}), file=sys.stderr, flush=True)
-        # the public adds joined the store: the truth takes them in
-        b = world.batch(have // BATCH)
-        lo = have - (have // BATCH) * BATCH
-        if lo + ADDS <= BATCH:
-            truth.update(b, slice(lo, lo + ADDS))
-        else:  # across a batch boundary
-            truth.update(b, slice(lo, BATCH))
-            truth.update(world.batch(have // BATCH + 1), slice(0, lo + ADDS - BATCH))
+        truth.update_range(world, have, have + ADDS)  # the public adds joined the store
         have += ADDS
         db = (store_dir / "episodes.sqlite3").stat().st_size
         row["db_bytes"] = db
