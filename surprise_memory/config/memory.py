@@ -227,8 +227,10 @@ class StoreConfig(ComponentConfig):
     )
     ann_ef_search: int = setting(
         200,
-        "PostgreSQL only: HNSW search breadth (hnsw.ef_search, raised to ann_candidates "
-        "when lower); higher = better recall, slower queries.",
+        "PostgreSQL only: HNSW search breadth (hnsw.ef_search) in a graph of up to "
+        "250,000 episodes; a larger graph is searched proportionally wider (a query for "
+        "one robot of a fleet searches that robot's graph), at least ann_candidates, at "
+        "most 1000; higher = better recall, slower queries.",
         low=10,
         high=1000,
     )

@@ -16,9 +16,11 @@ from constant fragments (one per filter the query has; the values are bound para
 * **approximate** above it: the HNSW index over the episodes' pooled vectors (one per
   episode, the normalised mean of its frames, see
   :func:`~surprise_memory.memory.store.postgres.rows.pooled_vector`) names the
-  ``ann_candidates`` episodes nearest to the query (filtered on robot and time in the
-  index scan, ``hnsw.iterative_scan = relaxed_order``, ``hnsw.ef_search =
-  max(ann_ef_search, candidates)``); their frames, fetched by primary key, are then
+  ``ann_candidates`` episodes nearest to the query (filtered on time in the index scan,
+  ``hnsw.iterative_scan = relaxed_order``, ``hnsw.ef_search`` by :func:`search_breadth`:
+  wider in a larger graph; a query for one robot searches that robot's own graph, a
+  partial index, see :func:`~surprise_memory.memory.store.postgres.schema.ensure_ann_index`);
+  their frames, fetched by primary key, are then
   scored exactly and each episode ranked by max-over-frames. Every returned score is
   exact; what the index can miss is an episode whose mean is far from the query while
   one of its frames is close (the benchmark measures how often). When the candidates
@@ -36,6 +38,7 @@ from constant fragments (one per filter the query has; the values are bound para
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import psycopg
@@ -44,15 +47,26 @@ from psycopg import sql
 
 from surprise_memory.config import StoreConfig
 from surprise_memory.memory.retrieval import RetrievalQuery, one_pose_frame
-from surprise_memory.memory.store.postgres.rows import store_counts
 
-__all__ = ["EXACT_EPISODES", "SqlSearch", "ann_candidates", "find", "run_search"]
+__all__ = [
+    "EF_GRAPH_EPISODES",
+    "EXACT_EPISODES",
+    "PGVECTOR_MAX_EF",
+    "SqlSearch",
+    "ann_candidates",
+    "find",
+    "run_search",
+    "search_breadth",
+]
 
-EXACT_EPISODES = 4_096
+EXACT_EPISODES = 32_768
 """A time window leaving at most this many episodes ranks their pooled vectors exactly.
 
-The same bound as the embedded store's exact search per segment; measured at a
-robot-year in benchmarks/bench_lifetime.py (a one-day window holds about 1,840 episodes).
+Measured on ten robots' million episodes (benchmarks/RESULTS.md, "A fleet on
+PostgreSQL"): a day of the whole fleet (about 18,400 episodes, 1.8 % of the store) ranked
+exactly took 27 ms p50 / 31 ms p99 with recall@10 1.000, against 88 / 105 ms and 0.935
+through the graph, whose filtered scan walks past ~55 other episodes per match. A window
+is counted along the stamp index (at most this many entries) before each such query.
 """
 
 _EPISODE_FILTERS = {
@@ -71,7 +85,31 @@ _FRAME_FILTERS = {
     "start": "{a}.stamp_ns >= %(start)s",
     "end": "{a}.stamp_ns <= %(end)s",
 }
+_ROBOT_LITERAL = "v.robot_id = {robot}"
 _DIST = "sqrt((e.pos_x - %(x)s)^2 + (e.pos_y - %(y)s)^2 + (e.pos_z - %(z)s)^2)"
+
+
+EF_GRAPH_EPISODES = 250_000
+"""The graph size up to which ``ann_ef_search`` is the search breadth as set.
+
+A larger graph is searched proportionally wider (:func:`search_breadth`). Measured on ten
+robots' episodes (benchmarks/RESULTS.md, "A fleet on PostgreSQL"): breadth 200 found the
+true top-10 at 100,000 and 300,000 episodes (recall@10 0.998, 1.000) but 0.844 at
+1,000,000, where 800 found 0.962 (the misses ties within 0.003) at text p99 24 ms; 800 at
+100,000 only cost 15 ms of p50.
+"""
+PGVECTOR_MAX_EF = 1000
+"""pgvector's largest ``hnsw.ef_search``."""
+
+
+def search_breadth(config: StoreConfig, candidates: int, graph_episodes: int) -> int:
+    """``hnsw.ef_search`` for a graph of ``graph_episodes`` episodes.
+
+    ``ann_ef_search`` per :data:`EF_GRAPH_EPISODES` episodes (at least ``ann_ef_search``),
+    at least the ``candidates`` asked for, at most :data:`PGVECTOR_MAX_EF`.
+    """
+    scaled = math.ceil(config.ann_ef_search * max(1.0, graph_episodes / EF_GRAPH_EPISODES))
+    return min(max(scaled, candidates), PGVECTOR_MAX_EF)
 
 
 def ann_candidates(k: int, config: StoreConfig) -> int:
@@ -195,10 +233,15 @@ class SqlSearch(NamedTuple):
                 "v.episode_seq LIMIT %(n)s"
             )
         else:
-            vec_filter = " AND ".join(f.format(a="v") for f in fr_where) or "TRUE"
+            # the robot as a literal, not a parameter: only then can the planner match the
+            # robot's own partial index (schema.ensure_ann_index), in every plan it caches
+            vec_filter = " AND ".join(
+                _ROBOT_LITERAL if f == _FRAME_FILTERS["robot"] else f.format(a="v")
+                for f in fr_where
+            )
             candidates = (
                 "SELECT v.episode_seq, v.robot_id FROM surprise_memory.episode_vectors v "
-                "WHERE " + vec_filter + " ORDER BY v.pooled::halfvec({dim}) <=> "
+                "WHERE " + (vec_filter or "TRUE") + " ORDER BY v.pooled::halfvec({dim}) <=> "
                 "%(q)s::halfvec({dim}) LIMIT %(n)s"
             )
         statement = sql.Composed(
@@ -211,7 +254,7 @@ class SqlSearch(NamedTuple):
                     "CROSS JOIN LATERAL (SELECT * FROM surprise_memory.episodes e "
                     "WHERE e.seq = s.episode_seq AND e.robot_id = s.robot_id OFFSET 0) e "
                     "WHERE " + where + order
-                ).format(dim=sql.Literal(int(dim)))
+                ).format(dim=sql.Literal(int(dim)), robot=sql.Literal(query.robot_id))
             ]
         )
         return cls(statement, params)
@@ -270,16 +313,15 @@ def find(
     ann: int | None = None
     exact_candidates = False
     if query.query_vector is not None and dim is not None:
-        episodes, frames, _ = store_counts(conn)
+        episodes, frames, graph = _graph_counts(conn, query.robot_id)
         if frames >= config.ann_min_frames and episodes > 0:
             ann = ann_candidates(k, config)
             exact_candidates = _few_in_window(conn, query)
             if not exact_candidates:
-                ef = min(max(config.ann_ef_search, ann), 1000)  # pgvector's largest ef_search
                 conn.execute(  # one round trip: it is on every query's path
                     "SELECT set_config('hnsw.ef_search', %s, true), "
                     "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                    (str(ef),),
+                    (str(search_breadth(config, ann, graph)),),
                 )
     found = run_search(
         conn,
@@ -298,6 +340,23 @@ def find(
             ),
         )
     return found
+
+
+def _graph_counts(conn: psycopg.Connection[Any], robot_id: str | None) -> tuple[int, int, int]:
+    """The store's episodes and frames, and the episodes of the graph a query searches.
+
+    A query for one robot of a store of several searches that robot's graph
+    (:func:`~surprise_memory.memory.store.postgres.schema.ensure_ann_index`), the others
+    the graph of every episode. One statement over the robots' counters.
+    """
+    row = conn.execute(
+        "SELECT coalesce(sum(episodes), 0), coalesce(sum(frames), 0), count(*), "
+        "coalesce(sum(episodes) FILTER (WHERE robot_id = %s), 0) FROM surprise_memory.robots",
+        (robot_id,),
+    ).fetchone()
+    assert row is not None
+    episodes, frames, robots, mine = (int(v) for v in row)
+    return episodes, frames, mine if robot_id is not None and robots > 1 else episodes
 
 
 def _few_in_window(conn: psycopg.Connection[Any], query: RetrievalQuery) -> bool:

@@ -106,7 +106,8 @@ class Session:
                 ensure_schema(conn, self.where, read_only=self._read_only, long_work=long_work)
                 self.meta = StoreMeta(rows.read_meta(conn))
                 if not self._read_only and self.meta.embedding_dim is not None:
-                    ensure_ann_index(conn, self.meta.embedding_dim, long_work)
+                    # the index over every episode; a robot's own comes with its adds
+                    ensure_ann_index(conn, self.meta.embedding_dim, long_work, robots=())
         except (psycopg.Error, StoreError) as exc:
             if conn is not None:
                 conn.close()

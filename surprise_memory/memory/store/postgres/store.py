@@ -36,7 +36,7 @@ approximate), :mod:`.session` (the connection), :mod:`.writes` (the add's transa
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -287,11 +287,11 @@ class PostgresEpisodeStore(StoreFront):
             )
         self._session.meta = meta
         if not defer_index:
-            self._ensure_ann_index(first)
+            self._ensure_ann_index(first, {r.robot_id for r in records})
 
     def build_deferred_index(self) -> None:
         """Create the HNSW index if imports deferred it (one build over every vector)."""
-        self._ensure_ann_index("every copied episode")
+        self._ensure_ann_index("every copied episode", None)
 
     def _write(
         self,
@@ -309,11 +309,13 @@ class PostgresEpisodeStore(StoreFront):
                 conn, record, embeddings, jpegs, budget=budget, origin_ns=origin_ns
             )
         self._session.meta = meta
-        self._ensure_ann_index(record.id)
+        self._ensure_ann_index(record.id, (record.robot_id,))
         return record
 
-    def _ensure_ann_index(self, stored: str) -> None:
-        """Create the HNSW index once the store is large enough (after a committed write).
+    def _ensure_ann_index(self, stored: str, robots: Collection[str] | None) -> None:
+        """Create the HNSW indexes (after a committed write): every episode's, ``robots``' own.
+
+        ``robots`` None: every robot's (:func:`.schema.ensure_ann_index`).
 
         A failure here leaves the index waiting; ``stored`` names what is stored meanwhile.
         """
@@ -321,7 +323,7 @@ class PostgresEpisodeStore(StoreFront):
         if dim is not None:
             what = f"create the HNSW index (episode {stored} is stored)"
             with self._session.autocommit(what) as conn:
-                ensure_ann_index(conn, dim, self._session.long_work)
+                ensure_ann_index(conn, dim, self._session.long_work, robots)
 
     def delete(self, episode_ids: Sequence[str]) -> int:
         """Delete episodes by id (one transaction).
