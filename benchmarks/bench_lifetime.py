@@ -570,8 +570,8 @@ def compare_libraries(world: World, n: int, queries: dict[str, np.ndarray], work
 
 
 # ----------------------------------------------------------------- PostgreSQL, the same year
-PG_RELATIONS = (  # what a serving server keeps in shared_buffers (pg_prewarm before timing)
-    "surprise_memory.episode_vectors_hnsw",
+PG_RELATIONS = (  # what a serving server keeps in shared_buffers (pg_prewarm before timing;
+    # with the robots' own HNSW indexes, :data:`PG_HNSW`)
     "surprise_memory.episode_vectors_pkey",
     "surprise_memory.episodes",
     "surprise_memory.episodes_pkey",
@@ -651,7 +651,8 @@ def pg_grow(
     nbytes = FRAMES * DIM * 2  # the float16 vectors; no JPEG bytes
     with psycopg.connect(url, autocommit=True) as conn:
         register_vector(conn)
-        conn.execute("DROP INDEX IF EXISTS surprise_memory.episode_vectors_hnsw")
+        for index in [r[0] for r in conn.execute(PG_HNSW)]:  # built again after the load
+            conn.execute(f"DROP INDEX {index}")
         conn.execute("SET synchronous_commit = off")  # a bulk load: a crash reruns the batch
         while have < want:
             b = have // BATCH
@@ -676,9 +677,17 @@ def pg_grow(
     return have
 
 
-def pg_index(url: str, episodes: int) -> tuple[float, int]:
-    """Build the store's HNSW index (:func:`ensure_ann_index`); (seconds, index bytes).
+PG_HNSW = (  # the store's HNSW indexes: over every episode, and each robot's own
+    "SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = 'surprise_memory' AND c.relkind = 'i' "
+    "AND c.relname LIKE 'episode_vectors_hnsw%'"
+)
 
+
+def pg_index(url: str, episodes: int) -> tuple[float, int]:
+    """Build the store's HNSW indexes (:func:`ensure_ann_index`); (seconds, index bytes).
+
+    Over every episode, and in a store of several robots each robot's own.
     ``maintenance_work_mem`` holds the graph of ``episodes`` while it is built (about
     4 KiB a node: the 1024-d halfvec and its links; at least 2 GB).
     """
@@ -693,10 +702,11 @@ def pg_index(url: str, episodes: int) -> tuple[float, int]:
         t = time.perf_counter()
         ensure_ann_index(conn, DIM)
         secs = time.perf_counter() - t
+        indexes = [r[0] for r in conn.execute(PG_HNSW)]
         row = conn.execute(
-            "SELECT pg_relation_size('surprise_memory.episode_vectors_hnsw')"
+            "SELECT sum(pg_relation_size(i::regclass)) FROM unnest(%s::text[]) i", (indexes,)
         ).fetchone()
-    return secs, int(row[0]) if row else 0
+    return secs, int(row[0]) if row and row[0] is not None else 0
 
 
 def pg_sizes(url: str) -> dict[str, int]:
@@ -717,13 +727,13 @@ def pg_sizes(url: str) -> dict[str, int]:
 
 
 def pg_prewarm(url: str) -> int:
-    """Read :data:`PG_RELATIONS` into shared_buffers (pg_prewarm); returns bytes read."""
+    """Read the HNSW indexes and :data:`PG_RELATIONS` into shared_buffers; bytes read."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
         blocks = 0
-        for rel in PG_RELATIONS:
+        for rel in (*[r[0] for r in conn.execute(PG_HNSW)], *PG_RELATIONS):
             row = conn.execute("SELECT pg_prewarm(%s)", (rel,)).fetchone()
             blocks += int(row[0]) if row else 0
     return blocks * 8192
