@@ -10,9 +10,9 @@ drift with the day, events), its episodes dealt to the robots in turn (episode `
 robot ``i % N``'s), so every robot walks the same site and passes the places the others
 pass; the fleet records ``N x 1.28`` episodes a minute, so ``S`` episodes span ``S / (N x
 1.28)`` minutes. Loaded through the store's bulk path (``copy_episodes``, what
-``migrate`` writes with; no JPEG bytes: the queries never read them), the HNSW index
-dropped during a load and built after it (``ensure_ann_index``, ``maintenance_work_mem``
-sized to hold the graph).
+``migrate`` writes with; no JPEG bytes: the queries never read them), the HNSW indexes
+(over every episode, and each robot's own) dropped during a load and built after it
+(``ensure_ann_index``, ``maintenance_work_mem`` sized to hold the graph).
 
 **Measured per size**, in a fresh client process holding the open store, after
 ``pg_prewarm`` of the index, the episode rows and the keys: 100 text-like queries (k = 10,

@@ -630,7 +630,7 @@ def pg_grow(
     others are written by the store's own bulk path (:func:`copy_episodes`, what
     ``migrate`` writes with: ``COPY`` into ``episodes``, ``frames`` with empty JPEG bytes,
     as the embedded run writes no JPEG files, ``embeddings`` and ``episode_vectors``), and
-    the robot counters by its :func:`add_robot_counts`. The HNSW index is dropped during
+    the robot counters by its :func:`add_robot_counts`. The HNSW indexes are dropped during
     the load and rebuilt after it (:func:`pg_index`), as a bulk load is done.
     """
     import psycopg

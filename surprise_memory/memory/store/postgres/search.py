@@ -79,13 +79,14 @@ _EPISODE_FILTERS = {
     "frame": "e.pose_frame_id = %(frame)s",
     "radius": "(" + "{dist}" + ") <= %(radius)s",
 }
-# on the frame embeddings (alias m) and, alike, the pooled vectors (alias v)
-_FRAME_FILTERS = {
-    "robot": "{a}.robot_id = %(robot)s",
-    "start": "{a}.stamp_ns >= %(start)s",
-    "end": "{a}.stamp_ns <= %(end)s",
+# on the pooled vectors (alias v) in the HNSW scan; the robot as a literal ({robot}, filled
+# by sql.Literal), not a parameter: only then can the planner match the robot's own partial
+# index (schema.ensure_ann_index), in every plan it caches
+_VECTOR_FILTERS = {
+    "robot": "v.robot_id = {robot}",
+    "start": "v.stamp_ns >= %(start)s",
+    "end": "v.stamp_ns <= %(end)s",
 }
-_ROBOT_LITERAL = "v.robot_id = {robot}"
 _DIST = "sqrt((e.pos_x - %(x)s)^2 + (e.pos_y - %(y)s)^2 + (e.pos_z - %(z)s)^2)"
 
 
@@ -159,11 +160,11 @@ class SqlSearch(NamedTuple):
         """
         params: dict[str, Any] = {"k": k}
         ep_where: list[str] = []
-        fr_where: list[str] = []
+        vec_where: list[str] = []
         if query.robot_id is not None:
             params["robot"] = query.robot_id
             ep_where.append(_EPISODE_FILTERS["robot"])
-            fr_where.append(_FRAME_FILTERS["robot"])
+            vec_where.append(_VECTOR_FILTERS["robot"])
         if query.camera is not None:  # on the episode rows only: the graph's candidates
             params["camera"] = query.camera  # are filtered after, widened when too few pass
             ep_where.append(_EPISODE_FILTERS["camera"])
@@ -173,11 +174,11 @@ class SqlSearch(NamedTuple):
         if query.start_ns is not None:
             params["start"] = query.start_ns
             ep_where.append(_EPISODE_FILTERS["start"])
-            fr_where.append(_FRAME_FILTERS["start"])
+            vec_where.append(_VECTOR_FILTERS["start"])
         if query.end_ns is not None:
             params["end"] = query.end_ns
             ep_where.append(_EPISODE_FILTERS["end"])
-            fr_where.append(_FRAME_FILTERS["end"])
+            vec_where.append(_VECTOR_FILTERS["end"])
         dist = "NULL::double precision"
         if query.near is not None:
             params.update(zip(("x", "y", "z"), query.near, strict=True))
@@ -233,15 +234,10 @@ class SqlSearch(NamedTuple):
                 "v.episode_seq LIMIT %(n)s"
             )
         else:
-            # the robot as a literal, not a parameter: only then can the planner match the
-            # robot's own partial index (schema.ensure_ann_index), in every plan it caches
-            vec_filter = " AND ".join(
-                _ROBOT_LITERAL if f == _FRAME_FILTERS["robot"] else f.format(a="v")
-                for f in fr_where
-            )
+            vec_filter = " AND ".join(vec_where) or "TRUE"
             candidates = (
                 "SELECT v.episode_seq, v.robot_id FROM surprise_memory.episode_vectors v "
-                "WHERE " + (vec_filter or "TRUE") + " ORDER BY v.pooled::halfvec({dim}) <=> "
+                "WHERE " + vec_filter + " ORDER BY v.pooled::halfvec({dim}) <=> "
                 "%(q)s::halfvec({dim}) LIMIT %(n)s"
             )
         statement = sql.Composed(
