@@ -418,7 +418,7 @@ def ensure_ann_index(
       index ``WHERE robot_id = ...``), which a query for that robot searches instead: its
       graph holds that robot's episodes only, so no candidate is walked past for being
       another robot's. Measured on ten robots' million episodes (benchmarks/RESULTS.md,
-      "A fleet on PostgreSQL"): one robot's query 42 -> 16-29 ms p50, recall@10 0.970
+      "A fleet on PostgreSQL"): one robot's query 42 -> 16-43 ms p50, recall@10 0.970
       -> 0.999. A store of one robot has none (it would copy the other). A robot's index
       comes with its adds: built over its rows when the store has a second robot (or
       after an upgrade), *concurrently* (``CREATE INDEX CONCURRENTLY``), so the other
