@@ -20,11 +20,11 @@ from test_store_postgres import _sql
 from surprise_memory.config import StoreConfig
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeStoreBackend, open_store
+from surprise_memory.memory.store.postgres.rows import graph_counts
 from surprise_memory.memory.store.postgres.schema import ANN_INDEX, robot_index_name
 from surprise_memory.memory.store.postgres.search import (
     EF_GRAPH_EPISODES,
     SqlSearch,
-    _graph_counts,
     search_breadth,
 )
 from surprise_memory.perception.frames import Frame
@@ -81,9 +81,9 @@ def test_a_robot_gets_its_own_graph_once_the_store_has_two(pg_url: str) -> None:
     )
     assert dict(counts) == {"r1": 4, "r2": 1}  # what each robot's graph holds
     with psycopg.connect(pg_url, autocommit=True) as conn:  # the graph each query searches
-        assert _graph_counts(conn, None) == (5, 40, 5)
-        assert _graph_counts(conn, "r1") == (5, 40, 4)
-        assert _graph_counts(conn, "r9") == (5, 40, 0)
+        assert graph_counts(conn, None) == (5, 40, 5)
+        assert graph_counts(conn, "r1") == (5, 40, 4)
+        assert graph_counts(conn, "r9") == (5, 40, 0)
     assert robot_index_name("r1") != robot_index_name("r2")
     assert len(robot_index_name("x" * 64)) <= 63  # PostgreSQL's longest name
 

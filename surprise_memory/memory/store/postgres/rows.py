@@ -38,6 +38,7 @@ __all__ = [
     "delete_episodes",
     "eviction_order",
     "frame_count",
+    "graph_counts",
     "insert_episode",
     "key_of",
     "keys_of",
@@ -412,6 +413,24 @@ def store_counts(conn: Conn) -> tuple[int, int, int]:
     ).fetchone()
     assert row is not None
     return int(row[0]), int(row[1]), int(row[2])
+
+
+def graph_counts(conn: Conn, robot_id: str | None) -> tuple[int, int, int]:
+    """The store's episodes and frames, and the episodes of the graph a query searches.
+
+    A query for one robot of a store of several searches that robot's graph
+    (:func:`~surprise_memory.memory.store.postgres.schema.ensure_ann_index`), the others
+    the graph of every episode. One statement over the robots' counters, as
+    :func:`store_counts`.
+    """
+    row = conn.execute(
+        "SELECT coalesce(sum(episodes), 0), coalesce(sum(frames), 0), count(*), "
+        "coalesce(sum(episodes) FILTER (WHERE robot_id = %s), 0) FROM surprise_memory.robots",
+        (robot_id,),
+    ).fetchone()
+    assert row is not None
+    episodes, frames, robots, mine = (int(v) for v in row)
+    return episodes, frames, mine if robot_id is not None and robots > 1 else episodes
 
 
 def select_records(

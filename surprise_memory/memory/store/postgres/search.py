@@ -47,6 +47,7 @@ from psycopg import sql
 
 from surprise_memory.config import StoreConfig
 from surprise_memory.memory.retrieval import RetrievalQuery, one_pose_frame
+from surprise_memory.memory.store.postgres.rows import graph_counts
 
 __all__ = [
     "EF_GRAPH_EPISODES",
@@ -309,7 +310,7 @@ def find(
     ann: int | None = None
     exact_candidates = False
     if query.query_vector is not None and dim is not None:
-        episodes, frames, graph = _graph_counts(conn, query.robot_id)
+        episodes, frames, graph = graph_counts(conn, query.robot_id)
         if frames >= config.ann_min_frames and episodes > 0:
             ann = ann_candidates(k, config)
             exact_candidates = _few_in_window(conn, query)
@@ -336,23 +337,6 @@ def find(
             ),
         )
     return found
-
-
-def _graph_counts(conn: psycopg.Connection[Any], robot_id: str | None) -> tuple[int, int, int]:
-    """The store's episodes and frames, and the episodes of the graph a query searches.
-
-    A query for one robot of a store of several searches that robot's graph
-    (:func:`~surprise_memory.memory.store.postgres.schema.ensure_ann_index`), the others
-    the graph of every episode. One statement over the robots' counters.
-    """
-    row = conn.execute(
-        "SELECT coalesce(sum(episodes), 0), coalesce(sum(frames), 0), count(*), "
-        "coalesce(sum(episodes) FILTER (WHERE robot_id = %s), 0) FROM surprise_memory.robots",
-        (robot_id,),
-    ).fetchone()
-    assert row is not None
-    episodes, frames, robots, mine = (int(v) for v in row)
-    return episodes, frames, mine if robot_id is not None and robots > 1 else episodes
 
 
 def _few_in_window(conn: psycopg.Connection[Any], query: RetrievalQuery) -> bool:
