@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from fleet_helpers import (
     Robot,
+    add_episode,
     hung,
     server_ids,
     socket_path,
@@ -162,6 +163,32 @@ def test_a_commit_cut_before_its_answer_is_delivered_once(
     finally:
         robot.store.close()
     assert robot.not_sent == []
+
+
+def test_an_id_another_robot_holds_on_the_server_is_named_not_sent(
+    tmp_path: Path, pg_server: Any, db: str
+) -> None:
+    """Ids are unique across robots: an id another robot's episode already holds on the
+    server is refused there. The sender must not take that refusal for its own earlier
+    delivery (the episode would be counted delivered and be missing from the fleet)."""
+    other = Robot(tmp_path, db, "r2")
+    robot = Robot(tmp_path, db, "r1")
+    try:
+        add_episode(other.store, np.random.default_rng(1), "r1-1", 1)
+        assert wait_until(other.delivered, 20.0), other.store.status()
+        for k in range(3):
+            robot.add(k)
+        assert wait_until(robot.delivered, 20.0), robot.store.status()
+        assert server_ids(db) == ["r1-1", "r1-0", "r1-2"]
+        with open_store(db, read_only=True) as server:
+            assert server.get("r1-1").robot_id == "r2"  # the other robot's, untouched
+        assert robot.store.status().backlog.sent == 2
+        assert "r1-1" in robot.store.local  # kept on the robot
+    finally:
+        robot.store.close()
+        other.store.close()
+    assert [i for i, _ in robot.not_sent] == ["r1-1"]
+    assert "robot 'r2'" in robot.not_sent[0][1], robot.not_sent
 
 
 def test_the_backlog_survives_a_restart_and_a_lost_ledger(

@@ -9,14 +9,16 @@ dropped link is on the diagnostics before an episode needs it.
 
 * **Idempotent.** A delivery whose answer was lost (the link cut during the ``COMMIT``)
   is sent again; if the first one committed, the fleet store refuses the id and the
-  sender finds it there: delivered.
+  sender finds it there, this robot's: delivered. An id another robot's episode holds
+  there is a refusal for good (below).
 * **Never blocks the robot.** The thread is the only one that waits for the link; the
   episode writer commits locally and returns.
 * **Backs off.** After a failure it waits ``fleet_heartbeat_seconds``, doubling up to 5x,
   and tries again; the first answer resets the wait.
 * **Names what it gives up.** An episode the fleet store refuses for good (another
-  embedder, an invalid record), or that left the robot before it could be sent, is
-  marked as not sent with the reason and handed to ``on_not_sent``.
+  embedder, an invalid record, its id held there by another robot's episode), or that
+  left the robot before it could be sent, is marked as not sent with the reason and
+  handed to ``on_not_sent``.
 """
 
 from __future__ import annotations
@@ -185,11 +187,16 @@ class FleetSender:
             return
         except StoreUnreachableError:
             raise  # it may have committed: the next try finds out
-        except StoreError:
+        except StoreError as exc:
+            # an earlier try whose answer was lost committed it: the id is there, this
+            # robot's; another robot's episode holding the id is a refusal for good
             with self._monitor.call(remote):
-                there = ep_id in remote  # an earlier try whose answer was lost committed it
-            if not there:
+                holder = remote.get(ep_id).robot_id if ep_id in remote else None
+            if holder is None:
                 raise
+            if holder != record.robot_id:
+                self._give_up(ep_id, f"refused by the fleet store: {exc}")
+                return
         self._ledger.mark_sent(ep_id)
         self._on_sent(ep_id)
 
