@@ -124,7 +124,8 @@ class Session:
         if self._watchdog.fired:
             return StoreUnreachableError(
                 f"{self.where}: cannot {what}: no answer from the server within "
-                f"{self._watchdog.limit_s:g} s (the link or the server is down)"
+                f"{self._watchdog.limit_s:g} s (the link or the server is down, or this "
+                "request needs longer on this server: store_timeout_seconds)"
             )
         if conn is None or conn.broken or conn.closed:
             return StoreUnreachableError(f"{self.where}: cannot {what}: {exc}")
