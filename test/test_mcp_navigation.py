@@ -216,7 +216,7 @@ def test_an_agent_finds_an_episode_sends_the_robot_and_stops_it(
     assert sent["sent"] is True and sent["state"] == "running", sent
     assert sent["via"] == f"action {ACTION_NAME}" and sent["goal"]["frame"] == "map"
     goal_id = sent["goal_id"]
-    assert nav.log(goal_id)[0] == "accepted"  # it reached the navigator
+    assert nav.first_event(goal_id) == "accepted"  # it reached the navigator
     status = wait_status(caller, goal_id, "running")
     assert status["episode_id"] == "door" and status["done"] is False
     stop = answer(caller.call("stop_navigation", {"goal_id": goal_id}))
@@ -328,7 +328,7 @@ def test_a_goal_is_sent_only_after_the_persons_yes(
         if reply == "accept":
             assert sent["sent"] is True and sent["approval"] == "accepted by the person", sent
             goal_id = sent["goal_id"]
-            assert nav.log(goal_id)[0] == "accepted"  # it reached the navigator
+            assert nav.first_event(goal_id) == "accepted"  # it reached the navigator
             assert answer(caller.call("stop_navigation", {"goal_id": goal_id}))["stopped"]
             nav.wait_for(goal_id, "canceled")
             return
@@ -370,7 +370,7 @@ def test_approval_switched_off_is_said_at_start_and_at_every_goal(
         assert sent["sent"] is True, sent
         assert sent["approval"] == "not asked (--navigation-approval none)"
         goal_id = sent["goal_id"]
-        assert nav.log(goal_id)[0] == "accepted"
+        assert nav.first_event(goal_id) == "accepted"
         assert answer(caller.call("stop_navigation", {"goal_id": goal_id}))["stopped"]
         nav.wait_for(goal_id, "canceled")
     logged = log.read_text()

@@ -78,7 +78,7 @@ def test_an_accepted_goal_is_said_accepted_never_lost(
         assert "running (accepted by the navigator)" in result.message, result.message
         assert "status topic" not in result.message and "lost" not in result.message
         assert client.navigation_status(result.goal_id).message == "accepted by the navigator"
-        assert nav.log(result.goal_id)[0] == "accepted"
+        assert nav.first_event(result.goal_id) == "accepted"
     stopped, status = client.stop_navigation(result.goal_id)
     assert stopped and status.state == "canceled"
 
