@@ -576,6 +576,7 @@ PG_RELATIONS = (  # what a serving server keeps in shared_buffers (pg_prewarm be
     "surprise_memory.episodes",
     "surprise_memory.episodes_pkey",
     "surprise_memory.episodes_stamp",
+    "surprise_memory.episodes_place_gist",  # (schema.PLACE_INDEX)
     "surprise_memory.embeddings_pkey",
 )
 

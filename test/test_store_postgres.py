@@ -31,6 +31,7 @@ from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import describe_location, is_postgres_url, open_store
 from surprise_memory.memory.store.camera_columns import CAMERA_COLUMN_TYPES
 from surprise_memory.memory.store.postgres import PostgresEpisodeStore
+from surprise_memory.memory.store.postgres.schema import PLACE_INDEX
 from surprise_memory.memory.store.postgres.search import SqlSearch, ann_candidates
 from surprise_memory.memory.store.records import host_session_id
 from surprise_memory.perception.frames import Frame
@@ -58,6 +59,11 @@ def _add(store: PostgresEpisodeStore, rng: np.random.Generator, i: int, **kw: ob
         embedder_pretrained=True,
         **kw,
     )
+
+
+def _sql_params(url: str, statement: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(statement, params).fetchall()  # type: ignore[call-overload]
 
 
 def _sql(url: str, statement: str) -> list[tuple[object, ...]]:
@@ -352,7 +358,8 @@ def test_selective_window_ranks_its_episodes_exactly(
     """A window of at most EXACT_EPISODES episodes: candidates ranked exactly, no HNSW.
 
     Its answers equal the exact scan with the place and robot filters too; a wider window
-    goes through the index (iterative scan) and its answers equal the scan as well.
+    or a place goes through the index (iterative scan) and its answers equal the scan as
+    well; the exact ranking of a place's episodes finds them through the place index.
     """
     rng = np.random.default_rng(11)
     topics = rng.standard_normal((4, DIM))
@@ -372,6 +379,7 @@ def test_selective_window_ranks_its_episodes_exactly(
         ({"start_ns": 0, "end_ns": 80 * S, "near": (4.0, 0.0, 0.0), "radius_m": 3.5}, False),
         ({"start_ns": 10 * S, "end_ns": 70 * S, "near": (6.0, 0.0, 0.0), "radius_m": 2.5}, False),
         ({"end_ns": 29 * S, "near": (6.0, 0.0, 0.0), "radius_m": 2.5}, True),
+        ({"near": (6.0, 0.0, 0.0), "radius_m": 1.2}, False),  # a place alone: the graph first
     ]
     with exact, narrow, wide, psycopg.connect(pg_url, autocommit=True) as conn:
         register_vector(conn)
@@ -400,6 +408,56 @@ def test_selective_window_ranks_its_episodes_exactly(
                 plan = conn.execute(psycopg.sql.SQL("EXPLAIN ") + built.statement, built.params)
                 text = "\n".join(r[0] for r in plan.fetchall())
             assert ("episode_vectors_hnsw" in text) is uses_index, text
+        # a place's episodes come from the place index, by the radius's bounding box
+        query = RetrievalQuery(
+            embedding=topics[0], embedder_model=MODEL, near=(6.0, 0.0, 0.0), radius_m=1.2
+        )
+        built = SqlSearch.build(
+            query, 10, dim=DIM, ann_episodes=10, frame="", exact_candidates=True
+        )
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            plan = conn.execute(psycopg.sql.SQL("EXPLAIN ") + built.statement, built.params)
+            text = "\n".join(r[0] for r in plan.fetchall())
+        assert PLACE_INDEX in text, text
+
+
+def test_a_store_without_the_place_index_answers_the_same_and_gains_it_when_opened_to_write(
+    pg_url: str,
+) -> None:
+    """The place index is an index only (no schema version): a store written before it
+    (here: the index dropped) answers place queries the same without it, read-only, and
+    a writable open builds it (valid) over the rows already there."""
+    rng = np.random.default_rng(5)
+    with open_store(pg_url) as store:
+        for i in range(40):
+            _add(store, rng, i, pose=Pose(x=float(i % 10), y=float(i % 3)))
+    state = "SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s))"
+    assert _sql_params(pg_url, state, (f"surprise_memory.{PLACE_INDEX}",)) == [(True,)]
+    queries = [
+        RetrievalQuery(near=(4.0, 1.0, 0.0), radius_m=1.5, max_results=50),
+        RetrievalQuery(
+            embedding=rng.standard_normal(DIM),
+            embedder_model=MODEL,
+            near=(4.0, 1.0, 0.0),
+            radius_m=2.5,
+            max_results=10,
+        ),
+    ]
+    with open_store(pg_url, read_only=True) as reader:
+        before = [
+            [(h.episode.id, h.score, h.distance_m) for h in reader.retrieve(q)] for q in queries
+        ]
+    assert len(before[0]) == sum(1 for i in range(40) if np.hypot(i % 10 - 4.0, i % 3 - 1.0) <= 1.5)
+    _sql(pg_url, f"DROP INDEX surprise_memory.{PLACE_INDEX}")
+    with open_store(pg_url, read_only=True) as reader:  # no index, the same answers
+        assert [
+            [(h.episode.id, h.score, h.distance_m) for h in reader.retrieve(q)] for q in queries
+        ] == before
+    assert _sql_params(pg_url, state, (f"surprise_memory.{PLACE_INDEX}",)) == [(None,)]
+    with open_store(pg_url):  # a writer's open builds it
+        pass
+    assert _sql_params(pg_url, state, (f"surprise_memory.{PLACE_INDEX}",)) == [(True,)]
 
 
 _WRITER = textwrap.dedent(

@@ -66,6 +66,7 @@ __all__ = [
     "HNSW_EF_CONSTRUCTION",
     "HNSW_M",
     "MIGRATIONS",
+    "PLACE_INDEX",
     "SCHEMA",
     "SCHEMA_VERSION",
     "connect",
@@ -358,6 +359,17 @@ defaults (16, 64) at ef_search 400, 1.000 with (32, 128); the build takes ~4x lo
 """
 
 
+PLACE_INDEX = "episodes_place_gist"
+"""The GiST index over ``point(pos_x, pos_y)`` of the episodes with a valid pose.
+
+A place filter (within ``radius_m`` of ``near``) scans it by the radius's bounding box
+(:mod:`~surprise_memory.memory.store.postgres.search`) instead of computing the distance
+of every episode: at two million episodes a 25 m query's exact ranking read every
+episode row (benchmarks/RESULTS.md, "Two million episodes"). PostgreSQL's own ``point``
+operator class: no extension beyond pgvector.
+"""
+
+
 def robot_index_name(robot_id: str) -> str:
     """The name of ``robot_id``'s own HNSW index (a digest: a robot id may be 64 characters)."""
     digest = hashlib.blake2s(robot_id.encode(), digest_size=8).hexdigest()
@@ -381,6 +393,12 @@ def _index_states(
     """The store's robots, and name -> valid of the indexes among ``names`` that exist."""
     rows = conn.execute(_INDEX_STATES, (list(names),)).fetchall()
     return int(rows[0][0]), {name: bool(ok) for _, name, ok in rows if name is not None}
+
+
+_CREATE_PLACE_INDEX = sql.SQL(
+    "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON surprise_memory.episodes "
+    "USING gist (point(pos_x, pos_y)) WHERE pose_valid"
+).format(name=sql.Identifier(PLACE_INDEX))
 
 
 def _create_ann_index(name: str, dim: int, robot_id: str | None) -> sql.Composed:
@@ -407,9 +425,13 @@ def ensure_ann_index(
     long_work: LongWork = contextlib.nullcontext,
     robots: Collection[str] | None = None,
 ) -> None:
-    """Create the HNSW indexes over the pooled episode vectors of dimension ``dim`` if missing.
+    """Create the search's indexes if missing: HNSW over the pooled vectors, GiST over places.
 
-    Two kinds, each built with :data:`HNSW_M` and :data:`HNSW_EF_CONSTRUCTION`:
+    :data:`PLACE_INDEX` (the episodes' positions, for place filters) is built with the
+    first episode, or concurrently over the rows of a store written before it existed
+    (an index only: no schema version, so robots of either age share the server). The
+    HNSW indexes over the pooled episode vectors of dimension ``dim`` are of two kinds,
+    each built with :data:`HNSW_M` and :data:`HNSW_EF_CONSTRUCTION`:
 
     * :data:`ANN_INDEX` over every episode, which unfiltered queries search. Built once,
       with the first episode, it grows with each insert (a few milliseconds per frame),
@@ -439,10 +461,14 @@ def ensure_ann_index(
     """
     if robots is None:
         robots = [r[0] for r in conn.execute("SELECT robot_id FROM surprise_memory.robots")]
-    want: dict[str, str | None] = {ANN_INDEX: None} | {robot_index_name(r): r for r in robots}
-    fleet, valid = _index_states(conn, want)
-    if fleet < 2:  # one robot: its graph would be a copy of the one over every episode
-        want = {ANN_INDEX: None}
+    want: dict[str, sql.Composed] = {
+        PLACE_INDEX: _CREATE_PLACE_INDEX,
+        ANN_INDEX: _create_ann_index(ANN_INDEX, dim, None),
+    }
+    own = {robot_index_name(r): _create_ann_index(robot_index_name(r), dim, r) for r in robots}
+    fleet, valid = _index_states(conn, want.keys() | own.keys())
+    if fleet >= 2:  # one robot: its graph would be a copy of the one over every episode
+        want |= own
     if all(valid.get(n) for n in want):
         return
     with _schema_lock(conn, "the HNSW index"):
@@ -450,7 +476,7 @@ def ensure_ann_index(
         try:
             with long_work():
                 _, valid = _index_states(conn, want)  # another opener may have built them
-                for name, robot in want.items():
+                for name, create in want.items():
                     if valid.get(name):
                         continue
                     if name in valid:  # left invalid by a concurrent build that was killed
@@ -459,7 +485,7 @@ def ensure_ann_index(
                                 sql.Identifier(name)
                             )
                         )
-                    conn.execute(_create_ann_index(name, dim, robot))
+                    conn.execute(create)
         finally:
             with contextlib.suppress(psycopg.Error):
                 conn.execute("RESET statement_timeout")

@@ -25,7 +25,10 @@ from constant fragments (one per filter the query has; the values are bound para
   exact; what the index can miss is an episode whose mean is far from the query while
   one of its frames is close (the benchmark measures how often). When the candidates
   leave fewer than ``k`` episodes after the place filter, the candidates are named again
-  by an exact ranking of the pooled vectors of every episode the filters leave (below);
+  by an exact ranking of the pooled vectors of every episode the filters leave (below),
+  a place's episodes found through the place index
+  (:data:`~surprise_memory.memory.store.postgres.schema.PLACE_INDEX`) by the radius's
+  bounding box;
 * **selective time window**: when a time window (and robot) leaves at most
   :data:`EXACT_EPISODES` episodes, the candidates are the ``ann_candidates`` episodes of
   the window (and place) nearest by their pooled vector, ranked *exactly* (no graph,
@@ -79,6 +82,10 @@ _EPISODE_FILTERS = {
     "pose": "e.pose_valid",
     "frame": "e.pose_frame_id = %(frame)s",
     "radius": "(" + "{dist}" + ") <= %(radius)s",
+    # the radius's bounding box, which the place index (schema.PLACE_INDEX) answers; its
+    # expression and the pose_valid filter are the index's own, or the planner cannot use it
+    "box": "point(e.pos_x, e.pos_y) <@ box(point(%(x)s - %(radius)s, %(y)s - %(radius)s), "
+    "point(%(x)s + %(radius)s, %(y)s + %(radius)s))",
 }
 # on the pooled vectors (alias v) in the HNSW scan; the robot as a literal ({robot}, filled
 # by sql.Literal), not a parameter: only then can the planner match the robot's own partial
@@ -188,7 +195,7 @@ class SqlSearch(NamedTuple):
             ep_where += [_EPISODE_FILTERS["pose"], _EPISODE_FILTERS["frame"]]
             if query.radius_m is not None:
                 params["radius"] = query.radius_m
-                ep_where.append(_EPISODE_FILTERS["radius"].format(dist=_DIST))
+                ep_where += [_EPISODE_FILTERS["box"], _EPISODE_FILTERS["radius"].format(dist=_DIST)]
         where = " AND ".join(ep_where) or "TRUE"
         q = query.query_vector
         if q is None:
