@@ -471,7 +471,7 @@ def ensure_ann_index(
         want |= own
     if all(valid.get(n) for n in want):
         return
-    with _schema_lock(conn, "the HNSW index"):
+    with _schema_lock(conn, "the search indexes"):
         conn.execute("SET statement_timeout = 0")  # a build over a migrated store takes long
         try:
             with long_work():
