@@ -61,14 +61,9 @@ def _add(store: PostgresEpisodeStore, rng: np.random.Generator, i: int, **kw: ob
     )
 
 
-def _sql_params(url: str, statement: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
+def _sql(url: str, statement: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
     with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute(statement, params).fetchall()  # type: ignore[call-overload]
-
-
-def _sql(url: str, statement: str) -> list[tuple[object, ...]]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        cur = conn.execute(statement)  # type: ignore[call-overload]
+        cur = conn.execute(statement, params)  # type: ignore[call-overload]
         return cur.fetchall() if cur.description else []
 
 
@@ -432,8 +427,9 @@ def test_a_store_without_the_place_index_answers_the_same_and_gains_it_when_open
     with open_store(pg_url) as store:
         for i in range(40):
             _add(store, rng, i, pose=Pose(x=float(i % 10), y=float(i % 3)))
-    state = "SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s))"
-    assert _sql_params(pg_url, state, (f"surprise_memory.{PLACE_INDEX}",)) == [(True,)]
+    index = f"surprise_memory.{PLACE_INDEX}"
+    valid = "SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s))"
+    assert _sql(pg_url, valid, (index,)) == [(True,)]
     queries = [
         RetrievalQuery(near=(4.0, 1.0, 0.0), radius_m=1.5, max_results=50),
         RetrievalQuery(
@@ -444,20 +440,21 @@ def test_a_store_without_the_place_index_answers_the_same_and_gains_it_when_open
             max_results=10,
         ),
     ]
-    with open_store(pg_url, read_only=True) as reader:
-        before = [
-            [(h.episode.id, h.score, h.distance_m) for h in reader.retrieve(q)] for q in queries
-        ]
+
+    def answers() -> list[list[tuple[str, float | None, float | None]]]:
+        with open_store(pg_url, read_only=True) as reader:
+            return [
+                [(h.episode.id, h.score, h.distance_m) for h in reader.retrieve(q)] for q in queries
+            ]
+
+    before = answers()
     assert len(before[0]) == sum(1 for i in range(40) if np.hypot(i % 10 - 4.0, i % 3 - 1.0) <= 1.5)
-    _sql(pg_url, f"DROP INDEX surprise_memory.{PLACE_INDEX}")
-    with open_store(pg_url, read_only=True) as reader:  # no index, the same answers
-        assert [
-            [(h.episode.id, h.score, h.distance_m) for h in reader.retrieve(q)] for q in queries
-        ] == before
-    assert _sql_params(pg_url, state, (f"surprise_memory.{PLACE_INDEX}",)) == [(None,)]
+    _sql(pg_url, f"DROP INDEX {index}")
+    assert answers() == before  # no index, the same answers
+    assert _sql(pg_url, valid, (index,)) == [(None,)]
     with open_store(pg_url):  # a writer's open builds it
         pass
-    assert _sql_params(pg_url, state, (f"surprise_memory.{PLACE_INDEX}",)) == [(True,)]
+    assert _sql(pg_url, valid, (index,)) == [(True,)]
 
 
 _WRITER = textwrap.dedent(
