@@ -134,6 +134,15 @@ class Catalog:
         """Keys of the live episodes."""
         return set(self._key_of.values())
 
+    def holds(self, key: int) -> bool:
+        """Whether the episode of this key is live."""
+        return key in self._id_of
+
+    @property
+    def last_key(self) -> int:
+        """The largest key ever added (0: none); keys only grow."""
+        return self._last_key
+
     @property
     def revision(self) -> tuple[int, int]:
         """(episodes held, largest key ever added): changes with every add and removal."""

@@ -32,6 +32,15 @@ from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.store.ann import AnnIndex
 from surprise_memory.memory.store.bulk_load import collector_paused, return_free_heap
 from surprise_memory.memory.store.catalog import Catalog, StoreMeta
+from surprise_memory.memory.store.column_file import (
+    ChangeMark,
+    change_mark,
+    gone_since,
+    load_columns,
+    name_column_file,
+    needs_rewrite,
+    write_column_file,
+)
 from surprise_memory.memory.store.embedding_codec import BLOB_DTYPES, encode_blobs
 from surprise_memory.memory.store.episode_index import EpisodeIndex
 from surprise_memory.memory.store.frame_files import FrameFiles
@@ -43,8 +52,8 @@ from surprise_memory.memory.store.schema import (
     IndexRow,
     connect,
     delete_episodes,
+    ensure_change_log,
     ensure_schema,
-    episode_columns,
     index_rows,
     insert_episode,
     read_meta,
@@ -163,6 +172,8 @@ class StoreFolder:
         self.meta = StoreMeta()
         self.catalog = Catalog()
         self.data_version = 0
+        self.change_mark: ChangeMark | None = None
+        """The change log's mark as the catalog last read it (see :func:`catch_up`)."""
         self.prefetch: IndexPrefetch | None = None
         """The index files' read into the page cache, when ``index_prefetch`` started one."""
         try:
@@ -191,6 +202,8 @@ class StoreFolder:
         try:
             self._conn = conn = connect(db, read_only=self._read_only)
             ensure_schema(conn, self._root, read_only=self._read_only)
+            if not self._read_only:
+                ensure_change_log(conn)
             self._load(conn)
         except sqlite3.Error as exc:
             raise StoreError(f"{db}: cannot open the episode database: {exc}") from exc
@@ -209,15 +222,21 @@ class StoreFolder:
         with ThreadPoolExecutor(1, thread_name_prefix="index-open") as pool:
             loaded = pool.submit(ann.load)
             conn.execute("BEGIN")  # one snapshot for the rows and the index's catch-up
+            token = None
             try:
                 with collector_paused():
-                    columns = episode_columns(conn)
-                    if columns is not None:
-                        self.catalog.load(columns)
-                    del columns  # its rows freed while the collector still rests
+                    rows = load_columns(conn, self._root)
+                    if rows.columns is not None:
+                        self.catalog.load(rows.columns)
+                    if not self._read_only and needs_rewrite(rows):
+                        token = write_column_file(self._root, rows)
+                    self.change_mark = rows.mark
+                    del rows  # freed while the collector still rests
                 self._open_index(conn, ann, loaded.result())
             finally:
                 conn.execute("COMMIT")
+        if token is not None and self.change_mark is not None:  # named once the read ended
+            name_column_file(conn, token, self.change_mark.upto)
         return_free_heap()
 
     def ensure_index(self) -> None:
@@ -520,9 +539,11 @@ def catch_up(folder: StoreFolder) -> None:
     """Take in what other connections committed to a folder since its open or last catch-up.
 
     Cheap when nothing was committed (one ``PRAGMA data_version``, which changes only
-    with another connection's commits). Otherwise, in one read transaction: the keys
-    still stored (removed episodes leave the catalog), the episodes added after the
-    newest one held (keys only grow), and the ``meta`` entries (the first episode fixes
+    with another connection's commits). Otherwise, in one read transaction: the episodes
+    removed (the database's change log after the last look, so a robot-year's follower
+    reads a few rows, not 670,000 keys; every key when there is no log or a new column
+    file took its entries: column_file.py), the episodes added after the newest key held
+    (keys only grow), and the ``meta`` entries (the first episode fixes
     the embedder; the origin may move earlier). A function beside :class:`StoreFolder`,
     like :func:`import_episode`, to keep the class small.
 
@@ -537,17 +558,23 @@ def catch_up(folder: StoreFolder) -> None:
             return
         conn.execute("BEGIN")
         try:
-            stored = {int(r[0]) for r in conn.execute("SELECT seq FROM episodes")}
-            held = folder.catalog.keys()
-            added = list(index_rows(conn, after_seq=max(held, default=0)))
+            catalog = folder.catalog
+            mark, seen = change_mark(conn), folder.change_mark
+            if mark is not None and seen is not None and mark.token == seen.token:
+                gone = [k for k in gone_since(conn, seen.upto) if catalog.holds(k)]
+            else:  # no log, or a new column file took its entries: every key is looked up
+                stored = {int(r[0]) for r in conn.execute("SELECT seq FROM episodes")}
+                gone = sorted(catalog.keys() - stored)
+            added = list(index_rows(conn, after_seq=catalog.last_key))
             meta = read_meta(conn)
         finally:
             conn.execute("COMMIT")
     except sqlite3.Error as exc:
         raise StoreError(f"{folder.root}: cannot read new episodes: {exc}") from exc
     folder.data_version = version
+    folder.change_mark = mark
     folder.meta = StoreMeta(meta)
-    folder.catalog.remove(sorted(held - stored))
+    folder.catalog.remove(sorted(gone))
     _take(folder.catalog, added, folder.root)
     try:
         folder.ensure_index()  # the first episodes a read-only store sees
