@@ -13,8 +13,8 @@ import pytest
 
 from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.store.catalog import Catalog
+from surprise_memory.memory.store.column_file import EpisodeColumns
 from surprise_memory.memory.store.episode_index import EpisodeIndex
-from surprise_memory.memory.store.schema import EpisodeColumns
 
 DIM = 8
 

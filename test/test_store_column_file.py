@@ -24,11 +24,12 @@ from surprise_memory.memory.store.column_file import (
     COLUMN_FILE,
     COLUMN_FILE_TOKEN,
     LoadedColumns,
+    episode_columns,
     load_columns,
     needs_rewrite,
     write_column_file,
 )
-from surprise_memory.memory.store.schema import DB_NAME, episode_columns
+from surprise_memory.memory.store.schema import DB_NAME
 from surprise_memory.perception.frames import Frame
 
 S = 1_000_000_000

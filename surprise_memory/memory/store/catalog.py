@@ -29,8 +29,8 @@ import numpy.typing as npt
 
 from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery
+from surprise_memory.memory.store.column_file import EpisodeColumns
 from surprise_memory.memory.store.records import EpisodeRecord
-from surprise_memory.memory.store.schema import EpisodeColumns
 from surprise_memory.memory.store.search import EmbeddingIndex
 
 __all__ = ["Catalog", "StoreMeta", "eviction_victims", "over_budget"]

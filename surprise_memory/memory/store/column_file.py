@@ -3,7 +3,7 @@
 A robot-year's ``episodes`` table is about 6,000 pages spread over a 6 GiB database (written
 between the frame vectors as the year went in): with the page cache dropped, SQLite's scan
 reads them one at a time, half of a 3 s open (benchmarks/RESULTS.md, "The open"). This file
-(``episode_columns.bin``, about 40 MiB a robot-year) holds the same columns contiguously.
+(``episode_columns.bin``, 53 MiB a robot-year) holds the same columns contiguously.
 
 It is trusted only as far as the database vouches for it:
 
@@ -26,6 +26,7 @@ import sqlite3
 import struct
 import uuid
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -34,21 +35,19 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.memory.store.ann import atomic_write
-from surprise_memory.memory.store.schema import (
-    EPISODE_COLUMN_NAMES,
-    SCHEMA_VERSION,
-    EpisodeColumns,
-    episode_columns,
-    transaction,
-    upsert_meta,
-)
+from surprise_memory.memory.store.schema import SCHEMA_VERSION, transaction, upsert_meta
 
 __all__ = [
+    "CHANGE_LOG",
     "COLUMN_FILE",
     "COLUMN_FILE_TOKEN",
+    "EPISODE_COLUMN_NAMES",
     "ChangeMark",
+    "EpisodeColumns",
     "LoadedColumns",
     "change_mark",
+    "ensure_change_log",
+    "episode_columns",
     "gone_since",
     "load_columns",
     "name_column_file",
@@ -79,6 +78,67 @@ _NUMBERS = {
 _CODED = ("robot_id", "pose_frame", "camera", "kind")
 _REWRITE_FRACTION = 0.02  # of the rows, added or changed since the file, before a new one
 _REWRITE_MIN_ROWS = 4096
+
+
+class EpisodeColumns(NamedTuple):
+    """Every episode's key, id and filter fields (no embeddings), one sequence per field.
+
+    The rows of ``episodes`` transposed, in the order added (ascending ``seq``): an open
+    builds its arrays and maps from whole columns at once rather than row by row.
+    """
+
+    seq: Sequence[int]
+    episode_id: Sequence[str]
+    stamp_ns: Sequence[int]
+    pos_x: Sequence[float]
+    pos_y: Sequence[float]
+    pos_z: Sequence[float]
+    pose_valid: Sequence[int]
+    surprise: Sequence[float]
+    nbytes: Sequence[int]
+    robot_id: Sequence[str]
+    pose_frame: Sequence[str]
+    camera: Sequence[str]
+    kind: Sequence[str]
+
+
+EPISODE_COLUMN_NAMES = EpisodeColumns._fields
+"""The fields of :class:`EpisodeColumns`, in order."""
+
+
+def episode_columns(
+    conn: sqlite3.Connection, where: str = "1", params: Sequence[Any] = ()
+) -> EpisodeColumns | None:
+    """The key, id and filter fields of every episode, by column; None when there is none.
+
+    ``where`` (a constant SQL condition, ``params`` bound to it) keeps some of them.
+    """
+    rows = conn.execute(
+        "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
+        f"robot_id, pose_frame_id, camera, kind FROM episodes WHERE {where} ORDER BY seq",
+        params,
+    ).fetchall()
+    return EpisodeColumns(*zip(*rows, strict=True)) if rows else None
+
+
+CHANGE_LOG = (
+    "CREATE TABLE IF NOT EXISTS episode_changes ("
+    "id INTEGER PRIMARY KEY AUTOINCREMENT, seq INTEGER NOT NULL)",
+    "CREATE TRIGGER IF NOT EXISTS episodes_deleted AFTER DELETE ON episodes "
+    "BEGIN INSERT INTO episode_changes (seq) VALUES (OLD.seq); END",
+    "CREATE TRIGGER IF NOT EXISTS episodes_updated AFTER UPDATE ON episodes "
+    "BEGIN INSERT INTO episode_changes (seq) VALUES (OLD.seq); END",
+)
+"""The log of episode rows deleted or updated, kept by the database itself (so by any code
+that writes it): what an open corrects the column file by (column_file.py). Not a schema
+version: an older reader ignores it, and its writes are logged all the same."""
+
+
+def ensure_change_log(conn: sqlite3.Connection) -> None:
+    """Create :data:`CHANGE_LOG` where it is missing (a writable open)."""
+    with transaction(conn):
+        for statement in CHANGE_LOG:
+            conn.execute(statement)
 
 
 class ChangeMark(NamedTuple):

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.store.ann import AnnIndex, Segment, pooled, search_segments
-from surprise_memory.memory.store.schema import EpisodeColumns
+from surprise_memory.memory.store.column_file import EpisodeColumns
 from surprise_memory.memory.store.search import EmbeddingIndex
 
 __all__ = ["EXACT_IN_RAM", "EXACT_PER_SEGMENT", "RERANK", "EpisodeIndex", "FrameReader"]

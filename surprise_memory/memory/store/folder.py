@@ -10,6 +10,11 @@ are left to the caller, which says what it was reading.
 
 Not thread-safe on its own; :class:`~surprise_memory.memory.store.sqlite.EpisodeStore`
 guards it with its lock and validates what comes in.
+
+Long module: the class (see its note) and the three functions beside it that read and
+write in the same order (:func:`search_hits`, :func:`catch_up`, :func:`import_episode`):
+they left the class to keep it small, not the module, so that the order is read in one
+file.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from surprise_memory.memory.store.catalog import Catalog, StoreMeta
 from surprise_memory.memory.store.column_file import (
     ChangeMark,
     change_mark,
+    ensure_change_log,
     gone_since,
     load_columns,
     name_column_file,
@@ -52,7 +58,6 @@ from surprise_memory.memory.store.schema import (
     IndexRow,
     connect,
     delete_episodes,
-    ensure_change_log,
     ensure_schema,
     index_rows,
     insert_episode,

@@ -25,7 +25,7 @@ import math
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -45,19 +45,14 @@ from surprise_memory.memory.store.snapshots import SNAPSHOTS_TABLE
 from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
 
 __all__ = [
-    "CHANGE_LOG",
     "DB_NAME",
-    "EPISODE_COLUMN_NAMES",
     "PAGE_SIZE",
     "SCHEMA_VERSION",
-    "EpisodeColumns",
     "IndexRow",
     "Migration",
     "connect",
     "delete_episodes",
-    "ensure_change_log",
     "ensure_schema",
-    "episode_columns",
     "index_rows",
     "insert_episode",
     "read_meta",
@@ -574,67 +569,6 @@ def select_embeddings(conn: sqlite3.Connection, seq: int) -> npt.NDArray[np.floa
         (seq,),
     )
     return np.stack([decode_blob(b, d, t).astype(np.float32) for d, t, b in rows])
-
-
-class EpisodeColumns(NamedTuple):
-    """Every episode's key, id and filter fields (no embeddings), one sequence per field.
-
-    The rows of ``episodes`` transposed, in the order added (ascending ``seq``): an open
-    builds its arrays and maps from whole columns at once rather than row by row.
-    """
-
-    seq: Sequence[int]
-    episode_id: Sequence[str]
-    stamp_ns: Sequence[int]
-    pos_x: Sequence[float]
-    pos_y: Sequence[float]
-    pos_z: Sequence[float]
-    pose_valid: Sequence[int]
-    surprise: Sequence[float]
-    nbytes: Sequence[int]
-    robot_id: Sequence[str]
-    pose_frame: Sequence[str]
-    camera: Sequence[str]
-    kind: Sequence[str]
-
-
-EPISODE_COLUMN_NAMES = EpisodeColumns._fields
-"""The fields of :class:`EpisodeColumns`, in order."""
-
-
-def episode_columns(
-    conn: sqlite3.Connection, where: str = "1", params: Sequence[Any] = ()
-) -> EpisodeColumns | None:
-    """The key, id and filter fields of every episode, by column; None when there is none.
-
-    ``where`` (a constant SQL condition, ``params`` bound to it) keeps some of them.
-    """
-    rows = conn.execute(
-        "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
-        f"robot_id, pose_frame_id, camera, kind FROM episodes WHERE {where} ORDER BY seq",
-        params,
-    ).fetchall()
-    return EpisodeColumns(*zip(*rows, strict=True)) if rows else None
-
-
-CHANGE_LOG = (
-    "CREATE TABLE IF NOT EXISTS episode_changes ("
-    "id INTEGER PRIMARY KEY AUTOINCREMENT, seq INTEGER NOT NULL)",
-    "CREATE TRIGGER IF NOT EXISTS episodes_deleted AFTER DELETE ON episodes "
-    "BEGIN INSERT INTO episode_changes (seq) VALUES (OLD.seq); END",
-    "CREATE TRIGGER IF NOT EXISTS episodes_updated AFTER UPDATE ON episodes "
-    "BEGIN INSERT INTO episode_changes (seq) VALUES (OLD.seq); END",
-)
-"""The log of episode rows deleted or updated, kept by the database itself (so by any code
-that writes it): what an open corrects the column file by (column_file.py). Not a schema
-version: an older reader ignores it, and its writes are logged all the same."""
-
-
-def ensure_change_log(conn: sqlite3.Connection) -> None:
-    """Create :data:`CHANGE_LOG` where it is missing (a writable open)."""
-    with transaction(conn):
-        for statement in CHANGE_LOG:
-            conn.execute(statement)
 
 
 def select_embeddings_of(
