@@ -56,11 +56,16 @@ def _add(store: EpisodeStore, i: int, rng: np.random.Generator) -> None:
     )
 
 
-def _fill(root: Path, n: int, seed: int = 1) -> None:
-    rng = np.random.default_rng(seed)
+def _fill(root: Path, n: int, *, with_file: bool = True) -> None:
+    """``n`` episodes added to a new store, then (``with_file``) a writable open with rows,
+    which writes the column file and names it (the first open had no rows to write)."""
+    rng = np.random.default_rng(1)
     with EpisodeStore(root) as store:
         for i in range(n):
             _add(store, i, rng)
+    if with_file:
+        with EpisodeStore(root):
+            pass
 
 
 def _loaded(root: Path) -> LoadedColumns:
@@ -96,7 +101,7 @@ def test_a_writable_open_writes_the_file_and_later_opens_read_their_rows_from_it
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "store"
-    _fill(root, 40)
+    _fill(root, 40, with_file=False)
     first = _loaded(root)  # the first store's close wrote none: its open had no rows
     assert (first.from_file, first.from_db) == (0, 40)
     with EpisodeStore(root):
@@ -114,8 +119,6 @@ def test_rows_added_deleted_or_updated_after_the_file_are_read_from_the_database
 ) -> None:
     root = tmp_path / "store"
     _fill(root, 30)
-    with EpisodeStore(root):
-        pass
     rng = np.random.default_rng(2)
     with EpisodeStore(root) as store:
         for i in range(30, 36):  # six added
@@ -154,8 +157,6 @@ def test_a_file_the_database_does_not_vouch_for_is_not_used(
 ) -> None:
     root = tmp_path / "store"
     _fill(root, 25)
-    with EpisodeStore(root):
-        pass
     path = root / COLUMN_FILE
     data = path.read_bytes()
     if damage == "payload":  # a flipped bit in a column
@@ -167,8 +168,6 @@ def test_a_file_the_database_does_not_vouch_for_is_not_used(
     elif damage == "other_store":  # another store's file, of the same rows, put here
         other = tmp_path / "other"
         _fill(other, 25)
-        with EpisodeStore(other):
-            pass
         path.write_bytes((other / COLUMN_FILE).read_bytes())
     else:  # written, then killed before the database named it
         conn = sqlite3.connect(root / DB_NAME)
@@ -190,7 +189,7 @@ def test_a_file_the_database_does_not_vouch_for_is_not_used(
 def test_a_read_only_open_of_a_store_no_writable_open_of_this_code_saw(tmp_path: Path) -> None:
     """No change log, no token: the database's rows, and nothing written."""
     root = tmp_path / "store"
-    _fill(root, 10)
+    _fill(root, 10, with_file=False)
     conn = sqlite3.connect(root / DB_NAME, isolation_level=None)
     conn.execute("DROP TRIGGER episodes_deleted")
     conn.execute("DROP TRIGGER episodes_updated")
@@ -222,8 +221,6 @@ def test_a_follower_takes_in_deletions_from_the_log_and_after_a_new_file_from_th
     whose log entries a new column file took before the follower looked."""
     root = tmp_path / "store"
     _fill(root, 20)
-    with EpisodeStore(root):
-        pass  # the file, named
     rng = np.random.default_rng(4)
     with EpisodeStore(root, read_only=True) as follower:
         with EpisodeStore(root) as writer:

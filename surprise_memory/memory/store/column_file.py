@@ -35,7 +35,12 @@ import numpy as np
 import numpy.typing as npt
 
 from surprise_memory.memory.store.ann import atomic_write
-from surprise_memory.memory.store.schema import SCHEMA_VERSION, transaction, upsert_meta
+from surprise_memory.memory.store.schema import (
+    FILTER_COLUMNS,
+    SCHEMA_VERSION,
+    transaction,
+    upsert_meta,
+)
 
 __all__ = [
     "CHANGE_LOG",
@@ -114,9 +119,7 @@ def episode_columns(
     ``where`` (a constant SQL condition, ``params`` bound to it) keeps some of them.
     """
     rows = conn.execute(
-        "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
-        f"robot_id, pose_frame_id, camera, kind FROM episodes WHERE {where} ORDER BY seq",
-        params,
+        f"SELECT {FILTER_COLUMNS} FROM episodes WHERE {where} ORDER BY seq", params
     ).fetchall()
     return EpisodeColumns(*zip(*rows, strict=True)) if rows else None
 
@@ -130,7 +133,7 @@ CHANGE_LOG = (
     "BEGIN INSERT INTO episode_changes (seq) VALUES (OLD.seq); END",
 )
 """The log of episode rows deleted or updated, kept by the database itself (so by any code
-that writes it): what an open corrects the column file by (column_file.py). Not a schema
+that writes it): what an open corrects the column file by. Not a schema
 version: an older reader ignores it, and its writes are logged all the same."""
 
 

@@ -569,7 +569,7 @@ def catch_up(folder: StoreFolder) -> None:
                 gone = [k for k in gone_since(conn, seen.upto) if catalog.holds(k)]
             else:  # no log, or a new column file took its entries: every key is looked up
                 stored = {int(r[0]) for r in conn.execute("SELECT seq FROM episodes")}
-                gone = sorted(catalog.keys() - stored)
+                gone = list(catalog.keys() - stored)
             added = list(index_rows(conn, after_seq=catalog.last_key))
             meta = read_meta(conn)
         finally:

@@ -46,6 +46,7 @@ from surprise_memory.memory.store.summary import SUMMARY_COLUMNS, EpisodeSummary
 
 __all__ = [
     "DB_NAME",
+    "FILTER_COLUMNS",
     "PAGE_SIZE",
     "SCHEMA_VERSION",
     "IndexRow",
@@ -384,6 +385,14 @@ def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
 
+FILTER_COLUMNS = (
+    "seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
+    "robot_id, pose_frame_id, camera, kind"
+)
+"""The columns an open loads of each episode (no embeddings), in the order of
+:class:`~surprise_memory.memory.store.column_file.EpisodeColumns` and :class:`IndexRow`."""
+
+
 def index_rows(conn: sqlite3.Connection, after_seq: int = 0) -> Iterator[IndexRow]:
     """Every episode with its embeddings, in the order they were added (two cursors, merged).
 
@@ -397,9 +406,7 @@ def index_rows(conn: sqlite3.Connection, after_seq: int = 0) -> Iterator[IndexRo
 
     """
     rows = conn.execute(
-        "SELECT seq, id, stamp_ns, pos_x, pos_y, pos_z, pose_valid, surprise, nbytes, "
-        "robot_id, pose_frame_id, camera, kind FROM episodes WHERE seq > ? ORDER BY seq",
-        (after_seq,),
+        f"SELECT {FILTER_COLUMNS} FROM episodes WHERE seq > ? ORDER BY seq", (after_seq,)
     )
     emb_rows = conn.execute(
         "SELECT episode_seq, dim, dtype, data FROM embeddings WHERE episode_seq > ? "
