@@ -14,6 +14,13 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 if os.environ.get("ROS_DISTRO") == "humble":  # Humble ignores the line above
     os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 232)))
+# Under pytest-xdist (`pytest -n N`) each worker inherits the controller's domain; the next
+# domains up, one per worker, keep two tests running at once from seeing each other's nodes.
+if os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):  # "gw0", "gw1", ...
+    os.environ["ROS_DOMAIN_ID"] = str(
+        1
+        + (int(os.environ["ROS_DOMAIN_ID"]) - 1 + int(os.environ["PYTEST_XDIST_WORKER"][2:])) % 232
+    )
 
 # `pytest --ros-free`: the tests that need no ROS 2 (the robot stage, tools/test_robot.sh);
 # the store's two backends and a real PostgreSQL server, for the tests that ask for them

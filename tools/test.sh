@@ -32,12 +32,14 @@ else  # lint is the venv's job (requirements/dev.txt); an apt ROS shell may not 
 fi
 # The robot stages (a robot's system Python with apt's numpy 1.x, the README's robot set-up,
 # the ROS-free tests, the demo), only on a full run (with arguments, the caller chose which
-# tests to run). They run beside the main suite, not after it: the three pytest processes
-# often wait (DDS timers, subprocesses, servers, Chromium), and the suite is to pass with
-# two CPU-bound processes beside it anyway. Measured on a fresh clone (2 cores): one after
-# another, 34 minutes (the main suite 26, the robot stages 6.5 after it); beside it, 30 (the
-# main suite 29, each robot stage 10). Their logs are printed after the main suite's, so
-# that each reports even when another fails.
+# tests to run). The main suite's tests mostly wait (DDS timers, subprocesses, servers,
+# Chromium: quiet, one pytest keeps a third of this 2-core machine busy), so it runs in two
+# pytest-xdist workers, whole files to each, and the robot stages run one after the other
+# beside it: every test has two busy processes beside it, as the suite must pass with anyway.
+# Measured on a fresh clone (2 cores), 2026-11-30: one pytest with both robot stages beside
+# it, 45 min (the main suite 43, each robot stage 17-18); in two workers, the main suite
+# alone 21 min. Their logs are printed after the main suite's, so that each reports even
+# when another fails.
 robot=0
 jammy=0
 if [[ $# -eq 0 ]]; then
@@ -45,24 +47,36 @@ if [[ $# -eq 0 ]]; then
   # The robot stages leave out the `slow` tests (the consumers of a 24,576-episode store,
   # about a minute; the index's own recall tests run in every stage): the main stage runs
   # them, and CI stays in 30 min
-  bash "$ROOT/tools/test_robot.sh" -m "not slow" >"$logs/debian12.log" 2>&1 &
-  debian12=$!
-  bash "$ROOT/tools/test_robot_ubuntu2204.sh" -m "not slow" >"$logs/ubuntu2204.log" 2>&1 &
-  ubuntu2204=$!
+  (
+    rc=0
+    bash "$ROOT/tools/test_robot.sh" -m "not slow" >"$logs/debian12.log" 2>&1 || rc=$?
+    echo "$rc" >"$logs/debian12.rc"
+    rc=0
+    bash "$ROOT/tools/test_robot_ubuntu2204.sh" -m "not slow" >"$logs/ubuntu2204.log" 2>&1 || rc=$?
+    echo "$rc" >"$logs/ubuntu2204.rc"
+  ) &
+  stages=$!
 fi
 echo "== pytest ($(command -v pytest))"
 # `pytest`, not `python -m pytest`: the latter puts the repo root on sys.path, and the source
 # tree (which lacks the generated msg/srv modules) would shadow the colcon install.
 main=0
-# a full run lists its slowest tests: where CI's 30 minutes go
-durations=()
-[[ $# -eq 0 ]] && durations=(--durations=25)
-pytest "${durations[@]}" "$@" || main=$?
+options=()
 if [[ $# -eq 0 ]]; then
-  wait "$debian12" || robot=$?
+  options+=(--durations=25)  # a full run lists its slowest tests: where CI's 30 minutes go
+  # two workers where pytest-xdist is installed (requirements/test.txt; an apt ROS shell
+  # may lack it, and then the suite runs in one process, as a robot's pytest would)
+  if pytest -p xdist --version >/dev/null 2>&1; then
+    options+=(-n 2 --dist loadfile)
+  fi
+fi
+pytest "${options[@]}" "$@" || main=$?
+if [[ $# -eq 0 ]]; then
+  wait "$stages"
+  robot="$(cat "$logs/debian12.rc")"
   echo "== robot stage, Debian 12 (tools/test_robot.sh), run beside the main suite: exit $robot"
   cat "$logs/debian12.log"
-  wait "$ubuntu2204" || jammy=$?
+  jammy="$(cat "$logs/ubuntu2204.rc")"
   echo "== robot stage, Ubuntu 22.04-like (tools/test_robot_ubuntu2204.sh), run beside" \
     "the main suite: exit $jammy"
   cat "$logs/ubuntu2204.log"
