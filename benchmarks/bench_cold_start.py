@@ -16,6 +16,11 @@ year's exact top-10:
   while the index files are read in the background.
 * ``prefetch done``: the default, the queries after ``wait_for_prefetch``.
 * ``warm``: no drop, the store's files as the previous variants left them in the cache.
+
+``--memory-limit GIB`` runs every variant's process in a memory cgroup of that size (cgroup
+v1 or v2), which holds the page cache it reads as well as its heap: a robot whose memory
+is smaller than its store (a Jetson with 8 or 16 GB beside its other nodes), on a machine
+that has more.
 """
 
 from __future__ import annotations
@@ -43,6 +48,24 @@ def drop_page_cache() -> None:
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
     except OSError as exc:
         sys.exit(f"bench_cold_start: cannot drop the page cache ({exc}); run it as root")
+
+
+def memory_cgroup(limit_gib: float) -> Path:
+    """A new memory cgroup of ``limit_gib`` GiB (root only); its ``cgroup.procs`` file."""
+    v2 = Path("/sys/fs/cgroup")
+    if (v2 / "cgroup.controllers").is_file():  # the unified hierarchy
+        if "memory" not in (v2 / "cgroup.subtree_control").read_text().split():
+            sys.exit("bench_cold_start: the memory controller is not enabled in /sys/fs/cgroup")
+        group, limit_file = v2 / f"bench_cold_start.{os.getpid()}", "memory.max"
+    else:  # cgroup v1's memory hierarchy
+        group = Path("/sys/fs/cgroup/memory") / f"bench_cold_start.{os.getpid()}"
+        limit_file = "memory.limit_in_bytes"
+    try:
+        group.mkdir()
+        (group / limit_file).write_text(f"{int(limit_gib * 2**30)}\n")
+    except OSError as exc:
+        sys.exit(f"bench_cold_start: cannot make a memory cgroup at {group} ({exc}); run as root")
+    return group / "cgroup.procs"
 
 
 def measure(store_dir: Path, variant: str, queries: np.ndarray) -> dict[str, Any]:
@@ -76,6 +99,13 @@ def main() -> None:
     p.add_argument("--queries", type=int, default=100)
     p.add_argument("--seed", type=int, default=7, help="bench_lifetime.py's --seed")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument(
+        "--memory-limit",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="run each variant in a memory cgroup of this many GiB (heap and page cache)",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     store_dir = args.work / "store"
@@ -86,14 +116,19 @@ def main() -> None:
     truth = np.load(args.work / "truth.npz")["top_text"][: args.queries]
     want = [[episode_id(int(i)) for i in row if i >= 0] for row in truth]
     print(header(machine(), versions(), quick=False))
-    print(f"store: {store_dir} ({len(want)} text queries, seed {args.seed})\n")
+    procs = memory_cgroup(args.memory_limit) if args.memory_limit else None
+    limit = f", memory limited to {args.memory_limit:g} GiB" if procs else ""
+    print(f"store: {store_dir} ({len(want)} text queries, seed {args.seed}{limit})\n")
     print("| variant | open s | ready s | text p50 / p99 ms | first query ms | recall@10 |")
     print("| --- | --- | --- | --- | --- | --- |")
     rows = []
     for variant in VARIANTS:
         cmd = [sys.executable, __file__, "--work", str(args.work), "--seed", str(args.seed)]
         cmd += ["--queries", str(args.queries), "--child", variant]
-        res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        # the child joins the cgroup before it runs (the cache it then reads is charged there)
+        join = None if procs is None else lambda: procs.write_text(f"{os.getpid()}\n")
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, preexec_fn=join)
+        res = json.loads(out.stdout)
         ms = np.asarray(res["ms"])
         row = {
             "variant": variant,
@@ -113,6 +148,8 @@ def main() -> None:
         )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    if procs is not None:
+        procs.parent.rmdir()  # empty: its children have exited (the kernel keeps the cache)
 
 
 if __name__ == "__main__":

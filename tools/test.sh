@@ -36,10 +36,10 @@ fi
 # Chromium: quiet, one pytest keeps a third of this 2-core machine busy), so it runs in two
 # pytest-xdist workers, whole files to each, and the robot stages run one after the other
 # beside it: every test has two busy processes beside it, as the suite must pass with anyway.
-# Measured on a fresh clone (2 cores), 2026-11-30: one pytest with both robot stages beside
-# it, 45 min (the main suite 43, each robot stage 17-18); in two workers, the main suite
-# alone 21 min. Their logs are printed after the main suite's, so that each reports even
-# when another fails.
+# Measured on a fresh clone (2 cores, 2026-11-30): one pytest with both robot stages beside
+# it took 44-47 min (the main suite 42-43, each robot stage 17-18); this way 33 min (the main
+# suite 26, the robot stages 15 and 14; alone, the main suite takes 21 in two workers). Their
+# logs are printed after the main suite's, so that each reports even when another fails.
 robot=0
 jammy=0
 if [[ $# -eq 0 ]]; then
