@@ -47,14 +47,12 @@ if [[ $# -eq 0 ]]; then
   # The robot stages leave out the `slow` tests (the consumers of a 24,576-episode store,
   # about a minute; the index's own recall tests run in every stage): the main stage runs
   # them, and CI stays in 30 min
-  (
-    rc=0
-    bash "$ROOT/tools/test_robot.sh" -m "not slow" >"$logs/debian12.log" 2>&1 || rc=$?
-    echo "$rc" >"$logs/debian12.rc"
-    rc=0
-    bash "$ROOT/tools/test_robot_ubuntu2204.sh" -m "not slow" >"$logs/ubuntu2204.log" 2>&1 || rc=$?
-    echo "$rc" >"$logs/ubuntu2204.rc"
-  ) &
+  robot_stage() {  # NAME SCRIPT: the stage's log and exit status land in $logs/NAME.*
+    local rc=0
+    bash "$ROOT/tools/$2" -m "not slow" >"$logs/$1.log" 2>&1 || rc=$?
+    echo "$rc" >"$logs/$1.rc"
+  }
+  (robot_stage debian12 test_robot.sh; robot_stage ubuntu2204 test_robot_ubuntu2204.sh) &
   stages=$!
 fi
 echo "== pytest ($(command -v pytest))"
