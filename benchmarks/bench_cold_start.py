@@ -109,11 +109,13 @@ def main() -> None:
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     store_dir = args.work / "store"
-    queries = World(args.seed).queries(args.queries)["vec"]
+    truth = np.load(args.work / "truth.npz")["top_text"]
+    # the year's queries as bench_lifetime.py drew them (the draws depend on their count)
+    queries = World(args.seed).queries(len(truth))["vec"][: args.queries]
     if args.child:
         json.dump(measure(store_dir, args.child, queries), sys.stdout)
         return
-    truth = np.load(args.work / "truth.npz")["top_text"][: args.queries]
+    truth = truth[: args.queries]
     want = [[episode_id(int(i)) for i in row if i >= 0] for row in truth]
     print(header(machine(), versions(), quick=False))
     procs = memory_cgroup(args.memory_limit) if args.memory_limit else None
@@ -122,34 +124,36 @@ def main() -> None:
     print("| variant | open s | ready s | text p50 / p99 ms | first query ms | recall@10 |")
     print("| --- | --- | --- | --- | --- | --- |")
     rows = []
-    for variant in VARIANTS:
-        cmd = [sys.executable, __file__, "--work", str(args.work), "--seed", str(args.seed)]
-        cmd += ["--queries", str(args.queries), "--child", variant]
-        # the child joins the cgroup before it runs (the cache it then reads is charged there)
-        join = None if procs is None else lambda: procs.write_text(f"{os.getpid()}\n")
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True, preexec_fn=join)
-        res = json.loads(out.stdout)
-        ms = np.asarray(res["ms"])
-        row = {
-            "variant": variant,
-            "open_s": res["open_s"],
-            "ready_s": res["ready_s"],
-            "p50_ms": float(np.percentile(ms, 50)),
-            "p99_ms": float(np.percentile(ms, 99)),
-            "first_ms": float(ms[0]),
-            "recall": recall(res["hits"], want),
-        }
-        rows.append(row)
-        print(
-            f"| {variant} | {row['open_s']:.2f} | {row['ready_s']:.2f} | "
-            f"{row['p50_ms']:.1f} / {row['p99_ms']:.1f} | {row['first_ms']:.0f} | "
-            f"{row['recall']:.3f} |",
-            flush=True,
-        )
+    try:
+        for variant in VARIANTS:
+            cmd = [sys.executable, __file__, "--work", str(args.work), "--seed", str(args.seed)]
+            cmd += ["--queries", str(args.queries), "--child", variant]
+            # the child joins the cgroup before it runs (the cache it then reads is charged there)
+            join = None if procs is None else lambda: procs.write_text(f"{os.getpid()}\n")
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True, preexec_fn=join)
+            res = json.loads(out.stdout)
+            ms = np.asarray(res["ms"])
+            row = {
+                "variant": variant,
+                "open_s": res["open_s"],
+                "ready_s": res["ready_s"],
+                "p50_ms": float(np.percentile(ms, 50)),
+                "p99_ms": float(np.percentile(ms, 99)),
+                "first_ms": float(ms[0]),
+                "recall": recall(res["hits"], want),
+            }
+            rows.append(row)
+            print(
+                f"| {variant} | {row['open_s']:.2f} | {row['ready_s']:.2f} | "
+                f"{row['p50_ms']:.1f} / {row['p99_ms']:.1f} | {row['first_ms']:.0f} | "
+                f"{row['recall']:.3f} |",
+                flush=True,
+            )
+    finally:  # also when a variant fails: no cgroup is left behind
+        if procs is not None:  # empty: its children have exited (the kernel keeps the cache)
+            procs.parent.rmdir()
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
-    if procs is not None:
-        procs.parent.rmdir()  # empty: its children have exited (the kernel keeps the cache)
 
 
 if __name__ == "__main__":
