@@ -158,6 +158,20 @@ def _run(tmp_path: Path, shape: str) -> Run:
                 lambda: {e.camera for e in run.episodes} >= set(MOUNTS),
                 30.0,
             ), [(e.camera, time_to_ns(e.header.stamp)) for e in run.events]
+            # the cameras that went on to the end: their windows up to the last frame (a
+            # loaded encoder is a window or two behind the stream when the events are in)
+            last = sf.stamps()[-1]
+            assert spin_until(
+                node,
+                lambda: all(
+                    any(
+                        m.camera == n and time_to_ns(m.header.stamp) == last for m in run.embeddings
+                    )
+                    for n in MOUNTS
+                    if n != "rear"
+                ),
+                30.0,
+            ), [(m.camera, time_to_ns(m.header.stamp)) for m in run.embeddings[-6:]]
             # the rear camera has been silent for over a second: reported by name
             assert spin_until(
                 node,
