@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -112,7 +113,8 @@ def main() -> None:
     truth = np.load(args.work / "truth.npz")["top_text"]
     # the year's queries as bench_lifetime.py drew them (the draws depend on their count)
     queries = World(args.seed).queries(len(truth))["vec"][: args.queries]
-    if args.child:
+    if args.child:  # the prefetch's plan (what it passes over for the memory) to stderr
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
         json.dump(measure(store_dir, args.child, queries), sys.stdout)
         return
     truth = truth[: args.queries]
@@ -132,6 +134,7 @@ def main() -> None:
             join = None if procs is None else lambda: procs.write_text(f"{os.getpid()}\n")
             out = subprocess.run(cmd, check=True, capture_output=True, text=True, preexec_fn=join)
             res = json.loads(out.stdout)
+            plan = [line for line in out.stderr.splitlines() if "index prefetch" in line]
             ms = np.asarray(res["ms"])
             row = {
                 "variant": variant,
@@ -141,6 +144,7 @@ def main() -> None:
                 "p99_ms": float(np.percentile(ms, 99)),
                 "first_ms": float(ms[0]),
                 "recall": recall(res["hits"], want),
+                "prefetch_plan": plan,
             }
             rows.append(row)
             print(
@@ -149,6 +153,8 @@ def main() -> None:
                 f"{row['recall']:.3f} |",
                 flush=True,
             )
+        plans = {line for row in rows for line in row["prefetch_plan"]}
+        print("".join(f"\n{line}" for line in sorted(plans)) or "\nthe prefetch read every file")
     finally:  # also when a variant fails: no cgroup is left behind
         if procs is not None:  # empty: its children have exited (the kernel keeps the cache)
             procs.parent.rmdir()

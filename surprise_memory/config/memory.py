@@ -242,6 +242,17 @@ class StoreConfig(ComponentConfig):
         "touch them. Read at open.",
         read_only=True,
     )
+    index_prefetch_memory_share: float = setting(
+        0.5,
+        "Folder store only: the prefetch reads the index files (graphs first) only while "
+        "they fit in this share of the memory free for the page cache at open (the "
+        "system's available memory, or a memory cgroup's limit less its programs' memory, "
+        "the smaller): reading more than the memory holds pushes out what was just read "
+        "and slows the queries beside it. Read at open.",
+        low=0.05,
+        high=1.0,
+        read_only=True,
+    )
 
     def validate(self) -> None:
         """The default number of results must be allowed by the cap; a robot id its rule."""

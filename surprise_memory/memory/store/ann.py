@@ -395,6 +395,9 @@ class AnnIndex:
 
     def _open_sealed(self, entry: dict[str, Any]) -> Segment:
         name, size = str(entry["name"]), int(entry["size"])
+        # the graph keeps the kernel's read-around: advised random too, cold queries without
+        # the prefetch took p50 133 ms instead of 66, p99 1.2 s instead of 0.17 (in 2 GiB; the
+        # graphs, 0.7 GiB of a robot-year, fit, and the read-around's large reads warm them)
         index = _restore(self._dir / (name + _USEARCH), self._dim, view=True)
         keys = _map_for_random_reads(self._dir / (name + _KEYS), np.int64)
         vecs = _map_for_random_reads(self._dir / (name + _VECS), np.float32)

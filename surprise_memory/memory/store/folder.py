@@ -51,7 +51,7 @@ from surprise_memory.memory.store.embedding_codec import BLOB_DTYPES, encode_blo
 from surprise_memory.memory.store.episode_index import EpisodeIndex
 from surprise_memory.memory.store.frame_files import FrameFiles
 from surprise_memory.memory.store.place_rows import surplus_views
-from surprise_memory.memory.store.prefetch import IndexPrefetch
+from surprise_memory.memory.store.prefetch import IndexPrefetch, page_cache_room
 from surprise_memory.memory.store.records import EpisodeRecord, RetrievalHit, checked_origin
 from surprise_memory.memory.store.schema import (
     DB_NAME,
@@ -287,7 +287,9 @@ class StoreFolder:
             index.attach(ann, self._frames_of)
         files = ann.sealed_files()
         if self._config.index_prefetch and files:
-            self.prefetch = IndexPrefetch(files)
+            room = page_cache_room()
+            share = self._config.index_prefetch_memory_share
+            self.prefetch = IndexPrefetch(files, None if room is None else int(room * share))
 
     def _frames_of(
         self, seqs: Sequence[int]
