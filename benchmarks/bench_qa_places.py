@@ -15,8 +15,9 @@ every question; the *overall* columns on the subset in OC-NaVQA's mix) are asked
 at ...: A or B?") is judged right when the answer is the true choice (the bench is the
 judge, exact match of a closed choice).
 
-The yes-threshold and the still-there threshold of each memory are fitted on the
-validation seeds only (its own stores there), never on the seeds reported. Reported per
+The yes-threshold, the still-there threshold and the generic threshold (a question whose
+words embed like an empty caption is a no) of each memory are fitted on the validation
+seeds only (its own stores there), never on the seeds reported. Reported per
 memory, as mean ± sample standard deviation over the reported seeds: the three columns
 overall, on static questions and on event questions; accuracy on still-there questions;
 the false-yes rate on lures; per type; frames stored. Results are written after each
@@ -56,6 +57,7 @@ from surprise_memory.evaluation.qa.answerers import (
     AnswerResult,
     Memory,
     RetrievalAnswerer,
+    fit_generic_threshold,
     fit_yes_threshold,
 )
 from surprise_memory.evaluation.qa.place_questions import place_questions, split_of
@@ -189,6 +191,7 @@ def ask(
             RetrievalAnswerer(
                 thresholds.get("yes", 0.5),
                 still_threshold=thresholds.get("still", thresholds.get("yes", 0.5)),
+                generic_threshold=thresholds.get("generic"),
             )
         )
         run_questions(qa, answerer, {questions[0].sequence: memory})
@@ -244,23 +247,30 @@ def _share(values: Any) -> float | None:
 def fit_thresholds(
     records: Sequence[Mapping[str, Any]], questions: Mapping[str, Question]
 ) -> dict[str, float]:
-    """A memory's yes- and still-there thresholds from its validation records."""
-    yes, still = [], []
+    """A memory's yes-, still-there and generic thresholds from its validation records."""
+    yes, still, generic = [], [], []
     for r in records:
         q = questions[r["id"]]
         if q.type != "binary" or r.get("error"):
             continue
+        truth = bool(q.truth.yes)
         if split_of(q) == "still_there":
             if "last_pass_similarity" in r["details"]:
-                still.append((r["details"]["last_pass_similarity"], bool(q.truth.yes)))
+                still.append((r["details"]["last_pass_similarity"], truth))
         else:
-            yes.append((r["details"].get("best_similarity"), bool(q.truth.yes)))
+            best = r["details"].get("best_similarity")
+            yes.append((best, truth))
+            generic.append((best, r["details"].get("generic_cos"), truth))
     fit_yes, fit_still = fit_yes_threshold(yes), fit_yes_threshold(still)
+    threshold = float(fit_yes["threshold"] if fit_yes["threshold"] is not None else 0.5)
+    fit_generic = fit_generic_threshold(generic, threshold)
     return {
-        "yes": float(fit_yes["threshold"] if fit_yes["threshold"] is not None else 0.5),
+        "yes": threshold,
         "still": float(fit_still["threshold"] if fit_still["threshold"] is not None else 0.5),
+        "generic": fit_generic["threshold"],
         "n_yes": fit_yes["n"],
         "n_still": fit_still["n"],
+        "n_generic": fit_generic["n"],
     }
 
 

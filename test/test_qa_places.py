@@ -295,3 +295,37 @@ def test_still_there_is_the_latest_pass_not_its_last_view(embedder: Any, tmp_pat
     assert gone.details["last_pass_time"] == pytest.approx(passed_at, abs=0.1)
     with pytest.raises(InputError, match="still_pass_s"):
         RetrievalAnswerer(0.5, still_pass_s=0.0)
+
+
+def test_a_lure_whose_words_the_embedder_does_not_know_is_answered_no(
+    world: PlacesWorld, truth: dict[str, Any], embedder: Any, tmp_path: Path
+) -> None:
+    """The small embedder maps words it never learnt to nearly an empty caption's vector;
+    over a memory's many frames that vector reaches the yes-threshold as a landmark does
+    (RESULTS.md), so here every question reaches it (0.0) and the words decide."""
+    sign = _landmark(truth, "stays")
+    seen = sign["seen"][0]
+    store = tmp_path / "store"
+    with EpisodeStore(store) as opened:
+        _add(opened, world, embedder, (seen["start_s"] + seen["end_s"]) / 2)
+    asked_at = seen["end_s"] + 20.0
+    generic = 0.956  # bench_qa_places.py's fit on validation worlds 900-902 (RESULTS.md)
+
+    def ask(answerer: RetrievalAnswerer, thing: str) -> Any:
+        result = _ask(
+            answerer, store, world, embedder, "binary", f"Did you pass {thing}?", asked_at
+        )
+        assert result.error is None
+        return result
+
+    by_similarity = RetrievalAnswerer(0.0)
+    known = ask(by_similarity, f"a {sign['kind']}")
+    assert known.answer == Answer(yes=True) and known.details["generic_cos"] < generic
+    with_words = RetrievalAnswerer(0.0, generic_threshold=generic)
+    assert ask(with_words, f"a {sign['kind']}").answer == Answer(yes=True)
+    for lure in LURES:
+        plain = ask(by_similarity, lure)
+        assert plain.answer == Answer(yes=True)  # the similarity alone says yes
+        told = ask(with_words, lure)
+        assert told.answer == Answer(yes=False), (lure, told.details)
+        assert told.details["generic_cos"] >= generic

@@ -134,6 +134,7 @@ def test_eval_qa_writes_every_answer_score_and_transcript(
         "still_threshold": 0.58,
         "place_radius_m": 5.0,
         "still_pass_s": 30.0,
+        "generic_threshold": None,  # qa_generic_threshold 1.0: not asked
     }
     assert settings["embedders"] == {
         qa_world_store.sequence: f"{SYNTHETIC_EMBEDDER_MODEL}:{SYNTHETIC_MODEL_NAME}"
@@ -151,6 +152,8 @@ def test_eval_qa_writes_every_answer_score_and_transcript(
     summary = json.loads((retrieval_run / "summary.json").read_text())
     assert summary["all"]["counts"]["errors"] == 0
     assert "yes_threshold_fit" in summary
+    generic = summary["generic_threshold_fit"]  # fitted on the run's binary questions
+    assert generic["n"] >= 1 and -1.0 <= generic["threshold"] <= 1.0
     text = (retrieval_run / "summary.md").read_text()
     assert "question accuracy" in text and "## by category" in text
     assert origin == qa_world_store.truth["start_ns"]

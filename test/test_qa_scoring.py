@@ -6,7 +6,12 @@ import math
 
 import pytest
 
-from surprise_memory.evaluation.qa.answerers import fit_yes_threshold, search_words, split_between
+from surprise_memory.evaluation.qa.answerers import (
+    fit_generic_threshold,
+    fit_yes_threshold,
+    search_words,
+    split_between,
+)
 from surprise_memory.evaluation.qa.questions import Answer, Question
 from surprise_memory.evaluation.qa.scoring import (
     ScoredAnswer,
@@ -142,6 +147,22 @@ def test_fit_yes_threshold_takes_the_middle_of_the_best_gap() -> None:
     fit = fit_yes_threshold([(0.9, True), (0.8, False), (0.7, True), (0.6, False), (0.5, False)])
     assert fit["accuracy"] == pytest.approx(0.8)
     assert fit_yes_threshold([])["threshold"] is None
+
+
+def test_fit_generic_threshold_fits_only_the_questions_that_reach_the_yes_threshold() -> None:
+    # (best similarity, cosine of the words to an empty caption, true answer)
+    answers = [
+        (0.70, 0.99, False),  # a lure: high similarity, words that name nothing known
+        (0.72, 0.98, False),
+        (0.71, 0.30, True),  # landmarks
+        (0.66, 0.40, True),
+        (0.20, 0.99, True),  # below the yes-threshold: a no whatever its words
+        (0.90, None, True),  # a memory that embeds text itself gives no cosine
+    ]
+    fit = fit_generic_threshold(answers, yes_threshold=0.6)
+    assert fit["n"] == 4 and fit["accuracy"] == 1.0
+    assert fit["threshold"] == pytest.approx((0.40 + 0.98) / 2)
+    assert fit_generic_threshold(answers, yes_threshold=0.95)["threshold"] == 1.0  # none
 
 
 def test_the_retrieval_answerers_query_and_duration_split() -> None:

@@ -303,7 +303,12 @@ def _answerer(config: QaConfig, folder: Path) -> Any:
     if config.answerer == "retrieval":
         from surprise_memory.evaluation.qa.answerers import RetrievalAnswerer
 
-        return RetrievalAnswerer(config.qa_yes_threshold, config.qa_max_results)
+        generic = config.qa_generic_threshold  # 1.0: not asked
+        return RetrievalAnswerer(
+            config.qa_yes_threshold,
+            config.qa_max_results,
+            generic_threshold=generic if generic < 1.0 else None,
+        )
     from surprise_memory.evaluation.qa.openai_answerer import OpenAIAnswerer
 
     return OpenAIAnswerer(config, images_folder=folder / "images")

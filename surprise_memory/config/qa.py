@@ -49,6 +49,19 @@ class QaConfig(ComponentConfig):
         low=-1.0,
         high=1.0,
     )
+    qa_generic_threshold: float = setting(
+        1.0,
+        "Retrieval answerer: a yes/no question whose words' text vector has at least this "
+        "cosine with an empty caption ('a photo') is answered no: its words name nothing "
+        "the embedder knows (a small embedder maps unknown words there, and that vector "
+        "matches every frame about as well as a real thing). 1.0 = not asked. Needs the "
+        "store's embedder: a --service memory embeds text itself and is not asked. Fit it "
+        "on held-out questions (a run's summary has generic_threshold_fit); our synthetic "
+        "QA world's validation seeds gave 0.956 for the synthetic-trained-tiny embedder "
+        "(benchmarks/RESULTS.md).",
+        low=-1.0,
+        high=1.0,
+    )
     qa_repeats: int = setting(
         1,
         "Times each question is asked (runs); the summary gives the mean and spread over "

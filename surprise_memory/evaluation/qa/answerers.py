@@ -23,6 +23,11 @@ episode after the moment the question is asked, and every call lands in the tran
   reaches the threshold; *position* questions search both kinds.
 * *binary*: yes when the best similarity reaches ``qa_yes_threshold``, a threshold to
   calibrate on held-out questions (:func:`fit_yes_threshold`); an empty memory is a no.
+  With ``generic_threshold``, also no when the question's words tell the embedder nothing
+  to look for: their text vector lies within that cosine of :data:`GENERIC_CAPTION`'s.
+  A small embedder maps words it never learnt ("a fire hydrant") to nearly the vector of
+  an empty caption, which matches every frame about as well as a real thing does (the QA
+  world's lures: cosine 0.98-1.00 to "a photo", best similarity as high as a landmark's).
 * *duration*: a question "... between A and B?" searches A and B apart (each chosen as
   above); the answer is the minutes between the two episodes. Other phrasings stay
   unanswered.
@@ -45,18 +50,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from surprise_memory.agents.tool import EpisodicMemoryTool, TextEmbedder
 from surprise_memory.errors import InputError, SurpriseMemoryError
 from surprise_memory.evaluation.qa.questions import Answer, Question
 from surprise_memory.memory.store import EpisodeRetriever
 
 __all__ = [
+    "GENERIC_CAPTION",
     "QUESTION_WORDS",
     "AnswerResult",
     "Answerer",
     "Memory",
     "QuestionError",
     "RetrievalAnswerer",
+    "fit_generic_threshold",
     "fit_yes_threshold",
     "search_memory",
     "search_words",
@@ -71,6 +80,9 @@ QUESTION_WORDS = frozenset({
     "ever", "any", "all", "point", "see", "saw", "seen",
 })  # fmt: skip
 """Words that frame a question rather than say what to look for: left out of the search."""
+
+GENERIC_CAPTION = "a photo"
+"""A caption that names nothing: CLIP's prompt "a photo of {}" left empty."""
 
 _WORD_RE = re.compile(r"[A-Za-z0-9'-]+")
 _LATEST_RE = re.compile(r"\b(last|latest|most recent(ly)?)\b", re.IGNORECASE)
@@ -232,6 +244,9 @@ class RetrievalAnswerer:
         still_pass_s: The latest pass by a place: its views within this many seconds
             before the latest one (a robot at walking pace crosses ``place_radius_m`` of
             5 m in about 10 s).
+        generic_threshold: Cosine between a binary question's words and
+            :data:`GENERIC_CAPTION` from which it is answered no (its words name nothing
+            the embedder knows); None = not asked. Needs the memory's ``embed_text``.
 
     Raises:
         InputError: ``max_results`` below 1, or a radius or a pass not above 0.
@@ -248,6 +263,7 @@ class RetrievalAnswerer:
         still_threshold: float | None = None,
         place_radius_m: float = 5.0,
         still_pass_s: float = 30.0,
+        generic_threshold: float | None = None,
     ) -> None:
         if max_results < 1:
             raise InputError(f"max_results={max_results}: must be >= 1")
@@ -258,6 +274,7 @@ class RetrievalAnswerer:
         self._still = self._threshold if still_threshold is None else float(still_threshold)
         self._radius = float(place_radius_m)
         self._pass_s = float(still_pass_s)
+        self._generic = None if generic_threshold is None else float(generic_threshold)
         self._k = max_results
 
     def settings(self) -> dict[str, Any]:
@@ -268,6 +285,7 @@ class RetrievalAnswerer:
             "still_threshold": self._still,
             "place_radius_m": self._radius,
             "still_pass_s": self._pass_s,
+            "generic_threshold": self._generic,
         }
 
     def answer(self, question: Question, memory: Memory) -> AnswerResult:
@@ -301,8 +319,7 @@ class RetrievalAnswerer:
         if kind == "binary":
             episodes = self._search(tool, question.text, transcript)
             best = _similarity(episodes[0]) if episodes else None
-            details["best_similarity"] = best
-            return Answer(yes=best is not None and best >= self._threshold)
+            return self._yes(memory, search_words(question.text), best, details)
         # when something happened is an event's time: a place keyframe's is when the robot
         # passed (measured: with the route's places among the hits, the short world's
         # "when did the person cross?" was answered 0.49 min off instead of < 0.1)
@@ -340,8 +357,7 @@ class RetrievalAnswerer:
         near = self._near(tool, text, at, transcript)
         if not _STILL_RE.search(question.text):
             best_near = max((_similarity(e) or -1.0 for e in near), default=None)
-            details["best_similarity"] = best_near
-            return Answer(yes=best_near is not None and best_near >= self._threshold)
+            return self._yes(memory, search_words(text), best_near, details)
         if not near:
             details["note"] = "nothing of the place in memory"
             return Answer(yes=False)
@@ -351,6 +367,29 @@ class RetrievalAnswerer:
         details["last_pass_similarity"] = _similarity(best)  # its best view
         details["last_pass_time"] = float(best["time"])
         return Answer(yes=(_similarity(best) or -1.0) >= self._still)
+
+    def _yes(
+        self, memory: Memory, words: str, best: float | None, details: dict[str, Any]
+    ) -> Answer:
+        """Yes when ``best`` reaches the threshold and ``words`` name something.
+
+        Their cosine to :data:`GENERIC_CAPTION` goes to ``generic_cos`` (fitted on).
+        """
+        details["best_similarity"] = best
+        yes = best is not None and best >= self._threshold
+        if memory.embed_text is None:  # a memory node embeds text itself
+            if self._generic is not None:
+                details["note"] = "the words were not checked: the memory embeds text itself"
+            return Answer(yes=yes)
+        words_vec, empty_vec = (
+            np.asarray(memory.embed_text(t), np.float64) for t in (words, GENERIC_CAPTION)
+        )
+        norms = float(np.linalg.norm(words_vec) * np.linalg.norm(empty_vec)) or 1.0
+        details["generic_cos"] = float(words_vec @ empty_vec) / norms
+        if self._generic is not None and details["generic_cos"] >= self._generic:
+            details["note"] = "the question's words name nothing the embedder tells apart"
+            yes = False
+        return Answer(yes=yes)
 
     def _near(
         self,
@@ -469,3 +508,29 @@ def fit_yes_threshold(pairs: Iterable[tuple[float | None, bool]]) -> dict[str, A
     tied: Sequence[float] = [c for a, c in scored if a == best]
     cut = tied[len(tied) // 2]
     return {"threshold": max(-1.0, min(1.0, cut)), "accuracy": best, "n": len(data)}
+
+
+def fit_generic_threshold(
+    answers: Iterable[tuple[float | None, float | None, bool]], yes_threshold: float
+) -> dict[str, Any]:
+    """The ``generic_threshold`` that answers the most binary questions right.
+
+    Args:
+        answers: ``(best similarity, generic_cos, true answer is yes)`` of held-out
+            binary questions (:meth:`RetrievalAnswerer.answer`'s details).
+        yes_threshold: The yes-threshold they are answered with: a question below it is
+            a no whatever its words, so only those that reach it are fitted on.
+
+    Returns:
+        :func:`fit_yes_threshold`'s result, its ``threshold`` a cosine from which the
+        answer is no (1.0 when no question reached the yes-threshold).
+
+    """
+    reached = [
+        (-cos, yes)  # yes below the cosine: the yes-threshold's fit on its negative
+        for best, cos, yes in answers
+        if cos is not None and best is not None and best >= yes_threshold
+    ]
+    fit = fit_yes_threshold(reached)
+    fit["threshold"] = 1.0 if fit["threshold"] is None else -fit["threshold"]
+    return fit

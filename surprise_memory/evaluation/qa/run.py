@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.errors import InputError, StoreError
-from surprise_memory.evaluation.qa.answerers import Answerer, Memory, fit_yes_threshold
+from surprise_memory.evaluation.qa.answerers import (
+    Answerer,
+    Memory,
+    fit_generic_threshold,
+    fit_yes_threshold,
+)
 from surprise_memory.evaluation.qa.question_files import write_questions
 from surprise_memory.evaluation.qa.questions import Question, question_from_dict
 from surprise_memory.evaluation.qa.scoring import (
@@ -202,17 +207,28 @@ def write_summary(run: QaRun) -> dict[str, Any]:
         }
     if extra["answerer"] == "retrieval":
         by_id = {q.id: q for q in run.questions}
-        pairs = [
-            (r.get("details", {}).get("best_similarity"), by_id[qid].truth.yes)
+        binary = [
+            (r.get("details", {}), bool(by_id[qid].truth.yes))
             for (qid, _), r in run.records().items()
             if qid in by_id and by_id[qid].type == "binary" and r.get("error") is None
         ]
-        fit = fit_yes_threshold((s, bool(y)) for s, y in pairs)
+        fit = fit_yes_threshold((d.get("best_similarity"), y) for d, y in binary)
         fit["note"] = (
             "the threshold that would have answered these binary questions best: fit it on "
             "held-out questions, then pass it as --qa-yes-threshold"
         )
         extra["yes_threshold_fit"] = fit
+        used = run.settings.get("answerer", {}).get("qa_yes_threshold", fit["threshold"])
+        generic = fit_generic_threshold(
+            ((d.get("best_similarity"), d.get("generic_cos"), y) for d, y in binary),
+            float(used if used is not None else 0.0),
+        )
+        generic["note"] = (
+            "with the run's yes-threshold, the cosine to an empty caption that would have "
+            "answered them best: fit it on held-out questions, then pass it as "
+            "--qa-generic-threshold"
+        )
+        extra["generic_threshold_fit"] = generic
     summary = summarize(_scored(run), extra=extra)
     write_json(run.folder / SUMMARY_JSON, summary)
     title = f"QA run {run.folder.name} ({extra['answerer']})"
