@@ -349,18 +349,16 @@ class EmbeddingIndex:
             dist[inside] = np.sqrt(np.einsum("ij,ij->i", offset, offset))
             if query.radius_m is not None:
                 mask &= dist <= query.radius_m
-        cand = np.flatnonzero(mask)
         scores: npt.NDArray[np.float64] | None = None
         q = query.query_vector
         if q is not None and self._dim is not None and q.shape[0] != self._dim:
             raise EmbedderMismatchError(
                 f"query embedding has dimension {q.shape[0]}, the store holds dimension {self._dim}"
             )
-        if q is not None and cand.size:
-            scores = self._episode_scores(q, cand, n, k)
-            scored = np.isfinite(scores)  # a subclass may score only the best candidates
-            if not scored.all():
-                cand, scores = cand[scored], scores[scored]
+        if q is not None:
+            cand, scores = self._scored(q, mask, k)
+        else:
+            cand = np.flatnonzero(mask)
         if cand.size == 0:
             empty = np.empty(0, dtype=np.float64)
             return SearchResult(np.empty(0, dtype=np.int64), empty, empty)
@@ -386,24 +384,29 @@ class EmbeddingIndex:
             distances=nan if dist is None else dist[chosen].astype(np.float64),
         )
 
-    def _episode_scores(
-        self, q: npt.NDArray[np.float32], cand: npt.NDArray[np.intp], n: int, k: int
-    ) -> npt.NDArray[np.float64]:
-        """Max cosine over the frames of each candidate episode (aligned with ``cand``).
+    def _scored(
+        self, q: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+        """The episodes ``mask`` keeps that are scored, and their max cosine over frames.
 
-        ``n`` is the number of episodes indexed, ``k`` the number the search returns (every
-        candidate is scored here; a subclass may score only the best, -inf for the others).
+        Returns the positions (ascending) and their scores. Here every episode the mask
+        keeps is scored; a subclass may score only the best for ``k`` results, and so need
+        not visit every position of a large store.
         """
+        del k
+        cand = np.flatnonzero(mask)
+        if cand.size == 0:
+            return cand, np.empty(0, dtype=np.float64)
         first = self._first_row.view()
         counts = self._row_count.view()
         matrix = self._matrix.view()
-        if cand.size >= _GATHER_FRACTION * n:
+        if cand.size >= _GATHER_FRACTION * mask.size:
             sims = matrix @ q  # one product over every row; dead rows are simply not read out
             best = np.maximum.reduceat(sims, first)
-            return best[cand].astype(np.float64)
+            return cand, best[cand].astype(np.float64)
         c_first = first[cand]
         c_counts = counts[cand]
         offsets = np.cumsum(c_counts) - c_counts
         rows = np.repeat(c_first - offsets, c_counts) + np.arange(int(c_counts.sum()))
         sims = matrix[rows] @ q
-        return np.maximum.reduceat(sims, offsets).astype(np.float64)
+        return cand, np.maximum.reduceat(sims, offsets).astype(np.float64)
