@@ -51,10 +51,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from surprise_memory.evaluation.qa.answerers import Memory, RetrievalAnswerer, fit_yes_threshold
+from surprise_memory.evaluation.qa.answerers import Memory, RetrievalAnswerer
 from surprise_memory.evaluation.qa.questions import Question
 from surprise_memory.evaluation.qa.run import QaRun, run_questions
 from surprise_memory.evaluation.qa.scoring import spread
+from surprise_memory.evaluation.qa.thresholds import fit_yes_threshold
 from surprise_memory.evaluation.qa.world_questions import world_questions
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings

@@ -53,13 +53,7 @@ from qa_memories import (
     stored_frames,
 )
 
-from surprise_memory.evaluation.qa.answerers import (
-    AnswerResult,
-    Memory,
-    RetrievalAnswerer,
-    fit_generic_threshold,
-    fit_yes_threshold,
-)
+from surprise_memory.evaluation.qa.answerers import AnswerResult, Memory, RetrievalAnswerer
 from surprise_memory.evaluation.qa.place_questions import place_questions, split_of
 from surprise_memory.evaluation.qa.questions import Question
 from surprise_memory.evaluation.qa.run import QaRun, run_questions
@@ -68,6 +62,12 @@ from surprise_memory.evaluation.qa.scoring import (
     ScoredAnswer,
     columns_of,
     spread,
+)
+from surprise_memory.evaluation.qa.thresholds import (
+    fit_generic_threshold,
+    fit_yes_threshold,
+    fit_yes_thresholds,
+    reaches_yes,
 )
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
@@ -192,6 +192,7 @@ def ask(
                 thresholds.get("yes", 0.5),
                 still_threshold=thresholds.get("still", thresholds.get("yes", 0.5)),
                 generic_threshold=thresholds.get("generic"),
+                place_margin=thresholds.get("place_margin", 0.0),
             )
         )
         run_questions(qa, answerer, {questions[0].sequence: memory})
@@ -247,8 +248,8 @@ def _share(values: Any) -> float | None:
 def fit_thresholds(
     records: Sequence[Mapping[str, Any]], questions: Mapping[str, Question]
 ) -> dict[str, float]:
-    """A memory's yes-, still-there and generic thresholds from its validation records."""
-    yes, still, generic = [], [], []
+    """A memory's yes-, place-, still-there and generic thresholds from its validation records."""
+    yes, still, details = [], [], []
     for r in records:
         q = questions[r["id"]]
         if q.type != "binary" or r.get("error"):
@@ -258,14 +259,18 @@ def fit_thresholds(
             if "last_pass_similarity" in r["details"]:
                 still.append((r["details"]["last_pass_similarity"], truth))
         else:
-            best = r["details"].get("best_similarity")
-            yes.append((best, truth))
-            generic.append((best, r["details"].get("generic_cos"), truth))
-    fit_yes, fit_still = fit_yes_threshold(yes), fit_yes_threshold(still)
+            d = r["details"]
+            yes.append((d.get("best_episode_similarity"), d.get("best_place_similarity"), truth))
+            details.append((d, truth))
+    fit_yes, fit_still = fit_yes_thresholds(yes), fit_yes_threshold(still)
     threshold = float(fit_yes["threshold"] if fit_yes["threshold"] is not None else 0.5)
-    fit_generic = fit_generic_threshold(generic, threshold)
+    margin = float(fit_yes["place_margin"])
+    fit_generic = fit_generic_threshold(
+        (reaches_yes(d, threshold, margin), d.get("generic_cos"), truth) for d, truth in details
+    )
     return {
         "yes": threshold,
+        "place_margin": margin,
         "still": float(fit_still["threshold"] if fit_still["threshold"] is not None else 0.5),
         "generic": fit_generic["threshold"],
         "n_yes": fit_yes["n"],

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from surprise_memory.errors import InputError
-from surprise_memory.evaluation.qa.answerers import Memory, RetrievalAnswerer
+from surprise_memory.evaluation.qa.answerers import Memory, RetrievalAnswerer, search_words
 from surprise_memory.evaluation.qa.place_questions import (
     LURES,
     MIX,
@@ -25,6 +25,7 @@ from surprise_memory.evaluation.qa.place_questions import (
     split_of,
 )
 from surprise_memory.evaluation.qa.questions import Answer, Question
+from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.synthetic.captions import TRAIN_PHRASES
 from surprise_memory.offline.synthetic.qa_places import PlacesWorld, qa_places_world
@@ -154,7 +155,8 @@ def _pose_at(odometry: dict[int, Any], stamp_ns: float) -> Any:
     return odometry[min(odometry, key=lambda s: abs(s - stamp_ns))]
 
 
-def _add(store: Any, world: PlacesWorld, embedder: Any, t_s: float) -> None:
+def _add(store: Any, world: PlacesWorld, embedder: Any, t_s: float, **kind: Any) -> None:
+    """The frame at ``t_s`` stored as an episode (``kind``: as a place keyframe)."""
     frame = world.frame(_index(world, t_s))
     pose = _pose_at(dict(world.odometry()), frame.stamp_ns)
     store.add(
@@ -166,6 +168,7 @@ def _add(store: Any, world: PlacesWorld, embedder: Any, t_s: float) -> None:
         embedder_pretrained=embedder.pretrained,
         pose=pose,
         session_id="",
+        **kind,
     )
 
 
@@ -329,3 +332,36 @@ def test_a_lure_whose_words_the_embedder_does_not_know_is_answered_no(
         told = ask(with_words, lure)
         assert told.answer == Answer(yes=False), (lure, told.details)
         assert told.details["generic_cos"] >= generic
+
+
+def test_a_place_keyframe_must_match_by_the_margin_more_than_an_episode(
+    world: PlacesWorld, truth: dict[str, Any], embedder: Any, tmp_path: Path
+) -> None:
+    """The same view of a sign, kept once as a place keyframe and once as an episode: with a
+    place margin only the episode says yes at a threshold both reach."""
+    sign = _landmark(truth, "stays")
+    seen = sign["seen"][0]
+    at = (seen["start_s"] + seen["end_s"]) / 2
+    wording = f"Did you pass a {sign['kind']}?"
+    similarity = _similarity(world, embedder, at, search_words(wording))
+    stores = {"place": tmp_path / "place", "episode": tmp_path / "episode"}
+    with EpisodeStore(stores["place"]) as opened:
+        _add(opened, world, embedder, at, kind=PLACE, place_key="cell-1")
+    with EpisodeStore(stores["episode"]) as opened:
+        _add(opened, world, embedder, at)
+    threshold = similarity - 0.02  # both kinds reach it
+
+    def ask(store: str, margin: float) -> Any:
+        answerer = RetrievalAnswerer(threshold, place_margin=margin)
+        result = _ask(answerer, stores[store], world, embedder, "binary", wording, at + 20.0)
+        assert result.error is None
+        return result
+
+    by_place = ask("place", 0.0)
+    assert by_place.answer == Answer(yes=True)
+    assert by_place.details["best_place_similarity"] == pytest.approx(similarity, abs=1e-3)
+    assert by_place.details["best_episode_similarity"] is None
+    assert ask("place", 0.05).answer == Answer(yes=False)  # the place view is 0.03 short
+    by_episode = ask("episode", 0.05)
+    assert by_episode.answer == Answer(yes=True)
+    assert by_episode.details["best_place_similarity"] is None

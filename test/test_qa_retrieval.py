@@ -130,6 +130,7 @@ def test_eval_qa_writes_every_answer_score_and_transcript(
     assert settings["answerer"] == {
         "name": "retrieval",
         "qa_yes_threshold": 0.58,
+        "qa_place_margin": 0.0,
         "qa_max_results": 20,
         "still_threshold": 0.58,
         "place_radius_m": 5.0,
@@ -151,7 +152,7 @@ def test_eval_qa_writes_every_answer_score_and_transcript(
         assert record["score"]["status"] in ("scored", "unanswered")
     summary = json.loads((retrieval_run / "summary.json").read_text())
     assert summary["all"]["counts"]["errors"] == 0
-    assert "yes_threshold_fit" in summary
+    assert summary["yes_threshold_fit"]["place_margin"] == 0.0  # a memory without places
     generic = summary["generic_threshold_fit"]  # fitted on the run's binary questions
     assert generic["n"] >= 1 and -1.0 <= generic["threshold"] <= 1.0
     text = (retrieval_run / "summary.md").read_text()

@@ -6,12 +6,7 @@ import math
 
 import pytest
 
-from surprise_memory.evaluation.qa.answerers import (
-    fit_generic_threshold,
-    fit_yes_threshold,
-    search_words,
-    split_between,
-)
+from surprise_memory.evaluation.qa.answerers import search_words, split_between
 from surprise_memory.evaluation.qa.questions import Answer, Question
 from surprise_memory.evaluation.qa.scoring import (
     ScoredAnswer,
@@ -20,6 +15,12 @@ from surprise_memory.evaluation.qa.scoring import (
     spread,
     summarize,
     summary_markdown,
+)
+from surprise_memory.evaluation.qa.thresholds import (
+    fit_generic_threshold,
+    fit_yes_threshold,
+    fit_yes_thresholds,
+    reaches_yes,
 )
 
 
@@ -159,10 +160,48 @@ def test_fit_generic_threshold_fits_only_the_questions_that_reach_the_yes_thresh
         (0.20, 0.99, True),  # below the yes-threshold: a no whatever its words
         (0.90, None, True),  # a memory that embeds text itself gives no cosine
     ]
-    fit = fit_generic_threshold(answers, yes_threshold=0.6)
+
+    def reaching(threshold: float) -> list[tuple[bool, float | None, bool]]:
+        details = [({"best_similarity": best}, cos, yes) for best, cos, yes in answers]
+        return [(reaches_yes(d, threshold), cos, yes) for d, cos, yes in details]
+
+    fit = fit_generic_threshold(reaching(0.6))
     assert fit["n"] == 4 and fit["accuracy"] == 1.0
     assert fit["threshold"] == pytest.approx((0.40 + 0.98) / 2)
-    assert fit_generic_threshold(answers, yes_threshold=0.95)["threshold"] == 1.0  # none
+    assert fit_generic_threshold(reaching(0.95))["threshold"] == 1.0  # none
+
+
+def test_reaches_yes_asks_a_place_keyframe_for_the_margin_more() -> None:
+    both = {"best_episode_similarity": 0.55, "best_place_similarity": 0.65}
+    assert reaches_yes(both, 0.6) and not reaches_yes(both, 0.6, place_margin=0.1)
+    assert reaches_yes({**both, "best_episode_similarity": 0.61}, 0.6, place_margin=0.1)
+    assert not reaches_yes({"best_similarity": None}, 0.6)  # an empty memory
+
+
+def test_fit_yes_thresholds_fits_a_place_margin_where_place_views_match_by_chance() -> None:
+    # (best episode, best place keyframe, true answer): the true no meet ordinary place views
+    # that match their words as well as a true yes's episode does
+    answers = [
+        (0.70, 0.66, True),
+        (0.68, 0.60, True),
+        (None, 0.74, True),  # a landmark only the place keyframes show
+        (0.30, 0.67, False),
+        (0.25, 0.69, False),
+        (0.20, 0.45, False),
+    ]
+    fit = fit_yes_thresholds(answers)
+    assert fit["accuracy"] == 1.0 and fit["n"] == 6
+    threshold, margin = fit["threshold"], fit["place_margin"]
+    assert 0.30 < threshold <= 0.68 and threshold + margin == pytest.approx((0.69 + 0.74) / 2)
+    # one threshold for both kinds gets one wrong at best
+    one = fit_yes_threshold((max(s for s in (e, p) if s is not None), y) for e, p, y in answers)
+    assert one["accuracy"] == pytest.approx(5 / 6)
+    # a memory without place keyframes: the single fit, no margin
+    plain = [(e, None, y) for e, _, y in answers if e is not None]
+    assert fit_yes_thresholds(plain) == {
+        **fit_yes_threshold((e, y) for e, _, y in plain),
+        "place_margin": 0.0,
+    }
 
 
 def test_the_retrieval_answerers_query_and_duration_split() -> None:

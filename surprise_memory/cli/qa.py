@@ -308,6 +308,7 @@ def _answerer(config: QaConfig, folder: Path) -> Any:
             config.qa_yes_threshold,
             config.qa_max_results,
             generic_threshold=generic if generic < 1.0 else None,
+            place_margin=config.qa_place_margin,
         )
     from surprise_memory.evaluation.qa.openai_answerer import OpenAIAnswerer
 

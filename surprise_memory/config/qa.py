@@ -62,6 +62,19 @@ class QaConfig(ComponentConfig):
         low=-1.0,
         high=1.0,
     )
+    qa_place_margin: float = setting(
+        0.0,
+        "Retrieval answerer: what a place keyframe's similarity must reach above "
+        "qa_yes_threshold to match a question (a yes, or the first or last of something). "
+        "A memory holds a keyframe of every place, and the best of many ordinary views "
+        "matches a question's words better by chance than the best of a few surprise "
+        "episodes. 0 = the same threshold for both. Fit it with qa_yes_threshold on "
+        "held-out questions (a run's summary has yes_threshold_fit); our synthetic QA "
+        "world's validation seeds gave 0.10 for the synthetic-trained-tiny embedder "
+        "(benchmarks/RESULTS.md).",
+        low=-1.0,
+        high=1.0,
+    )
     qa_repeats: int = setting(
         1,
         "Times each question is asked (runs); the summary gives the mean and spread over "

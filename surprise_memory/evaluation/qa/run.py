@@ -30,12 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from surprise_memory.errors import InputError, StoreError
-from surprise_memory.evaluation.qa.answerers import (
-    Answerer,
-    Memory,
-    fit_generic_threshold,
-    fit_yes_threshold,
-)
+from surprise_memory.evaluation.qa.answerers import Answerer, Memory
 from surprise_memory.evaluation.qa.question_files import write_questions
 from surprise_memory.evaluation.qa.questions import Question, question_from_dict
 from surprise_memory.evaluation.qa.scoring import (
@@ -44,6 +39,11 @@ from surprise_memory.evaluation.qa.scoring import (
     score_answer,
     summarize,
     summary_markdown,
+)
+from surprise_memory.evaluation.qa.thresholds import (
+    fit_generic_threshold,
+    fit_yes_thresholds,
+    reaches_yes,
 )
 from surprise_memory.offline.run_record import write_json
 
@@ -212,16 +212,30 @@ def write_summary(run: QaRun) -> dict[str, Any]:
             for (qid, _), r in run.records().items()
             if qid in by_id and by_id[qid].type == "binary" and r.get("error") is None
         ]
-        fit = fit_yes_threshold((d.get("best_similarity"), y) for d, y in binary)
+        fit = fit_yes_thresholds(
+            (
+                d.get("best_episode_similarity", d.get("best_similarity")),
+                d.get("best_place_similarity"),
+                y,
+            )
+            for d, y in binary
+        )
         fit["note"] = (
-            "the threshold that would have answered these binary questions best: fit it on "
-            "held-out questions, then pass it as --qa-yes-threshold"
+            "the threshold (and a place keyframe's margin above it) that would have answered "
+            "these binary questions best: fit them on held-out questions, then pass them as "
+            "--qa-yes-threshold and --qa-place-margin"
         )
         extra["yes_threshold_fit"] = fit
-        used = run.settings.get("answerer", {}).get("qa_yes_threshold", fit["threshold"])
+        answerer = run.settings.get("answerer", {})
+        used = answerer.get("qa_yes_threshold", fit["threshold"])
+        margin = float(answerer.get("qa_place_margin", 0.0))
         generic = fit_generic_threshold(
-            ((d.get("best_similarity"), d.get("generic_cos"), y) for d, y in binary),
-            float(used if used is not None else 0.0),
+            (
+                reaches_yes(d, float(used if used is not None else 0.0), margin),
+                d.get("generic_cos"),
+                y,
+            )
+            for d, y in binary
         )
         generic["note"] = (
             "with the run's yes-threshold, the cosine to an empty caption that would have "
