@@ -65,6 +65,7 @@ from surprise_memory.evaluation.qa.scoring import (
 )
 from surprise_memory.evaluation.qa.thresholds import (
     fit_generic_threshold,
+    fit_still_drop,
     fit_yes_threshold,
     fit_yes_thresholds,
     reaches_yes,
@@ -193,6 +194,7 @@ def ask(
                 still_threshold=thresholds.get("still", thresholds.get("yes", 0.5)),
                 generic_threshold=thresholds.get("generic"),
                 place_margin=thresholds.get("place_margin", 0.0),
+                still_drop=thresholds.get("still_drop"),
             )
         )
         run_questions(qa, answerer, {questions[0].sequence: memory})
@@ -256,13 +258,17 @@ def fit_thresholds(
             continue
         truth = bool(q.truth.yes)
         if split_of(q) == "still_there":
-            if "last_pass_similarity" in r["details"]:
-                still.append((r["details"]["last_pass_similarity"], truth))
+            d = r["details"]
+            if "last_pass_similarity" in d:
+                still.append((d["last_pass_similarity"], d.get("earlier_similarity"), truth))
         else:
             d = r["details"]
             yes.append((d.get("best_episode_similarity"), d.get("best_place_similarity"), truth))
             details.append((d, truth))
-    fit_yes, fit_still = fit_yes_thresholds(yes), fit_yes_threshold(still)
+    fit_yes = fit_yes_thresholds(yes)
+    fit_still = fit_yes_threshold((now, truth) for now, _, truth in still)
+    still_threshold = float(fit_still["threshold"] if fit_still["threshold"] is not None else 0.5)
+    fit_drop = fit_still_drop(still, still_threshold)
     threshold = float(fit_yes["threshold"] if fit_yes["threshold"] is not None else 0.5)
     margin = float(fit_yes["place_margin"])
     fit_generic = fit_generic_threshold(
@@ -271,7 +277,8 @@ def fit_thresholds(
     return {
         "yes": threshold,
         "place_margin": margin,
-        "still": float(fit_still["threshold"] if fit_still["threshold"] is not None else 0.5),
+        "still": still_threshold,
+        "still_drop": fit_drop["threshold"],
         "generic": fit_generic["threshold"],
         "n_yes": fit_yes["n"],
         "n_still": fit_still["n"],

@@ -365,3 +365,42 @@ def test_a_place_keyframe_must_match_by_the_margin_more_than_an_episode(
     by_episode = ask("episode", 0.05)
     assert by_episode.answer == Answer(yes=True)
     assert by_episode.details["best_place_similarity"] is None
+
+
+def test_a_faint_thing_is_still_there_when_it_looks_as_it_looked_before(
+    world: PlacesWorld, truth: dict[str, Any], embedder: Any, tmp_path: Path
+) -> None:
+    """``still_drop``: the latest pass compared with the place's earlier views. With the
+    still-threshold out of reach, the ball removed before the second pass is gone (its
+    latest view lost it) and the sign that stayed is there (its views match alike)."""
+    stores: dict[str, tuple[Path, str, float]] = {}
+    for fate in ("removed", "stays"):
+        lm = _landmark(truth, fate)
+        first, again = lm["seen"][0], lm["revisit_view"]
+        seen_at = min(first["start_s"] + 5.0, first["end_s"])
+        back_at = again["start_s"] + min(
+            seen_at - first["start_s"], again["end_s"] - again["start_s"]
+        )
+        store = tmp_path / fate
+        with EpisodeStore(store) as opened:
+            _add(opened, world, embedder, seen_at)
+            _add(opened, world, embedder, back_at)
+        x, y = (round(v) for v in first["position"][:2])
+        text = f"Is the {lm['kind']} you passed at x={x} m, y={y} m still there?"
+        stores[fate] = (store, text, back_at + 20.0)
+    drop = 0.05
+
+    def ask(fate: str, still_drop: float | None) -> Any:
+        store, text, asked_at = stores[fate]
+        answerer = RetrievalAnswerer(0.5, still_threshold=1.0, still_drop=still_drop)
+        result = _ask(answerer, store, world, embedder, "binary", text, asked_at)
+        assert result.error is None
+        return result
+
+    gone = ask("removed", drop)
+    assert gone.details["last_pass_similarity"] < gone.details["earlier_similarity"] - drop
+    assert gone.answer == Answer(yes=False)
+    there = ask("stays", drop)
+    assert there.details["last_pass_similarity"] >= there.details["earlier_similarity"] - drop
+    assert there.answer == Answer(yes=True)
+    assert ask("stays", None).answer == Answer(yes=False)  # the threshold alone

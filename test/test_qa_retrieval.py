@@ -135,6 +135,7 @@ def test_eval_qa_writes_every_answer_score_and_transcript(
         "still_threshold": 0.58,
         "place_radius_m": 5.0,
         "still_pass_s": 30.0,
+        "still_drop": None,
         "generic_threshold": None,  # qa_generic_threshold 1.0: not asked
     }
     assert settings["embedders"] == {

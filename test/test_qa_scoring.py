@@ -18,6 +18,7 @@ from surprise_memory.evaluation.qa.scoring import (
 )
 from surprise_memory.evaluation.qa.thresholds import (
     fit_generic_threshold,
+    fit_still_drop,
     fit_yes_threshold,
     fit_yes_thresholds,
     reaches_yes,
@@ -212,3 +213,19 @@ def test_the_retrieval_answerers_query_and_duration_split() -> None:
         "a ball",
     )
     assert split_between("How long were you in the building for?") is None
+
+
+def test_fit_still_drop_fits_the_questions_the_still_threshold_leaves_open() -> None:
+    # (latest pass's best similarity, best earlier view's, still there)
+    answers = [
+        (0.70, 0.20, True),  # reaches the still-threshold: a yes whatever came before
+        (0.30, 0.32, True),  # a faint thing that looks as it did
+        (0.25, 0.35, True),
+        (0.10, 0.40, False),  # lost from its views
+        (0.05, 0.45, False),
+        (0.20, None, False),  # no earlier view: the threshold decides
+    ]
+    fit = fit_still_drop(answers, still_threshold=0.6)
+    assert fit["n"] == 4 and fit["accuracy"] == 1.0
+    assert fit["threshold"] == pytest.approx(-((-0.10) + (-0.30)) / 2)  # between the two
+    assert fit_still_drop(answers, still_threshold=0.0)["threshold"] is None  # none left

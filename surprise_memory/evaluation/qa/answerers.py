@@ -43,8 +43,12 @@ episode after the moment the question is asked, and every call lands in the tran
   views there within ``still_pass_s`` before the latest one) has a view that matches X by
   ``still_threshold``: the memory's last pass by the place decides, not its best view
   ever. A pass, not its last view: driving by, the robot looks at the place, then past it (the
-  thing behind it, out of the camera's view, yet still within the radius). "What stood
-  ... at ...: A or B?" answers the choice that matches the place's views best.
+  thing behind it, out of the camera's view, yet still within the radius). With
+  ``still_drop``, it is also yes when the latest pass matches X nearly as well as the
+  earlier views of the place did (at most ``still_drop`` less than the best of them): a
+  thing the embedder sees only faintly ("a parked ball", 0.2-0.4 in every view of it) is
+  still there when it looks as it looked before, and gone when its views lose it. "What
+  stood ... at ...: A or B?" answers the choice that matches the place's views best.
 * *text*: otherwise unanswered (a sentence needs a language model).
 """
 
@@ -253,6 +257,8 @@ class RetrievalAnswerer:
             the embedder knows); None = not asked. Needs the memory's ``embed_text``.
         place_margin: What a place keyframe's similarity must reach above
             ``yes_threshold`` to match (module docstring); 0 = the same threshold.
+        still_drop: "Still there?" is also yes when the latest pass's best view is at most
+            this much less similar than the place's best earlier view; None = not asked.
 
     Raises:
         InputError: ``max_results`` below 1, or a radius or a pass not above 0.
@@ -271,6 +277,7 @@ class RetrievalAnswerer:
         still_pass_s: float = 30.0,
         generic_threshold: float | None = None,
         place_margin: float = 0.0,
+        still_drop: float | None = None,
     ) -> None:
         if max_results < 1:
             raise InputError(f"max_results={max_results}: must be >= 1")
@@ -283,6 +290,7 @@ class RetrievalAnswerer:
         self._pass_s = float(still_pass_s)
         self._generic = None if generic_threshold is None else float(generic_threshold)
         self._place_margin = float(place_margin)
+        self._still_drop = None if still_drop is None else float(still_drop)
         self._k = max_results
 
     def settings(self) -> dict[str, Any]:
@@ -294,6 +302,7 @@ class RetrievalAnswerer:
             "still_threshold": self._still,
             "place_radius_m": self._radius,
             "still_pass_s": self._pass_s,
+            "still_drop": self._still_drop,
             "generic_threshold": self._generic,
         }
 
@@ -371,9 +380,18 @@ class RetrievalAnswerer:
         latest = max(float(e["time"]) for e in near)
         last_pass = [e for e in near if float(e["time"]) >= latest - self._pass_s]
         best = max(last_pass, key=lambda e: _similarity(e) or -1.0)
+        now = _similarity(best) or -1.0
+        before = max(
+            (_similarity(e) or -1.0 for e in near if float(e["time"]) < latest - self._pass_s),
+            default=None,
+        )
         details["last_pass_similarity"] = _similarity(best)  # its best view
         details["last_pass_time"] = float(best["time"])
-        return Answer(yes=(_similarity(best) or -1.0) >= self._still)
+        details["earlier_similarity"] = before  # the best view of the place before that pass
+        looks_as_before = (
+            self._still_drop is not None and before is not None and now >= before - self._still_drop
+        )
+        return Answer(yes=now >= self._still or looks_as_before)
 
     def _matches(self, record: dict[str, Any]) -> bool:
         """Whether a record's similarity reaches the threshold of its kind."""

@@ -15,7 +15,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["fit_generic_threshold", "fit_yes_threshold", "fit_yes_thresholds", "reaches_yes"]
+__all__ = [
+    "fit_generic_threshold",
+    "fit_still_drop",
+    "fit_yes_threshold",
+    "fit_yes_thresholds",
+    "reaches_yes",
+]
 
 
 def _cuts(values: Iterable[float]) -> list[float]:
@@ -143,4 +149,32 @@ def fit_generic_threshold(answers: Iterable[tuple[bool, float | None, bool]]) ->
     ]
     fit = fit_yes_threshold(reached)
     fit["threshold"] = 1.0 if fit["threshold"] is None else -fit["threshold"]
+    return fit
+
+
+def fit_still_drop(
+    answers: Iterable[tuple[float | None, float | None, bool]], still_threshold: float
+) -> dict[str, Any]:
+    """The ``still_drop`` that answers the most "still there?" questions right.
+
+    Args:
+        answers: ``(latest pass's best similarity, best earlier view's similarity, true
+            answer is yes)`` of held-out questions (the answers' ``last_pass_similarity``
+            and ``earlier_similarity``; None where the memory has no such view).
+        still_threshold: The threshold they are answered with: a question whose latest
+            pass reaches it is a yes whatever came before, and one without an earlier view
+            is decided by it alone, so only the others are fitted on.
+
+    Returns:
+        :func:`fit_yes_threshold`'s result, its ``threshold`` the drop (how much less the
+        latest pass may match than the earlier views); None when no question is left.
+
+    """
+    left = [
+        (now - before, yes)  # yes when the difference reaches minus the drop
+        for now, before, yes in answers
+        if now is not None and before is not None and now < still_threshold
+    ]
+    fit = fit_yes_threshold(left)
+    fit["threshold"] = None if fit["threshold"] is None else -fit["threshold"]
     return fit
