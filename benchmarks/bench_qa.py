@@ -143,6 +143,14 @@ class Models:
     encoder: VideoEncoder
     embedder: ImageTextEmbedder
 
+    @classmethod
+    def shipped(cls) -> Models:
+        """The synthetic-trained-tiny encoder and embedder, on the CPU."""
+        return cls(
+            VideoEncoder(str(SYNTHETIC_WEIGHTS / "video"), device="cpu"),
+            ImageTextEmbedder(SYNTHETIC_EMBEDDER_MODEL, SYNTHETIC_MODEL_NAME, device="cpu"),
+        )
+
 
 def build_stores(world: QaWorld, root: Path, models: Models) -> dict[str, GateRun]:
     """Each gate's store of ``world`` under ``root`` (the surprise run sets the budget)."""
@@ -342,10 +350,7 @@ def main() -> None:
         parser.error("the reported seeds and the validation seeds must differ")
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs")
     print(f"python {platform.python_version()}, torch {torch.__version__}; load {_load()}")
-    models = Models(
-        VideoEncoder(str(SYNTHETIC_WEIGHTS / "video"), device="cpu"),
-        ImageTextEmbedder(SYNTHETIC_EMBEDDER_MODEL, SYNTHETIC_MODEL_NAME, device="cpu"),
-    )
+    models = Models.shipped()
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)

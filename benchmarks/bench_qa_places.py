@@ -74,11 +74,7 @@ from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.synthetic.qa_places import qa_places_world
 from surprise_memory.perception.encoders import (
-    SYNTHETIC_EMBEDDER_MODEL,
-    SYNTHETIC_MODEL_NAME,
-    SYNTHETIC_WEIGHTS,
     ImageTextEmbedder,
-    VideoEncoder,
 )
 from surprise_memory.sources.pose_lookup import SampledPoseLookup
 
@@ -449,10 +445,7 @@ def main() -> None:
         place_settings["place_cell_m"] = args.place_cell_m
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs")
     print(f"python {platform.python_version()}, torch {torch.__version__}; load {_load()}")
-    models = Models(
-        VideoEncoder(str(SYNTHETIC_WEIGHTS / "video"), device="cpu"),
-        ImageTextEmbedder(SYNTHETIC_EMBEDDER_MODEL, SYNTHETIC_MODEL_NAME, device="cpu"),
-    )
+    models = Models.shipped()
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)

@@ -86,6 +86,7 @@ NEW_VALUES: dict[str, dict[str, Any]] = {
         "place_settle_seconds": 4.0,
         "place_pose_max_age_seconds": 0.25,
         "place_status_radius_m": 3.0,
+        "place_status_pass_seconds": 10.0,
         "place_still_there_similarity": 0.7,
     },
 }

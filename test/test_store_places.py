@@ -238,6 +238,30 @@ def test_is_it_still_there(store_location: str) -> None:
         assert place_status(store, _episode(store, rng, 400.0, None), CONFIG) is None
 
 
+def test_the_latest_pass_decides_not_its_newest_view(store_location: str) -> None:
+    """Driving by, the robot sees the place, then looks past it from a cell beside it: the
+    pass's best view says it is still there; outside the pass, or with no pass (0 s), the
+    newest view alone decides."""
+    rng = np.random.default_rng(7)
+    emb = rng.standard_normal((8, DIM))
+    trigger = emb[4]
+    away = rng.standard_normal(DIM)
+    with open_store(store_location) as store:
+        ep = _episode(store, rng, 100.0, AT, embeddings=emb)
+        seen = _place(store, rng, 300.0, AT, embedding=trigger)
+        past = _place(store, rng, 310.0, yaw_pose(4.5, 5.0, 0.0, 0.0, "map"), embedding=away)
+        assert past.place_key != seen.place_key  # another cell within the radius
+        status = place_status(store, ep, CONFIG)
+        assert status is not None and status.last_seen_ns == past.stamp_ns
+        assert (status.view_id, status.still_there) == (seen.id, True)
+        assert status.similarity == pytest.approx(1.0, abs=1e-2)
+        newest_only = dataclasses.replace(CONFIG, place_status_pass_seconds=0.0)
+        alone = place_status(store, ep, newest_only)
+        assert alone is not None and (alone.view_id, alone.still_there) == (past.id, False)
+        short = dataclasses.replace(CONFIG, place_status_pass_seconds=5.0)  # seen: 10 s before
+        assert place_status(store, ep, short).view_id == past.id  # type: ignore[union-attr]
+
+
 def test_hits_with_their_place_status(store_location: str) -> None:
     """An answer's episodes get their status, its place keyframes none; partial kept."""
     rng = np.random.default_rng(7)

@@ -137,7 +137,11 @@ def add_time_place_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--radius", type=float, metavar="M", help="keep episodes within M metres")
 
 
-PLACE_STATUS_SETTINGS = ("place_status_radius_m", "place_still_there_similarity")
+PLACE_STATUS_SETTINGS = (
+    "place_status_radius_m",
+    "place_status_pass_seconds",
+    "place_still_there_similarity",
+)
 """The places' settings that 'is it still there?' takes from a reader: the radius and the
 threshold. The cells and sectors are the store's, read from its place keyframes' keys
 (:func:`~surprise_memory.memory.place_status.places_as_stored`)."""

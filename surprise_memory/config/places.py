@@ -105,11 +105,22 @@ class PlacesConfig(ComponentConfig):
         low=0.01,
         high=1000.0,
     )
+    place_status_pass_seconds: float = setting(
+        30.0,
+        "'Is it still there?': the views of a place taken within this many seconds before "
+        "its newest are the robot's latest pass by it, and the best of them is compared "
+        "(driving by, the robot looks at a thing, then past it while still within the "
+        "radius). 0 = the newest view alone.",
+        low=0.0,
+        high=3600.0,
+    )
     place_still_there_similarity: float = setting(
-        0.8,
-        "'Is it still there?': the latest view of a place still shows what an episode showed "
-        "when their embeddings' cosine is at least this (a placeholder until chosen on the QA "
-        "validation worlds).",
+        0.91,
+        "'Is it still there?': the latest pass by a place still shows what an episode showed "
+        "when the best of its views has at least this cosine with the episode's picture. "
+        "Chosen on our synthetic QA world's validation worlds with the synthetic-trained-tiny "
+        "embedder (benchmarks/bench_place_status.py, RESULTS.md); choose it again for "
+        "another embedder.",
         low=-1.0,
         high=1.0,
     )

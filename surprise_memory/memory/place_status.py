@@ -12,11 +12,15 @@ and compares it with the episode's own picture:
   :meth:`~surprise_memory.memory.store.interface.EpisodeStoreBackend.latest_places` (a
   few dozen place keys, never a scan of the history);
 * **last seen**: the newest such view's stamp, or the episode's own when none is newer;
-* **similarity**: the cosine of that view's embedding (its best frame) with the
-  embedding of the episode's trigger frame (its picture,
-  :func:`~surprise_memory.memory.episodes.trigger_frame_index`);
-* **still there**: similarity >= ``place_still_there_similarity`` (a placeholder until it
-  is chosen on the QA validation worlds); None when no view is newer than the episode.
+* **similarity**: the best cosine, over the views of the robot's latest pass by the
+  place (those within ``place_status_pass_seconds`` before the newest), of a view's
+  embedding (its best frame) with the embedding of the episode's trigger frame (its
+  picture, :func:`~surprise_memory.memory.episodes.trigger_frame_index`). A pass, not
+  its newest view: driving by, the robot looks at the place, then past it, and the
+  newest view of the cells around often faces away (measured on the QA world,
+  ``benchmarks/bench_place_status.py``);
+* **still there**: similarity >= ``place_still_there_similarity``, chosen on the QA
+  world's validation worlds; None when no view is newer than the episode.
 
 Use::
 
@@ -163,8 +167,8 @@ def place_status(
     Args:
         store: The store holding the record and the place keyframes.
         record: An episode (or a place keyframe) with a pose.
-        config: ``place_cell_m``, ``place_sectors``, ``place_status_radius_m`` and
-            ``place_still_there_similarity``.
+        config: ``place_cell_m``, ``place_sectors``, ``place_status_radius_m``,
+            ``place_status_pass_seconds`` and ``place_still_there_similarity``.
         robot_id: Only this robot's views; None = any robot's (a fleet's).
 
     Returns:
@@ -191,12 +195,18 @@ def place_status(
     ]
     if not newer:
         return PlaceStatus(cell.key, record.stamp_ns, None, None)
-    view = max(newer, key=lambda v: (v.stamp_ns, v.id))
+    newest = max(v.stamp_ns for v in newer)
+    since = newest - round(config.place_status_pass_seconds * NS_PER_SECOND)
     picture = trigger_frame_index(record.frame_stamps_ns, record.stamp_ns)
     shown = _unit(store.embeddings(record.id)[picture : picture + 1])[0]
-    similarity = float(np.max(_unit(store.embeddings(view.id)) @ shown))
+    # the best view of the latest pass; among equals, the newest
+    similarity, _, view_id = max(
+        (float(np.max(_unit(store.embeddings(v.id)) @ shown)), v.stamp_ns, v.id)
+        for v in newer
+        if v.stamp_ns >= since
+    )
     still = similarity >= config.place_still_there_similarity
-    return PlaceStatus(cell.key, view.stamp_ns, similarity, still, view.id)
+    return PlaceStatus(cell.key, newest, similarity, still, view_id)
 
 
 def with_place_status(

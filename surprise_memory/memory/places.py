@@ -537,11 +537,12 @@ class PlaceStatus:
         place_key: The episode's own place (its cell and viewing sector).
         last_seen_ns: When the place was last seen: the newest view's stamp, or the
             episode's own when no view is newer (int ns).
-        similarity: Cosine of that view with the episode's trigger frame; None when no
-            view is newer than the episode.
+        similarity: Best cosine of a view of the latest pass by the place (the views
+            within ``place_status_pass_seconds`` before the newest) with the episode's
+            trigger frame; None when no view is newer than the episode.
         still_there: ``similarity >= place_still_there_similarity``; None when no view
             is newer (not seen since: unknown).
-        view_id: The id of the newest view (a place keyframe); None when none is newer.
+        view_id: The id of that best view (a place keyframe); None when none is newer.
 
     """
 
