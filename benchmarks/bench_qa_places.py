@@ -15,7 +15,9 @@ every question; the *overall* columns on the subset in OC-NaVQA's mix) are asked
 at ...: A or B?") is judged right when the answer is the true choice (the bench is the
 judge, exact match of a closed choice).
 
-The yes-threshold, the still-there threshold and the generic threshold (a question whose
+The yes-threshold with its place margin (what a place keyframe must match by, more than
+an episode), the still-there threshold with its drop (how much less than the place's
+earlier views the latest pass may match) and the generic threshold (a question whose
 words embed like an empty caption is a no) of each memory are fitted on the validation
 seeds only (its own stores there), never on the seeds reported. Reported per
 memory, as mean ± sample standard deviation over the reported seeds: the three columns
