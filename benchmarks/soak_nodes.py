@@ -128,14 +128,18 @@ def fit_window(
 
     The first stored episode allocates once what every later one reuses (a step, not
     growth), and when it comes depends on the gate. The fit takes the longer of the two
-    spans it leaves: from the warm-up to it, or from one sample after it to the end; with
-    no episode, the warm-up to the end.
+    spans it leaves: from the warm-up to one sample before it, or from one sample after it
+    to the end; with no episode, the warm-up to the end. A sample apart on both sides: the
+    node builds the episode (embeds and encodes its frames) before it announces it, which
+    takes seconds on a loaded machine, so the step can come in the sample before the
+    announcement (a fresh clone's CI: the step at 125 s, the episode announced at 126 s).
 
     Args:
         warmup_s: End of the warm-up, seconds from the start.
         end_s: End of the run.
-        first_episode_s: When the first episode was stored (None: none was).
-        sample_s: Seconds between samples (the step lands in the sample after it).
+        first_episode_s: When the first episode was announced (None: none was).
+        sample_s: Seconds between samples (the step lands in the sample before or after
+            the announcement).
 
     Returns:
         (from, to) in seconds; samples at ``from <= t < to`` are fitted.
@@ -143,7 +147,7 @@ def fit_window(
     """
     if first_episode_s is None:
         return warmup_s, end_s
-    before = (warmup_s, min(first_episode_s, end_s))
+    before = (warmup_s, min(first_episode_s - sample_s, end_s))
     after = (max(warmup_s, first_episode_s + sample_s), end_s)
     return max(before, after, key=lambda span: span[1] - span[0])
 

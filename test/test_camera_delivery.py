@@ -175,8 +175,11 @@ def test_every_camera_node_reports_the_frames_it_lost(
             # its first frame (a node that joins a running camera must not count them)
             assert sent - taken - 10 <= lost <= sent - taken, values
             assert monitor.warned("pipeline_node", "camera frames lost"), values
-            # Fast DDS's default 512 KiB segment loses most 921,600-byte frames in transport
-            assert lost > LARGE_FRAMES // 2, values
+            # Fast DDS's default 512 KiB segment loses many 921,600-byte frames in transport:
+            # how many depends on the machine's load (a bare subscriber got 29-79 % of them
+            # in RESULTS.md, issue 42; 120 of 240 lost in one CI run), so this asks only
+            # that the run lost enough for the counts below to mean something
+            assert lost > LARGE_FRAMES // 10, values
             in_transport = int(values["camera_frames_lost_in_transport"])
             assert in_transport > 0.8 * lost, values
             assert values["camera_loss_counted_by"] == "sequence numbers", values

@@ -46,7 +46,12 @@ def test_the_fit_never_spans_the_first_episode() -> None:
     assert fit_window(60.0, 180.0, None, 5.0) == (60.0, 180.0)
     assert fit_window(60.0, 180.0, 31.0, 5.0) == (60.0, 180.0)  # in the warm-up
     assert fit_window(60.0, 180.0, 95.0, 5.0) == (100.0, 180.0)  # early: after it
-    assert fit_window(60.0, 180.0, 171.0, 5.0) == (60.0, 171.0)  # late: before it
+    assert fit_window(60.0, 180.0, 171.0, 5.0) == (60.0, 166.0)  # late: a sample before it
+    # built before it was announced, on a loaded machine: the step was the 125 s sample
+    assert fit_window(60.0, 180.0, 126.0, 5.0) == (60.0, 121.0)
+    # a 3-minute run keeps at least the 55 s its test fits, wherever the episode lands
+    spans = [fit_window(60.0, 180.0, t / 2, 5.0) for t in range(0, 361)]
+    assert min(to - start for start, to in spans) >= 55.0
     assert fit_window(60.0, 3600.0, 95.0, 5.0) == (100.0, 3600.0)
 
 
