@@ -51,9 +51,9 @@ from surprise_memory.evaluation.qa.thresholds import fit_yes_threshold
 from surprise_memory.memory.place_status import place_status, places_as_stored
 from surprise_memory.memory.retrieval import RetrievalQuery
 from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.stamps import NS_PER_SECOND
 
 PLACE_MEMORIES = ("place", "surprise+place")
-NS = 1_000_000_000
 
 
 def statuses(
@@ -74,8 +74,8 @@ def statuses(
                 query = RetrievalQuery(
                     embedding=vectors[lm["kind"]],
                     embedder_model=models.embedder.model_name,
-                    start_ns=origin + int(first["start_s"] * NS),
-                    end_ns=origin + int(first["end_s"] * NS),
+                    start_ns=origin + int(first["start_s"] * NS_PER_SECOND),
+                    end_ns=origin + int(first["end_s"] * NS_PER_SECOND),
                     max_results=1,
                 )
                 hits = store.retrieve(query)

@@ -66,6 +66,7 @@ from surprise_memory.evaluation.qa.scoring import (
     spread,
 )
 from surprise_memory.evaluation.qa.thresholds import (
+    best_by_kind,
     fit_generic_threshold,
     fit_still_drop,
     fit_yes_threshold,
@@ -75,9 +76,7 @@ from surprise_memory.evaluation.qa.thresholds import (
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.synthetic.qa_places import qa_places_world
-from surprise_memory.perception.encoders import (
-    ImageTextEmbedder,
-)
+from surprise_memory.perception.encoders import ImageTextEmbedder
 from surprise_memory.sources.pose_lookup import SampledPoseLookup
 
 MEMORIES = ("surprise", "place", "surprise+place", "uniform", "random", "ceiling")
@@ -261,7 +260,7 @@ def fit_thresholds(
                 still.append((d["last_pass_similarity"], d.get("earlier_similarity"), truth))
         else:
             d = r["details"]
-            yes.append((d.get("best_episode_similarity"), d.get("best_place_similarity"), truth))
+            yes.append((*best_by_kind(d), truth))
             details.append((d, truth))
     fit_yes = fit_yes_thresholds(yes)
     fit_still = fit_yes_threshold((now, truth) for now, _, truth in still)

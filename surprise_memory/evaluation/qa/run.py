@@ -41,6 +41,7 @@ from surprise_memory.evaluation.qa.scoring import (
     summary_markdown,
 )
 from surprise_memory.evaluation.qa.thresholds import (
+    best_by_kind,
     fit_generic_threshold,
     fit_yes_thresholds,
     reaches_yes,
@@ -212,14 +213,7 @@ def write_summary(run: QaRun) -> dict[str, Any]:
             for (qid, _), r in run.records().items()
             if qid in by_id and by_id[qid].type == "binary" and r.get("error") is None
         ]
-        fit = fit_yes_thresholds(
-            (
-                d.get("best_episode_similarity", d.get("best_similarity")),
-                d.get("best_place_similarity"),
-                y,
-            )
-            for d, y in binary
-        )
+        fit = fit_yes_thresholds((*best_by_kind(d), y) for d, y in binary)
         fit["note"] = (
             "the threshold (and a place keyframe's margin above it) that would have answered "
             "these binary questions best: fit them on held-out questions, then pass them as "

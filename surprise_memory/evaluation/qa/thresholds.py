@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "best_by_kind",
     "fit_generic_threshold",
     "fit_still_drop",
     "fit_yes_threshold",
@@ -115,13 +116,19 @@ def fit_yes_thresholds(
     }
 
 
-def reaches_yes(details: Mapping[str, Any], threshold: float, place_margin: float = 0.0) -> bool:
-    """Whether a binary answer's best records (its ``details``) reach the thresholds.
+def best_by_kind(details: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """A binary answer's best episode and best place keyframe similarity (its ``details``).
 
-    Details written before the kinds were told apart have only ``best_similarity``.
+    Details written before the kinds were told apart have only ``best_similarity``: the
+    episodes'.
     """
     episode = details.get("best_episode_similarity", details.get("best_similarity"))
-    place = details.get("best_place_similarity")
+    return episode, details.get("best_place_similarity")
+
+
+def reaches_yes(details: Mapping[str, Any], threshold: float, place_margin: float = 0.0) -> bool:
+    """Whether a binary answer's best records (its ``details``) reach the thresholds."""
+    episode, place = best_by_kind(details)
     return (episode is not None and episode >= threshold) or (
         place is not None and place >= threshold + place_margin
     )
