@@ -38,6 +38,7 @@ import pytest
 from synthetic_frames import OFFLINE
 
 from surprise_memory.memory.camera_view import CameraView
+from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.store import EpisodeStoreBackend
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings, process
 from surprise_memory.offline.synthetic import SyntheticScene, write_synthetic_bag
@@ -96,9 +97,10 @@ def copy_episode(
     new_id: str,
     shift_s: float,
     camera: CameraView | None = None,
+    pose_trust: PoseTrust | None = None,
 ) -> str:
     """Add ``new_id``: ``source_id``'s frames and embeddings, ``shift_s`` seconds later
-    (seen by ``camera``: None = the source's)."""
+    (seen by ``camera``: None = the source's; with ``pose_trust``: None = the source's)."""
     rec = store.get(source_id)
     shift = round(shift_s * 1e9)
     frames = [
@@ -119,6 +121,7 @@ def copy_episode(
         episode_id=new_id,
         robot_id=rec.robot_id,
         camera=rec.camera if camera is None else camera,
+        pose_trust=rec.pose_trust if pose_trust is None else pose_trust,
     )
     return new_id
 

@@ -33,6 +33,7 @@ from selenium.webdriver.support.ui import Select
 
 from surprise_memory.memory.camera_view import CameraView, mounting_pose
 from surprise_memory.memory.pose import compose, yaw_of
+from surprise_memory.memory.pose_trust import PoseTrust
 from surprise_memory.memory.store import EpisodeStore, RetrievalHit
 
 S = 1_000_000_000
@@ -271,3 +272,31 @@ def test_the_camera_filter_and_the_arrow_of_where_the_camera_looked(page: Any, s
             select.select_by_visible_text("every camera")
         finally:
             writer.delete(["rear-seen"])
+
+
+def test_a_localised_episode_says_how_far_its_pose_can_be_trusted(page: Any, store: Path) -> None:
+    """Issue 48: a pose with a covariance and a map, on the place search's hit and the
+    episode view (the offline run's episodes above have neither)."""
+    with EpisodeStore(store, read_only=True) as s:
+        first = s.get(s.episode_ids()[0])
+    trust = PoseTrust(0.42, "lab")
+    with EpisodeStore(store) as writer:
+        copy_episode(writer, first.id, "localised", 4.0, pose_trust=trust)
+        try:
+            x, y, _ = first.pose.position
+            _search(page, {"q-near": f"{x:.3f},{y:.3f}", "q-radius": "0.5"}, "ranked by distance")
+            assert "localised" in _ids(page, "#results")
+            hit = page.find_element(By.CSS_SELECTOR, '#results .hit[data-id="localised"]')
+            assert "±0.42 m (1σ), map 'lab'" in hit.text
+            other = page.find_element(By.CSS_SELECTOR, f'#results .hit[data-id="{first.id}"]')
+            assert "uncertainty unknown, map unknown" in other.text
+            hit.click()
+            wait_for(
+                lambda: page.find_element(By.ID, "episode").get_attribute("data-id") == "localised",
+                15,
+                "the localised episode's view",
+            )
+            meta = page.find_element(By.ID, "ep-meta").text
+            assert "pose trust ±0.42 m (1σ), map 'lab'" in meta
+        finally:
+            writer.delete(["localised"])

@@ -1,6 +1,7 @@
 """The pose of an event, over DDS: tf at the peak stamp, else odometry, else none (said so).
 
-* odometry from a best-effort publisher (many robot drivers) reaches the scorer;
+* odometry from a best-effort publisher (many robot drivers) reaches the scorer, its
+  covariance with it (the event's ``pose_sigma_m``);
 * where tf2_ros is installed, a TransformBroadcaster moving the robot gives each event the
   tf pose at its peak stamp (``pose_source`` = ``tf``), and the scorer shuts down without a
   traceback from tf2's listener;
@@ -33,6 +34,7 @@ RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
 BEST_EFFORT = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT)
 N, CHANGE_AT = 160, 100
 HAVE_TF2 = importlib.util.find_spec("tf2_ros") is not None
+ODOM_DRIFT_M = 0.01
 
 
 def _run_scorer(
@@ -103,6 +105,9 @@ def _odometry(stamp: int, i: int) -> Odometry:
     odom.header.frame_id = "odom"
     odom.pose.pose.position.x = i * 0.1
     odom.pose.pose.orientation.w = 1.0
+    # dead reckoning drifts: 1 cm more along x per frame (frame 0: all zeros, unknown)
+    odom.pose.covariance[0] = (ODOM_DRIFT_M * i) ** 2
+    odom.pose.covariance[7] = (0.5 * ODOM_DRIFT_M * i) ** 2
     return odom
 
 
@@ -141,6 +146,8 @@ def test_best_effort_odometry_gives_the_event_pose(tmp_path: Path) -> None:
         i = stamps.index(time_to_ns(e.header.stamp))
         assert e.pose_valid and e.pose_source == "odometry", e.pose_source
         assert e.header.frame_id == "odom" and e.pose.position.x == i * 0.1
+        # issue 48: the odometry's own covariance is the event's pose uncertainty
+        assert e.pose_sigma_valid and e.pose_sigma_m == pytest.approx(ODOM_DRIFT_M * i, rel=1e-6)
 
 
 def test_no_pose_source_gives_pose_valid_false_with_the_reason(tmp_path: Path) -> None:
