@@ -24,7 +24,9 @@ if os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):  # "gw0", "gw1", 
 
 # `pytest --ros-free`: the tests that need no ROS 2 (the robot stage, tools/test_robot.sh);
 # the store's two backends and a real PostgreSQL server, for the tests that ask for them
-# a short synthetic QA world processed once, for the question-answering tests
+# a short synthetic QA world processed once, for the question-answering tests;
+# the face detector of the redaction tests
+from face_photos import detector, faint  # noqa: F401
 from qa_helpers import qa_world_store  # noqa: F401
 from ros_free import (  # noqa: F401
     pytest_addoption,

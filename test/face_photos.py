@@ -8,14 +8,28 @@ from pathlib import Path
 import matplotlib.cbook
 import numpy as np
 import numpy.typing as npt
+import pytest
 from PIL import Image
 
-from surprise_memory.memory.redaction import FaceBox, FaceDetector
+from surprise_memory.config import EpisodeConfig
+from surprise_memory.memory.redaction import FaceBox, FaceDetector, face_model_path
 
 FAINT = 0.1  # re-detection on the stored frames at a third of the redaction threshold
 LFW_SIDE = 96  # an LFW face (25 px) scaled to this, on a grey canvas twice its side
 JPEG_ROUNDING = 3.0  # mean absolute change a stored JPEG makes to pixels nothing touched
 _PHOTOS_HINT = "pip install --no-deps -r requirements/photos.txt (tools/setup_venv.sh does)"
+
+
+@pytest.fixture(scope="session")
+def detector() -> FaceDetector:
+    """The redaction's detector at its threshold (``redact_face_score``)."""
+    return FaceDetector(face_model_path(), EpisodeConfig().redact_face_score)
+
+
+@pytest.fixture(scope="session")
+def faint() -> FaceDetector:
+    """The same detector at a third of the threshold: what it finds on a stored frame."""
+    return FaceDetector(face_model_path(), FAINT)
 
 
 def grace_hopper() -> npt.NDArray[np.uint8]:

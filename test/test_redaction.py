@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from face_photos import FAINT, assert_blurred, detail, grace_hopper, region
+from face_photos import assert_blurred, detail, grace_hopper, region
 from PIL import Image
 from synthetic_frames import OFFLINE
 
@@ -31,17 +31,6 @@ from surprise_memory.memory.store import decode_jpeg, open_store
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.synthetic import SyntheticScene, synthetic_frames
 from surprise_memory.perception.frames import Frame
-
-
-@pytest.fixture(scope="module")
-def detector() -> FaceDetector:
-    return FaceDetector(face_model_path(), EpisodeConfig().redact_face_score)
-
-
-@pytest.fixture(scope="module")
-def faint() -> FaceDetector:
-    """The same detector at a third of the threshold: what it finds on a stored frame."""
-    return FaceDetector(face_model_path(), FAINT)
 
 
 def two_faces() -> npt.NDArray[np.uint8]:

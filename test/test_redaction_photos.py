@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from face_photos import (
-    FAINT,
     JPEG_ROUNDING,
     assert_blurred,
     assert_kept,
@@ -24,23 +23,12 @@ from face_photos import (
     skimage_photo,
 )
 
-from surprise_memory.config import EpisodeConfig
-from surprise_memory.memory.redaction import FaceDetector, FaceRedactor, face_model_path
+from surprise_memory.memory.redaction import FaceDetector, FaceRedactor
 from surprise_memory.memory.store import decode_jpeg, open_store
 from surprise_memory.perception.frames import Frame
 
 pytestmark = pytest.mark.slow
 FRAMES = 8  # an episode's frames
-
-
-@pytest.fixture(scope="module")
-def detector() -> FaceDetector:
-    return FaceDetector(face_model_path(), EpisodeConfig().redact_face_score)
-
-
-@pytest.fixture(scope="module")
-def faint() -> FaceDetector:
-    return FaceDetector(face_model_path(), FAINT)
 
 
 def _stored(store_location: str, frames: list[Frame]) -> list[np.ndarray]:
