@@ -233,6 +233,7 @@ def _outage(robot: _Robot, link: LinkProxy) -> None:
     assert robot.delivered_share(fault_at, ended) >= 0.95 * before
     # a retrieval answered within its timeout, from the robot's own episodes, marked partial
     assert took < 8.0 and "fleet unreachable" in answer.partial, (took, answer.partial)
+    assert "slow" not in answer.partial, answer.partial  # a dead link does not answer
     assert "fleet unreachable" in tool["partial"] and tool["count"] == min(3, len(answer)), tool
     assert {e.id for e in answer} >= {e.id for e in seen.episodes[:1]}
 

@@ -126,6 +126,40 @@ def test_a_dropped_link_costs_delay_never_an_episode(
     assert robot.not_sent == []
 
 
+def test_a_read_caught_by_a_black_hole_says_not_answering_not_slow(
+    tmp_path: Path, link: LinkProxy, db: str
+) -> None:
+    """The first retrieval after the link went silent waits on a connection that answered
+    fast before: it gives up at ``store_timeout_seconds`` with a partial answer that says
+    the fleet does not answer (never "slow"), and the link reads "not answering" while it
+    waits. Which bound speaks first (the read's own, or the connection's watchdog, both at
+    that bound) is a race; both messages are true, and neither may say "slow"."""
+    robot = Robot(tmp_path, via(db, link.port), "r1")
+    try:
+        robot.add(0)
+        assert wait_until(robot.delivered, 20.0)
+        # a whole answer first: the query connection is open and its round trips fast
+        assert wait_until(lambda: partial_of(robot.store.search(max_results=5)) == "", 10.0)
+        link.black_hole()
+        states: list[str] = []
+        with _watching(robot, states):
+            asked = time.monotonic()
+            hits = robot.store.search(max_results=5)
+            took = time.monotonic() - asked
+        partial = partial_of(hits)
+        assert [h.episode.id for h in hits] == ["r1-0"]  # the robot's own, at once after
+        assert took < 2 * robot.timeout_s + 1.0, took
+        assert partial.startswith("fleet unreachable, answered from r1's own 1 episode(s)")
+        assert (
+            "the link or the server is not answering" in partial
+            or "no answer from the server within 1 s" in partial
+        ), partial
+        assert "slow" not in partial and "slow" not in states, (partial, states)
+        assert "not answering" in states, states
+    finally:
+        robot.store.close()
+
+
 def test_a_slow_link_delivers_and_says_it_is_slow(tmp_path: Path, link: LinkProxy, db: str) -> None:
     robot = Robot(tmp_path, via(db, link.port), "r1", timeout_s=3.0)
     try:
