@@ -13,6 +13,43 @@ if [[ -z "${ROS_DISTRO:-}" ]]; then
   bash "$ROOT/tools/setup_venv.sh"
 fi
 bash "$ROOT/tools/setup_system.sh"
+# The robot stages (a robot's system Python with apt's numpy 1.x, the README's robot set-up,
+# the ROS-free tests, the demo), only on a full run (with arguments, the caller chose which
+# tests to run). The main suite's tests mostly wait (DDS timers, subprocesses, servers,
+# Chromium: quiet, one pytest keeps a third of this 2-core machine busy), so it runs in two
+# pytest-xdist workers, whole files to each, and the robot stages run one after the other
+# beside it: every test has two busy processes beside it, as the suite must pass with anyway.
+# They start as soon as the system's packages are in (they use neither the colcon build nor
+# the lint), so that the build and the type-check run beside them too: the two stages one
+# after the other take about as long as the main suite plus its build and lint, and CI ends
+# with the later of the two.
+# Measured on a fresh clone (2 cores, 2026-11-30): one pytest with both robot stages beside
+# it took 44-47 min (the main suite 42-43, each robot stage 17-18); this way 33 min (the main
+# suite 26, the robot stages 15 and 14; alone, the main suite takes 21 in two workers). Their
+# logs are printed after the main suite's, so that each reports even when another fails.
+robot=0
+jammy=0
+if [[ $# -eq 0 ]]; then
+  logs="$(mktemp -d)"
+  # The robot stages leave out the `slow` tests (the consumers of a 24,576-episode store,
+  # about a minute; the index's own recall tests run in every stage; the redaction tests on
+  # scikit-image's photographs, requirements/photos.txt, which the robot route does not
+  # install): the main stage runs them, and CI stays in 30 min
+  robot_stage() {  # NAME SCRIPT: the stage's log and exit status land in $logs/NAME.*
+    local rc=0
+    ROBOT_DEMO=1 bash "$ROOT/tools/$2" -m "not slow" --durations=15 >"$logs/$1.log" 2>&1 || rc=$?
+    echo "$rc" >"$logs/$1.rc"
+  }
+  (robot_stage debian12 test_robot.sh; robot_stage ubuntu2204 test_robot_ubuntu2204.sh) &
+  stages=$!
+  # a build or lint that fails ends the run: the stages (and their pytest) end with it
+  stop_tree() {  # PID: the process and all its descendants
+    local child
+    for child in $(pgrep -P "$1" || true); do stop_tree "$child"; done
+    kill "$1" 2>/dev/null || true
+  }
+  trap '[[ -n "${stages:-}" ]] && stop_tree "$stages"' EXIT
+fi
 bash "$ROOT/tools/build.sh"
 # shellcheck source=tools/env.sh
 source "$ROOT/tools/env.sh"
@@ -30,32 +67,6 @@ if [[ -z "${ROS_DISTRO:-}" ]] || { command -v ruff && command -v mypy; } >/dev/n
 else  # lint is the venv's job (requirements/dev.txt); an apt ROS shell may not have it
   echo "== ruff, mypy: not on PATH, lint skipped (pip install -r requirements/test.txt)"
 fi
-# The robot stages (a robot's system Python with apt's numpy 1.x, the README's robot set-up,
-# the ROS-free tests, the demo), only on a full run (with arguments, the caller chose which
-# tests to run). The main suite's tests mostly wait (DDS timers, subprocesses, servers,
-# Chromium: quiet, one pytest keeps a third of this 2-core machine busy), so it runs in two
-# pytest-xdist workers, whole files to each, and the robot stages run one after the other
-# beside it: every test has two busy processes beside it, as the suite must pass with anyway.
-# Measured on a fresh clone (2 cores, 2026-11-30): one pytest with both robot stages beside
-# it took 44-47 min (the main suite 42-43, each robot stage 17-18); this way 33 min (the main
-# suite 26, the robot stages 15 and 14; alone, the main suite takes 21 in two workers). Their
-# logs are printed after the main suite's, so that each reports even when another fails.
-robot=0
-jammy=0
-if [[ $# -eq 0 ]]; then
-  logs="$(mktemp -d)"
-  # The robot stages leave out the `slow` tests (the consumers of a 24,576-episode store,
-  # about a minute; the index's own recall tests run in every stage; the redaction tests on
-  # scikit-image's photographs, requirements/photos.txt, which the robot route does not
-  # install): the main stage runs them, and CI stays in 30 min
-  robot_stage() {  # NAME SCRIPT: the stage's log and exit status land in $logs/NAME.*
-    local rc=0
-    bash "$ROOT/tools/$2" -m "not slow" >"$logs/$1.log" 2>&1 || rc=$?
-    echo "$rc" >"$logs/$1.rc"
-  }
-  (robot_stage debian12 test_robot.sh; robot_stage ubuntu2204 test_robot_ubuntu2204.sh) &
-  stages=$!
-fi
 echo "== pytest ($(command -v pytest))"
 # `pytest`, not `python -m pytest`: the latter puts the repo root on sys.path, and the source
 # tree (which lacks the generated msg/srv modules) would shadow the colcon install.
@@ -72,6 +83,7 @@ fi
 pytest "${options[@]}" "$@" || main=$?
 if [[ $# -eq 0 ]]; then
   wait "$stages"
+  stages=""
   robot="$(cat "$logs/debian12.rc")"
   echo "== robot stage, Debian 12 (tools/test_robot.sh), run beside the main suite: exit $robot"
   cat "$logs/debian12.log"
