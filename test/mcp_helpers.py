@@ -257,6 +257,7 @@ def guide_session(
     more_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     approver: Approver | None = None,
+    prefix: Path | None = None,
 ) -> Iterator[McpCaller]:
     """The guide's server ``name`` started by the SDK's stdio client as a desktop client does.
 
@@ -273,10 +274,12 @@ def guide_session(
         more_args: Arguments added after the guide's (a test's namespace, ...).
         env: Values of the guide's ``env`` replaced by the test's.
         approver: Answers the server's elicitations.
+        prefix: The install prefix that the guide's stands for (default: the one under test).
 
     """
     spec = guide_servers()[name]
-    mine = {GUIDE_PREFIX: str(installed_prefix()), **paths}
+    prefix = prefix or installed_prefix()
+    mine = {GUIDE_PREFIX: str(prefix), **paths}
 
     def ours(word: str) -> str:
         for guide_path, path in mine.items():
@@ -284,7 +287,7 @@ def guide_session(
         return word
 
     command = [ours(spec["command"]), *(ours(a) for a in spec.get("args", []))]
-    assert command[0] == str(installed_prefix() / "bin" / "surprise-memory"), command
+    assert command[0] == str(prefix / "bin" / "surprise-memory"), command
     extra = {**spec.get("env", {}), **(env or {}), "PATH": CLIENT_PATH}
     inherited = get_default_environment()
     assert not {"PYTHONPATH", "AMENT_PREFIX_PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV"} & set(

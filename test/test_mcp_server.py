@@ -17,15 +17,18 @@ import io
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import mcp_types as types
+import psutil
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_helpers import (
+    CLIENT_PATH,
     MCP,
     McpCaller,
     guide_session,
@@ -46,6 +49,8 @@ from surprise_memory.offline.synthetic.evaluation import episode_event
 from surprise_memory.stamps import NS_PER_SECOND
 
 TOKEN = "test-token-0123456789abcdef"
+ROOT = Path(__file__).resolve().parents[1]
+
 SEARCH = "search_episodic_memory"
 
 
@@ -370,3 +375,70 @@ def test_the_guides_desktop_configuration_starts_from_a_clients_default_environm
     ):
         assert sorted(caller.tools()) == ["get_episode", SEARCH]
         assert ids(caller.call(SEARCH, {"query": "a person crossing"}))[0] == person
+
+
+def _colcon_build(source: Path, work: Path, setup: str, *more: str) -> Path:
+    """``colcon build`` of ``source`` into ``work/install`` in a shell that ran ``setup``."""
+    build = (
+        f'{setup} && colcon --log-base "{work}/log" build --base-paths "{source}"'
+        f' --build-base "{work}/build" --install-base "{work}/install" {" ".join(more)}'
+        f' --cmake-args -DPython3_EXECUTABLE="{sys.executable}" -DBUILD_TESTING=OFF'
+    )
+    done = subprocess.run(
+        ["bash", "-c", build], env=_robot_shell(), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, f"colcon build of {source} failed:\n{done.stdout[-3000:]}"
+    return work / "install"
+
+
+def _robot_shell() -> dict[str, str]:
+    """A fresh login's environment: nothing of this run's sourced install."""
+    keep = ("HOME", "USER", "LOGNAME", "ROS_DISTRO", "SURPRISE_MEMORY_VENV", "XDG_CACHE_HOME")
+    shell = {k: os.environ[k] for k in keep if k in os.environ}
+    return {**shell, "PATH": f"{Path(sys.executable).parent}:{CLIENT_PATH}"}
+
+
+@pytest.mark.slow  # two colcon builds (about a minute)
+@pytest.mark.ros  # the colcon install's launcher (bin/surprise-memory): the main stage only
+def test_the_launcher_brings_the_underlay_the_workspace_was_built_on(
+    store: Path, person: str, tmp_path: Path
+) -> None:
+    """The robot route's shape: the workspace is built over an underlay found through
+    ``AMENT_PREFIX_PATH`` with its own ``local_setup.bash`` (as ``/opt/ros/<distro>`` is),
+    then the guide's first example starts from a client's default environment. The
+    launcher sources the workspace's setup, which chains that underlay: the server runs
+    with the underlay's packages on its paths, and answers.
+
+    The underlay here is our own interface package (``test/fixtures/rosbag2_interfaces``)
+    in a merged install; on an apt ROS 2 the workspace is built over ``/opt/ros`` as well
+    (``ROS_DISTRO`` set: its ``setup.bash`` is sourced first), as on a robot.
+    """
+    apt = 'source "/opt/ros/$ROS_DISTRO/setup.bash"; ' if os.environ.get("ROS_DISTRO") else ""
+    ros = f'set +u; {apt}source "{ROOT}/tools/env.sh"'  # our route: the venv's ROS 2
+    fixture = ROOT / "test" / "fixtures" / "rosbag2_interfaces"
+    underlay = _colcon_build(fixture, tmp_path / "underlay", ros, "--merge-install")
+    # the underlay sourced as a robot sources ROS 2's; colcon must find it through
+    # AMENT_PREFIX_PATH alone, as it finds /opt/ros
+    setup = f'{ros} && source "{underlay}/local_setup.bash" && unset COLCON_PREFIX_PATH'
+    workspace = _colcon_build(ROOT, tmp_path / "ws", setup)
+    with (
+        (tmp_path / "stderr.log").open("w") as errlog,
+        guide_session(
+            "robot-memory",
+            tmp_path,
+            errlog,
+            {"/home/me/memory/store": str(store)},
+            prefix=workspace / "surprise_memory",
+        ) as caller,
+    ):
+        assert ids(caller.call(SEARCH, {"query": "a person crossing"}))[0] == person
+        (server,) = [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if str(workspace) in " ".join(p.cmdline())
+        ]
+        env = server.environ()
+    site = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
+    assert str(underlay) in env["AMENT_PREFIX_PATH"].split(":"), env["AMENT_PREFIX_PATH"]
+    assert str(underlay / site) in env["PYTHONPATH"].split(":"), env["PYTHONPATH"]
+    assert str(workspace / "surprise_memory") in env["AMENT_PREFIX_PATH"].split(":")
