@@ -535,6 +535,7 @@ def _merge_ends_while_it_works(merger: SegmentMerger, stall_s: float = 60.0) -> 
     return merger.wait(0)
 
 
+@pytest.mark.slow  # 30-100 s on a loaded machine; the robot stages run the merge's own tests
 def test_a_kill_during_a_merge_loses_nothing_and_the_merge_starts_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -25,8 +25,9 @@ bash "$ROOT/tools/setup_system.sh"
 # with the later of the two.
 # Measured on a fresh clone (2 cores, 2026-11-30): one pytest with both robot stages beside
 # it took 44-47 min (the main suite 42-43, each robot stage 17-18); this way 33 min (the main
-# suite 26, the robot stages 15 and 14; alone, the main suite takes 21 in two workers). Their
-# logs are printed after the main suite's, so that each reports even when another fails.
+# suite 26, the robot stages 15 and 14; alone, the main suite takes 21 in two workers), and
+# 30.7 min with the stages started before the build (main suite 26.5, stages 14.5 and 16).
+# Their logs are printed after the main suite's, so that each reports even when another fails.
 robot=0
 jammy=0
 if [[ $# -eq 0 ]]; then
@@ -34,7 +35,8 @@ if [[ $# -eq 0 ]]; then
   # The robot stages leave out the `slow` tests (the consumers of a 24,576-episode store,
   # about a minute; the index's own recall tests run in every stage; the redaction tests on
   # scikit-image's photographs, requirements/photos.txt, which the robot route does not
-  # install): the main stage runs them, and CI stays in 30 min
+  # install; a merge killed in its middle, 30-100 s): the main stage runs them, and CI
+  # stays near 30 min
   robot_stage() {  # NAME SCRIPT: the stage's log and exit status land in $logs/NAME.*
     local rc=0
     ROBOT_DEMO=1 bash "$ROOT/tools/$2" -m "not slow" --durations=15 >"$logs/$1.log" 2>&1 || rc=$?
