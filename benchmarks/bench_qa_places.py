@@ -16,10 +16,11 @@ at ...: A or B?") is judged right when the answer is the true choice (the bench 
 judge, exact match of a closed choice).
 
 The yes-threshold with its place margin (what a place keyframe must match by, more than
-an episode), the still-there threshold with its drop (how much less than the place's
-earlier views the latest pass may match) and the generic threshold (a question whose
-words embed like an empty caption is a no) of each memory are fitted on the validation
-seeds only (its own stores there), never on the seeds reported. Reported per
+an episode) and the still-there threshold with its drop (how much less than the place's
+earlier views the latest pass may match) of each memory are fitted on the validation
+seeds only (its own stores there), never on the seeds reported; the generic threshold (a
+question whose words embed like an empty caption is a no: a property of the words and the
+embedder) once for all memories, on all their validation answers. Reported per
 memory, as mean ± sample standard deviation over the reported seeds: the three columns
 overall, on static questions and on event questions; accuracy on still-there questions;
 the false-yes rate on lures; per type; frames stored. Results are written after each
@@ -41,7 +42,7 @@ import json
 import platform
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -244,43 +245,59 @@ def _share(values: Any) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
+def _binary_details(
+    records: Sequence[Mapping[str, Any]], questions: Mapping[str, Question]
+) -> Iterator[tuple[str, Mapping[str, Any], bool]]:
+    """``(split, details, true answer is yes)`` of the binary questions answered."""
+    for r in records:
+        q = questions[r["id"]]
+        if q.type == "binary" and not r.get("error"):
+            yield split_of(q), r["details"], bool(q.truth.yes)
+
+
 def fit_thresholds(
     records: Sequence[Mapping[str, Any]], questions: Mapping[str, Question]
 ) -> dict[str, float]:
-    """A memory's yes-, place-, still-there and generic thresholds from its validation records."""
-    yes, still, details = [], [], []
-    for r in records:
-        q = questions[r["id"]]
-        if q.type != "binary" or r.get("error"):
-            continue
-        truth = bool(q.truth.yes)
-        if split_of(q) == "still_there":
-            d = r["details"]
-            if "last_pass_similarity" in d:
-                still.append((d["last_pass_similarity"], d.get("earlier_similarity"), truth))
-        else:
-            d = r["details"]
+    """A memory's yes-, place- and still-there thresholds from its validation records."""
+    yes, still = [], []
+    for split, d, truth in _binary_details(records, questions):
+        if split != "still_there":
             yes.append((*best_by_kind(d), truth))
-            details.append((d, truth))
+        elif "last_pass_similarity" in d:
+            still.append((d["last_pass_similarity"], d.get("earlier_similarity"), truth))
     fit_yes = fit_yes_thresholds(yes)
     fit_still = fit_yes_threshold((now, truth) for now, _, truth in still)
     still_threshold = float(fit_still["threshold"] if fit_still["threshold"] is not None else 0.5)
     fit_drop = fit_still_drop(still, still_threshold)
-    threshold = float(fit_yes["threshold"] if fit_yes["threshold"] is not None else 0.5)
-    margin = float(fit_yes["place_margin"])
-    fit_generic = fit_generic_threshold(
-        (reaches_yes(d, threshold, margin), d.get("generic_cos"), truth) for d, truth in details
-    )
     return {
-        "yes": threshold,
-        "place_margin": margin,
+        "yes": float(fit_yes["threshold"] if fit_yes["threshold"] is not None else 0.5),
+        "place_margin": float(fit_yes["place_margin"]),
         "still": still_threshold,
         "still_drop": fit_drop["threshold"],
-        "generic": fit_generic["threshold"],
         "n_yes": fit_yes["n"],
         "n_still": fit_still["n"],
-        "n_generic": fit_generic["n"],
     }
+
+
+def fit_generic(
+    pooled: Mapping[str, Sequence[Mapping[str, Any]]],
+    questions: Mapping[str, Question],
+    thresholds: Mapping[str, Mapping[str, float]],
+) -> dict[str, Any]:
+    """One generic threshold for every memory, from all memories' validation records.
+
+    Whether a question's words embed like an empty caption is a property of the words and
+    the embedder, not of what a memory holds (the product has one ``qa_generic_threshold``
+    per embedder), so it is fitted once, on every memory's binary questions that reach
+    that memory's own yes-threshold and margin.
+    """
+    answers = [
+        (reaches_yes(d, t["yes"], t["place_margin"]), d.get("generic_cos"), truth)
+        for memory, t in thresholds.items()
+        for split, d, truth in _binary_details(pooled[memory], questions)
+        if split != "still_there"
+    ]
+    return fit_generic_threshold(answers)
 
 
 def one_world(
@@ -474,9 +491,12 @@ def main() -> None:
             asked.update(questions)
             for memory in MEMORIES:
                 pooled[memory] += records[memory]
-        thresholds = earlier.get("thresholds") or {
-            m: fit_thresholds(pooled[m], asked) for m in MEMORIES
-        }
+        thresholds = earlier.get("thresholds")
+        if not thresholds:
+            thresholds = {m: fit_thresholds(pooled[m], asked) for m in MEMORIES}
+            generic = fit_generic(pooled, asked, thresholds)
+            for fitted in thresholds.values():
+                fitted.update(generic=generic["threshold"], n_generic=generic["n"])
         for memory, fitted in thresholds.items():
             print(f"validation {memory}: {fitted}", flush=True)
         per_world: list[dict[str, Any]] = []
