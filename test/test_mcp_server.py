@@ -50,7 +50,6 @@ from surprise_memory.stamps import NS_PER_SECOND
 
 TOKEN = "test-token-0123456789abcdef"
 ROOT = Path(__file__).resolve().parents[1]
-
 SEARCH = "search_episodic_memory"
 
 
@@ -391,6 +390,13 @@ def _colcon_build(source: Path, work: Path, setup: str, *more: str) -> Path:
     return work / "install"
 
 
+def _cmdline(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:  # ended since it was listed
+        return ""
+
+
 def _robot_shell() -> dict[str, str]:
     """A fresh login's environment: nothing of this run's sourced install."""
     keep = ("HOME", "USER", "LOGNAME", "ROS_DISTRO", "SURPRISE_MEMORY_VENV", "XDG_CACHE_HOME")
@@ -433,9 +439,7 @@ def test_the_launcher_brings_the_underlay_the_workspace_was_built_on(
     ):
         assert ids(caller.call(SEARCH, {"query": "a person crossing"}))[0] == person
         (server,) = [
-            p
-            for p in psutil.Process().children(recursive=True)
-            if str(workspace) in " ".join(p.cmdline())
+            p for p in psutil.Process().children(recursive=True) if str(workspace) in _cmdline(p)
         ]
         env = server.environ()
     site = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
