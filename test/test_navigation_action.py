@@ -684,6 +684,40 @@ def test_goto_store_cancels_a_late_acceptance_before_it_exits(
     nav.wait_for(goal_id, "canceled")  # cancelled by the CLI process, before it exited
 
 
+def test_settle_returns_a_late_acceptance_only_with_its_cancel_verdict_written(
+    ros: tuple[Node, ScriptedNavigator],
+) -> None:
+    """What ``goto --store`` prints after its ``--timeout`` (``GoalSender.settle``) is the
+    verdict on the late acceptance's cancel, however slowly the verdict is written: the
+    book's write is slowed here to widen the window in which, with the cancel no longer
+    awaited before its verdict was written, settle returned "running ...: cancelling it"
+    (seen on a loaded machine, 1 run in 5 of this module beside two CPU-bound processes)."""
+    from surprise_memory.nodes.goal_sender import goal_msg
+
+    node, nav = ros
+    # steps of 3 s: the cancelled goal's result (which settle would return instead) comes
+    # at the navigator's next step, after the slowed write
+    nav.script(answer_delay_s=TIMEOUT_S + 1.0, steps=10, step_s=3.0)
+    sender = sender_to(ros, ACTION_NAME)
+    write = sender.book.update
+
+    def slow_verdict(goal_id: str, **changes: Any) -> Any:
+        if "cancelled:" in str(changes.get("message", "")):
+            time.sleep(1.0)
+        return write(goal_id, **changes)
+
+    sender.book.update = slow_verdict  # type: ignore[method-assign]
+    try:
+        sent = sender.send(goal_msg(node, yawed(1.0, 2.0, 0.0)), timeout_s=TIMEOUT_S)
+        assert sent.state == "pending", sent
+        final = sender.settle(sent.goal_id, 20.0)
+        assert final is not None and final.state == "cancelled_after_late_acceptance", final
+        assert final.message.endswith("the navigator accepted the cancel asked at once")
+        nav.wait_for(sent.goal_id, "canceled")
+    finally:
+        sender.destroy()
+
+
 def serve_by_hand(
     node: Node, action: Any, name: str, on_goal: Any, on_cancel: Any, on_result: Any
 ) -> Any:

@@ -143,22 +143,13 @@ class GoalCancels:
         with self._lock:
             self._open.add(gid)
 
+        # Each handler writes the book *before* the goal leaves ``_open``, the lock held
+        # throughout: whoever sees the cancel no longer open (``settle``) reads its outcome.
+        # Cleared first, ``goto --store`` once printed the goal as still being cancelled.
         def on_verdict(verdict: str) -> None:
             with self._lock:
+                self._write_late_verdict(gid, why, verdict)
                 self._open.discard(gid)
-            now = self._book.get(gid)
-            if now is None:
-                return
-            message = f"{why}; {_LATE_SAID[verdict]}"
-            if verdict == "accepted":
-                if now.state in ("pending", "running"):
-                    self._book.update(gid, state="cancelled_after_late_acceptance", message=message)
-                elif now.state == "preempted":  # its caller knows that; the message says more
-                    self._book.update(gid, force=True, message=message)
-            elif verdict in ("refused", "unknown goal", "failed") and now.state in _MAY_RUN:
-                self._book.update(gid, force=True, state="running", message=message)
-            elif not now.done:
-                self._book.update(gid, message=message)
 
         self._send(gid, handle, on_verdict)
 
@@ -166,19 +157,35 @@ class GoalCancels:
             with self._lock:
                 if gid not in self._open:
                     return
+                now = self._book.get(gid)
+                if now is not None and now.state in _MAY_RUN:  # (not one whose result came)
+                    self._book.update(
+                        gid,
+                        force=True,  # a preempted one too: it may run all the same
+                        message=f"{why}; the navigator did not answer the cancel within "
+                        f"{self._late_wait_s:g} s: it may run (cancel it on the navigator)",
+                    )
                 self._open.discard(gid)
-            now = self._book.get(gid)
-            if now is not None and now.state in _MAY_RUN:  # (not one whose result came)
-                self._book.update(
-                    gid,
-                    force=True,  # a preempted one too: it may run all the same
-                    message=f"{why}; the navigator did not answer the cancel within "
-                    f"{self._late_wait_s:g} s: it may run (cancel it on the navigator)",
-                )
 
         timer = threading.Timer(self._late_wait_s, unanswered)
         timer.daemon = True
         timer.start()
+
+    def _write_late_verdict(self, gid: str, why: str, verdict: str) -> None:
+        """Write what a late acceptance's cancel came to (see :meth:`late`)."""
+        now = self._book.get(gid)
+        if now is None:
+            return
+        message = f"{why}; {_LATE_SAID[verdict]}"
+        if verdict == "accepted":
+            if now.state in ("pending", "running"):
+                self._book.update(gid, state="cancelled_after_late_acceptance", message=message)
+            elif now.state == "preempted":  # its caller knows that; the message says more
+                self._book.update(gid, force=True, message=message)
+        elif verdict in ("refused", "unknown goal", "failed") and now.state in _MAY_RUN:
+            self._book.update(gid, force=True, state="running", message=message)
+        elif not now.done:
+            self._book.update(gid, message=message)
 
     def preempted(self, gid: str, handle: Any) -> None:
         """Cancel a goal a newer one of ours replaced (a navigator that queues would run it).

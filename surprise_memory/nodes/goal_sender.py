@@ -271,8 +271,10 @@ class GoalSender:
         """
         deadline = time.monotonic() + timeout_s
         while True:
-            now = self.book.get(goal_id)
+            # answering first, then the book: an answer or a verdict is written to the book
+            # before it stops counting as awaited, so the book read after it holds the outcome
             answering = self._answers.unanswered(goal_id) or self._cancels.open(goal_id)
+            now = self.book.get(goal_id)
             if now is None or now.done or not answering:
                 return now
             left = deadline - time.monotonic()
