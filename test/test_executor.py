@@ -10,10 +10,11 @@ and a coroutine callback waiting on a future is resumed once the future is done.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import rclpy
-from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.context import Context
 from rclpy.node import Node
 from rclpy.task import Future
@@ -91,3 +92,72 @@ def test_a_coroutine_callback_waiting_on_a_future_is_resumed() -> None:
         node.destroy_node()
         rclpy.shutdown(context=context)
     assert got == ["started", "resumed"]
+
+
+def test_an_action_client_destroyed_while_its_message_waits_for_a_worker_stops_nothing() -> None:
+    """ros2/rclpy#1385: the navigator's status message for an action client waits for the
+    pool's one worker, and the client is destroyed meanwhile; its take then fails ("action
+    client pointer is invalid"). rclpy's executor would raise that from its spin and stop
+    the node; the pool logs it, skips it, and goes on spinning."""
+    from rclpy.action import ActionClient
+    from rclpy.qos import qos_profile_action_status_default
+
+    from surprise_memory.action import TestNavigateToPose
+
+    context = Context()
+    rclpy.init(context=context)
+    node = Node("pool_action_client", context=context)
+    navigator = Node("pool_navigator", context=context)
+    status = navigator.create_publisher(
+        TestNavigateToPose.Impl.GoalStatusMessage,
+        "/pool/navigate/_action/status",
+        qos_profile_action_status_default,  # what the action client subscribes with
+    )
+    client = ActionClient(node, TestNavigateToPose, "/pool/navigate")
+    started, hold, ticks = threading.Event(), threading.Event(), []
+
+    def busy() -> None:  # holds the one worker until the client is gone
+        if not started.is_set():
+            started.set()
+            hold.wait(10.0)
+        ticks.append(time.monotonic())
+
+    # a group of its own: the client's (the node's default group) may run beside it
+    node.create_timer(0.02, busy, callback_group=MutuallyExclusiveCallbackGroup())
+    pool = CallbackPool(1, context=context)
+    pool.add_node(node)
+    failed: list[BaseException] = []
+
+    def spin(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not failed:
+            try:
+                pool.spin_once(timeout_sec=0.02)
+            except Exception as exc:  # what rclpy's executor would end the node with
+                failed.append(exc)
+
+    try:
+        spin_thread = threading.Thread(target=spin, args=(30.0,), daemon=True)
+        spin_thread.start()
+        assert started.wait(10.0)
+        deadline = time.monotonic() + 10.0  # the status reaches the client, and waits
+        while pool._executor._work_queue.qsize() < 1 and time.monotonic() < deadline:
+            status.publish(TestNavigateToPose.Impl.GoalStatusMessage())
+            time.sleep(0.05)
+        assert pool._executor._work_queue.qsize() >= 1, "the status message never waited"
+        client.destroy()
+        time.sleep(0.3)  # the spin leaves its wait set: the client's handle is freed
+        hold.set()
+        before = len(ticks)
+        deadline = time.monotonic() + 10.0
+        while len(ticks) < before + 5 and time.monotonic() < deadline and not failed:
+            time.sleep(0.02)
+        assert not failed, failed
+        assert len(ticks) >= before + 5  # the node's other callbacks still run
+    finally:
+        failed.append(StopIteration())  # ends the spin thread
+        spin_thread.join(timeout=5.0)
+        pool.shutdown()
+        node.destroy_node()
+        navigator.destroy_node()
+        rclpy.shutdown(context=context)

@@ -55,6 +55,7 @@ from surprise_memory.memory.navigation_goals import GoalStatus
 from surprise_memory.memory.pose import Pose
 from surprise_memory.memory.store import EpisodeStore
 from surprise_memory.memory.store.records import host_session_id
+from surprise_memory.nodes.executor import CallbackPool
 from surprise_memory.nodes.goal_sender import NAV2_ACTION_TYPE, action_type, navigate_to_pose_action
 from surprise_memory.perception.frames import Frame
 
@@ -303,7 +304,10 @@ def ros(action_type_name: str) -> Iterator[tuple[Node, ScriptedNavigator]]:
     rclpy.init()
     node = Node("scripted_navigator")
     navigator = ScriptedNavigator(node, action_type_name)
-    executor = MultiThreadedExecutor(num_threads=4)
+    # the nodes' executor: the tests destroy their senders' action clients on this node
+    # while it spins, and rclpy's own would stop at such a client's late take (rclpy#1385),
+    # leaving the navigator silent for the rest of the module
+    executor = CallbackPool(4)
     executor.add_node(node)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()

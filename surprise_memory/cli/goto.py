@@ -250,12 +250,14 @@ def _cancel(client: Any, args: argparse.Namespace) -> int:
 def _ros_node() -> Iterator[Any]:
     """A node of this process, spun in a thread, so that waits with deadlines work."""
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
+
+    from surprise_memory.nodes.executor import CallbackPool
 
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node(f"surprise_memory_goto_{time.monotonic_ns()}", context=context)
-    executor = MultiThreadedExecutor(num_threads=2, context=context)
+    # the nodes' executor: the goal sender's action client is destroyed while it spins
+    executor = CallbackPool(2, context=context)
     executor.add_node(node)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()

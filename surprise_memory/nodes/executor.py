@@ -12,6 +12,14 @@ frames, its list of pending futures at times over a thousand long.
 :class:`CallbackPool` submits each task once: a task that is queued or running is not
 submitted again (one whose call returned, a coroutine waiting on a future, is), and the
 spinning thread sleeps a moment instead of looping, so a worker gets the GIL to start it.
+
+A callback's exception ends the spin, as in rclpy, with one exception: the take of a
+waitable (an action client) that was destroyed after the executor found it ready. rclpy
+skips such a take for a subscription, a client, a service or a timer, but not for a
+waitable (ros2/rclpy#1385, open): its RCLError "action client pointer is invalid" would
+stop the node. Seen here when a goal sender's action client was destroyed while the
+navigator's status message for it was waiting for a worker. Such a take is logged and
+skipped.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from rclpy.executors import (
     ShutdownException,
     TimeoutException,
 )
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
 __all__ = ["CallbackPool"]
 
@@ -47,15 +56,14 @@ class CallbackPool(MultiThreadedExecutor):
         super().__init__(num_threads, context=context)
         self._lock = threading.Lock()
         self._queued: set[Any] = set()  # handed to the pool, its call not returned yet
-        self._finished: list[Any] = []  # done, their exceptions not raised here yet
+        self._finished: list[Any] = []  # (task, its source) done, not raised here yet
+        self._sources: dict[Any, tuple[Any, Any]] = {}  # task -> (entity, node) while undone
 
     def _spin_once_impl(
         self, timeout_sec: Any = None, wait_condition: Callable[[], bool] = lambda: False
     ) -> None:
         try:
-            handler, _entity, _node = self.wait_for_ready_callbacks(
-                timeout_sec, None, wait_condition
-            )
+            handler, entity, node = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
         except (
             ExternalShutdownException,
             ShutdownException,
@@ -68,7 +76,14 @@ class CallbackPool(MultiThreadedExecutor):
             queued = handler in self._queued
             if not queued:
                 self._queued.add(handler)
-        for task in finished:
+                self._sources[handler] = (entity, node)
+        for task, (source, its_node) in finished:
+            if _took_destroyed_waitable(task, source, its_node):
+                its_node.get_logger().warning(
+                    f"skipped a callback of {type(source).__name__}: it was destroyed after "
+                    f"it was found ready ({task.exception()})"
+                )
+                continue
             task.result()  # a callback's exception is raised in the spinning thread
         if queued:  # given back before its call returned: a worker's turn
             time.sleep(_QUEUED_WAIT_S)
@@ -83,4 +98,18 @@ class CallbackPool(MultiThreadedExecutor):
             with self._lock:
                 self._queued.discard(task)
                 if task.done():
-                    self._finished.append(task)
+                    self._finished.append((task, self._sources.pop(task, (None, None))))
+
+
+def _took_destroyed_waitable(task: Any, entity: Any, node: Any) -> bool:
+    """Whether ``task`` failed taking the data of a waitable that was destroyed.
+
+    Told by the error, not by the node's list: ``ActionClient.destroy`` frees the handle
+    before it leaves the node's waitables.
+    """
+    error = task.exception()
+    if node is None or not hasattr(entity, "take_data"):
+        return False
+    if isinstance(error, _rclpy.InvalidHandle):  # destruction requested
+        return True
+    return isinstance(error, _rclpy.RCLError) and "pointer is invalid" in str(error)
