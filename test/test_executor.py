@@ -136,9 +136,9 @@ def test_an_action_client_destroyed_while_its_message_waits_for_a_worker_stops_n
             except Exception as exc:  # what rclpy's executor would end the node with
                 failed.append(exc)
 
+    spin_thread = threading.Thread(target=spin, args=(30.0,), daemon=True)
+    spin_thread.start()
     try:
-        spin_thread = threading.Thread(target=spin, args=(30.0,), daemon=True)
-        spin_thread.start()
         assert started.wait(10.0)
         deadline = time.monotonic() + 10.0  # the status reaches the client, and waits
         while pool._executor._work_queue.qsize() < 1 and time.monotonic() < deadline:

@@ -56,8 +56,7 @@ class CallbackPool(MultiThreadedExecutor):
         super().__init__(num_threads, context=context)
         self._lock = threading.Lock()
         self._queued: set[Any] = set()  # handed to the pool, its call not returned yet
-        self._finished: list[Any] = []  # (task, its source) done, not raised here yet
-        self._sources: dict[Any, tuple[Any, Any]] = {}  # task -> (entity, node) while undone
+        self._finished: list[Any] = []  # (task, entity, node) done, not raised here yet
 
     def _spin_once_impl(
         self, timeout_sec: Any = None, wait_condition: Callable[[], bool] = lambda: False
@@ -76,8 +75,7 @@ class CallbackPool(MultiThreadedExecutor):
             queued = handler in self._queued
             if not queued:
                 self._queued.add(handler)
-                self._sources[handler] = (entity, node)
-        for task, (source, its_node) in finished:
+        for task, source, its_node in finished:
             if _took_destroyed_waitable(task, source, its_node):
                 its_node.get_logger().warning(
                     f"skipped a callback of {type(source).__name__}: it was destroyed after "
@@ -88,9 +86,9 @@ class CallbackPool(MultiThreadedExecutor):
         if queued:  # given back before its call returned: a worker's turn
             time.sleep(_QUEUED_WAIT_S)
             return
-        self._executor.submit(self._run, handler)
+        self._executor.submit(self._run, handler, entity, node)
 
-    def _run(self, task: Any) -> None:
+    def _run(self, task: Any, entity: Any, node: Any) -> None:
         """A worker: run (or resume) the task, then let it be handed over again."""
         try:
             task()
@@ -98,7 +96,7 @@ class CallbackPool(MultiThreadedExecutor):
             with self._lock:
                 self._queued.discard(task)
                 if task.done():
-                    self._finished.append((task, self._sources.pop(task, (None, None))))
+                    self._finished.append((task, entity, node))
 
 
 def _took_destroyed_waitable(task: Any, entity: Any, node: Any) -> bool:
