@@ -16,6 +16,7 @@ import base64
 import io
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ from mcp_helpers import (
     stdio_session,
 )
 from PIL import Image
+from snapshot_helpers import colcon_build_command, stand_in_install
 from trained_models import SEED, build_trained_store
 
 from surprise_memory.agents.episode_tool import GetEpisodeTool, StoreEpisodeLookup
@@ -376,17 +378,14 @@ def test_the_guides_desktop_configuration_starts_from_a_clients_default_environm
         assert ids(caller.call(SEARCH, {"query": "a person crossing"}))[0] == person
 
 
-def _colcon_build(source: Path, work: Path, setup: str, *more: str) -> Path:
+def _colcon_build(source: Path, work: Path, setup: str) -> Path:
     """``colcon build`` of ``source`` into ``work/install`` in a shell that ran ``setup``.
 
     At the lowest priority: its compilers take both cores of a 2-core machine, and the
     tests beside it (DDS round trips timed in seconds) must not wait for them.
     """
-    build = (
-        f'{setup} && nice -n 19 colcon --log-base "{work}/log" build --base-paths "{source}"'
-        f' --build-base "{work}/build" --install-base "{work}/install" {" ".join(more)}'
-        f' --cmake-args -DPython3_EXECUTABLE="{sys.executable}" -DBUILD_TESTING=OFF'
-    )
+    command = shlex.join(colcon_build_command(source, work, work / "install"))
+    build = f"{setup} && nice -n 19 {command}"
     done = subprocess.run(
         ["bash", "-c", build], env=_robot_shell(), capture_output=True, text=True, check=False
     )
@@ -408,7 +407,7 @@ def _robot_shell() -> dict[str, str]:
     return {**shell, "PATH": f"{Path(sys.executable).parent}:{CLIENT_PATH}"}
 
 
-@pytest.mark.slow  # two colcon builds (about a minute)
+@pytest.mark.slow  # a colcon build of the package (about a minute)
 @pytest.mark.ros  # the colcon install's launcher (bin/surprise-memory): the main stage only
 def test_the_launcher_brings_the_underlay_the_workspace_was_built_on(
     store: Path, person: str, tmp_path: Path
@@ -425,8 +424,7 @@ def test_the_launcher_brings_the_underlay_the_workspace_was_built_on(
     """
     apt = 'source "/opt/ros/$ROS_DISTRO/setup.bash"; ' if os.environ.get("ROS_DISTRO") else ""
     ros = f'set +u; {apt}source "{ROOT}/tools/env.sh"'  # our route: the venv's ROS 2
-    fixture = ROOT / "test" / "fixtures" / "rosbag2_interfaces"
-    underlay = _colcon_build(fixture, tmp_path / "underlay", ros, "--merge-install")
+    underlay = stand_in_install()  # a merged install, as /opt/ros/<distro> is
     # the underlay sourced as a robot sources ROS 2's; colcon must find it through
     # AMENT_PREFIX_PATH alone, as it finds /opt/ros
     setup = f'{ros} && source "{underlay}/local_setup.bash" && unset COLCON_PREFIX_PATH'
