@@ -56,18 +56,20 @@ def small_index(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(episode_index, "_MIN_COUNT", 8)
 
 
-def _world(seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+def _world(seed: int = 3, dim: int = DIM) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return rng.standard_normal((PLACES, DIM)), rng.uniform(0, 200, (PLACES, 2))
+    return rng.standard_normal((PLACES, dim)), rng.uniform(0, 200, (PLACES, 2))
 
 
-def _episode(i: int, rng: np.random.Generator) -> tuple[np.ndarray, float, float, str]:
+def _episode(
+    i: int, rng: np.random.Generator, dim: int = DIM
+) -> tuple[np.ndarray, float, float, str]:
     """Frames of episode ``i``: its place's direction, a slow drift, its own noise."""
-    vec, pos = _world()
+    vec, pos = _world(dim=dim)
     place = int(rng.integers(PLACES))
-    drift = np.sin(i / 400 + np.arange(DIM))
-    centre = vec[place] + 0.3 * drift + 0.6 * rng.standard_normal(DIM)
-    frames = centre + 0.4 * rng.standard_normal((FRAMES, DIM))
+    drift = np.sin(i / 400 + np.arange(dim))
+    centre = vec[place] + 0.3 * drift + 0.6 * rng.standard_normal(dim)
+    frames = centre + 0.4 * rng.standard_normal((FRAMES, dim))
     x, y = pos[place] + rng.normal(0, 2, 2)
     return frames, float(x), float(y), "alpha" if i % 3 else "bravo"
 
@@ -76,8 +78,8 @@ def _frames(stamp: int) -> list[Frame]:
     return [Frame(np.zeros((8, 8, 3), dtype=np.uint8), stamp + j) for j in range(FRAMES)]
 
 
-def _add(store: EpisodeStore, i: int, rng: np.random.Generator) -> None:
-    emb, x, y, robot = _episode(i, rng)
+def _add(store: EpisodeStore, i: int, rng: np.random.Generator, dim: int = DIM) -> None:
+    emb, x, y, robot = _episode(i, rng, dim)
     store.add(
         _frames(i * 60 * S),
         emb,
@@ -91,7 +93,7 @@ def _add(store: EpisodeStore, i: int, rng: np.random.Generator) -> None:
     )
 
 
-def _fill(path: Path, n: int, seed: int = 5) -> None:
+def _fill(path: Path, n: int, seed: int = 5, dim: int = DIM) -> None:
     """``n`` episodes: the first through ``add``, the rest as rows in one transaction.
 
     The rows are what ``add`` commits, without the JPEG files (queries without images
@@ -99,11 +101,11 @@ def _fill(path: Path, n: int, seed: int = 5) -> None:
     """
     rng = np.random.default_rng(seed)
     with EpisodeStore(path) as store:
-        _add(store, 0, rng)
+        _add(store, 0, rng, dim)
     conn = sqlite3.connect(path / "episodes.sqlite3", isolation_level=None)
     conn.execute("BEGIN")
     for i in range(1, n):
-        emb, x, y, robot = _episode(i, rng)
+        emb, x, y, robot = _episode(i, rng, dim)
         unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
         blobs = [row.astype("<f2").tobytes() for row in unit]
         stamp = i * 60 * S
@@ -484,7 +486,8 @@ def test_a_merge_leaves_out_the_episodes_the_store_no_longer_holds(
             assert not {h.episode.id for h in store.retrieve(q)} & set(gone)
 
 
-_MERGE_KILLED = textwrap.dedent(
+MERGE_SEGMENT, MERGE_DIM = 8192, 256  # a merge of 4 x 8,192 vectors of 256-d: seconds
+_STORE_KILLED_IN_A_MERGE = textwrap.dedent(
     """
     import sys
     import threading
@@ -492,20 +495,27 @@ _MERGE_KILLED = textwrap.dedent(
 
     import numpy as np
 
-    from surprise_memory.memory.store import ann
-    from surprise_memory.memory.store.segment_merge import SegmentMerger
+    sys.path.insert(0, sys.argv[2])
+    import test_store_episode_index as t
+    from surprise_memory.memory.store import EpisodeStore, ann
 
-    ann.SEGMENT_SIZE, ann.MERGE_FANOUT = 8192, 4
-    vecs = np.random.default_rng(0).standard_normal((4 * 8192 + 100, 256)).astype(np.float32)
-    index = ann.AnnIndex(Path(sys.argv[1]), 256, read_only=False)
-    index.rebuild(((i + 1, vecs[i : i + 1]) for i in range(len(vecs))), 0)
-    lock = threading.RLock()
-    merger = SegmentMerger(lock)
-    with lock:
-        merger.start(index, lambda keys: np.ones(keys.size, dtype=bool))
-    print("merging", flush=True)
-    merger.wait()
-    print("merged", flush=True)
+    ann.SEGMENT_SIZE, ann.MERGE_FANOUT = t.MERGE_SEGMENT, 4
+    store = EpisodeStore(Path(sys.argv[1]))  # indexes the rows, then starts the merge
+    print("merging" if store._merger.running else "not merging", flush=True)
+    probes = [f"e{i:05d}" for i in range(1, 4 * t.MERGE_SEGMENT, 997)]
+
+    def ask() -> None:  # queries all along, as an agent's
+        while True:
+            for ep_id in probes:
+                q = store.embeddings(ep_id).mean(axis=0).astype(np.float32)
+                hits = store.search(embedding=q, embedder_model=t.MODEL, max_results=5)
+                print("answered" if hits[0].episode.id == ep_id else f"wrong {ep_id}", flush=True)
+
+    threading.Thread(target=ask, daemon=True).start()
+    rng = np.random.default_rng(1)
+    for i in range(int(sys.argv[3]), 10**6):
+        t._add(store, i, rng, t.MERGE_DIM)
+        print(f"added e{i:05d}", flush=True)  # after add returned: committed
     """
 )
 
@@ -535,31 +545,43 @@ def _merge_ends_while_it_works(merger: SegmentMerger, stall_s: float = 60.0) -> 
     return merger.wait(0)
 
 
-@pytest.mark.slow  # 30-100 s on a loaded machine; the robot stages run the merge's own tests
-def test_a_kill_during_a_merge_loses_nothing_and_the_merge_starts_again(
+@pytest.mark.slow  # 1-3 min on a loaded machine; the robot stages run the merge's own tests
+def test_a_store_killed_in_a_merge_while_it_adds_and_answers_loses_nothing_and_merges_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A merge of 4 x 8,192 vectors of 256-d (seconds) killed with SIGKILL in its middle."""
+    """A writer process merges four sealed segments in the background while it adds episodes
+    and answers queries, and is killed with SIGKILL while the merged files are written.
+    Opened again, the store holds every episode an add returned for, its index finds each
+    of them, the kill's files are gone, and the open has started the merge again."""
     path = tmp_path / "store"
+    filled = 4 * MERGE_SEGMENT + 100
+    _fill(path, filled, dim=MERGE_DIM)  # rows only: the writer's open indexes them
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     child = subprocess.Popen(
-        [sys.executable, "-c", _MERGE_KILLED, str(path)],
+        [sys.executable, "-c", _STORE_KILLED_IN_A_MERGE, str(path), str(Path(__file__).parent),
+         str(filled)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
+    )  # fmt: skip
     assert child.stdout is not None
+    added: list[str] = []
+    during = {"added": 0, "answered": 0}  # since the merge began writing its files
     try:
         assert child.stdout.readline() == "merging\n", child.stderr.read()  # type: ignore[union-attr]
-        deadline = time.monotonic() + 60
-        while not list((path / "index").glob("segment-1-*.tmp")):  # the merge is writing
-            assert time.monotonic() < deadline and child.poll() is None
-            time.sleep(0.01)
-        time.sleep(0.2)
+        writing = False
+        while during["added"] < 5 or during["answered"] < 1:
+            line = child.stdout.readline()
+            assert line, child.stderr.read()  # type: ignore[union-attr]
+            word, *rest = line.split()
+            assert word in during, line  # "wrong <id>": a query missed its own episode
+            during[word] += writing
+            added += rest
+            writing = writing or bool(list((path / "index").glob("segment-1-*.tmp")))
         # the merge thread runs at a lower priority than the rest of the process
         nice = {
             int(task.name): int((task / "stat").read_text().rsplit(")", 1)[1].split()[16])
@@ -568,31 +590,28 @@ def test_a_kill_during_a_merge_loses_nothing_and_the_merge_starts_again(
         main = nice.pop(child.pid)  # 0, unless the tests themselves run niced
         assert max(main, segment_merge.NICE) in nice.values(), (main, nice)
         child.send_signal(signal.SIGKILL)
-        rest, _ = child.communicate(timeout=60)
+        out, _ = child.communicate(timeout=60)
     finally:
         child.kill()
-    assert child.returncode == -9 and "merged" not in rest  # killed in the merge
+    assert child.returncode == -9
+    added += [line.split()[1] for line in out.splitlines() if line.startswith("added ")]
     left = _index_files(path)
-    assert any(n.endswith(".tmp") for n in left) and left != _named_files(path)
-    for name, value in (("SEGMENT_SIZE", 8192), ("MERGE_FANOUT", 4)):
+    assert any(n.endswith(".tmp") for n in left) and left != _named_files(path)  # mid-merge
+    for name, value in (("SEGMENT_SIZE", MERGE_SEGMENT), ("MERGE_FANOUT", 4)):
         monkeypatch.setattr(ann, name, value)
-    vecs = np.random.default_rng(0).standard_normal((4 * 8192 + 100, 256)).astype(np.float32)
-    index = ann.AnnIndex(path, 256, read_only=False)
-    assert index.load()  # the manifest before the merge: four sealed segments and the tail
+    with EpisodeStore(path) as store:
+        assert store._merger.running  # the open started the merge again
+        assert _merge_ends_while_it_works(store._merger)
+        index = _ann(store)
+        assert len(store) == filled + len(added) and len(index) == len(store)
+        # the four sealed segments are one; the adds are in the tail, with the last 100 rows
+        assert [len(s) for s in index.parts()] == [4 * MERGE_SEGMENT, 100 + len(added)]
+        probe = np.random.default_rng(1).choice(filled, 40, replace=False)
+        for ep_id in [*added, *(f"e{i:05d}" for i in probe)]:
+            q = store.embeddings(ep_id).mean(axis=0).astype(np.float32)
+            hits = store.search(embedding=q, embedder_model=MODEL, max_results=5)
+            assert hits[0].episode.id == ep_id
     assert _index_files(path) == _named_files(path)  # what the kill left is removed
-    assert len(index) == len(vecs) and index.segments == 5
-    merger = SegmentMerger(threading.RLock())
-    merger.start(index, lambda keys: np.ones(keys.size, dtype=bool))
-    assert _merge_ends_while_it_works(merger)
-    assert index.segments == 2 and len(index) == len(vecs)
-    index.close()
-    again = ann.AnnIndex(path, 256, read_only=False)
-    assert again.load() and again.segments == 2
-    assert _index_files(path) == _named_files(path)
-    probe = np.random.default_rng(1).choice(len(vecs), 50, replace=False)
-    found = [ann.search_segments(again.parts(), vecs[i], 1)[0] == i + 1 for i in probe]
-    assert all(found)
-    again.close()
 
 
 _MERGE_DISK_FULL = textwrap.dedent(
