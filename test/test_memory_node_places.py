@@ -11,7 +11,9 @@ no tf is published), the store read back from disk:
   until its pose has been continuous for ``place_settle_seconds``: one keyframe, not a burst;
 * the camera path never waits for a keyframe write: with every frame a keyframe and
   large frames, the writer falls behind, keyframes are dropped (counted), and every frame
-  is still taken in while the writer is busy.
+  is still taken in while the writer is busy;
+* on a full disk the keyframe writes fail, counted and reported, while every frame is
+  still taken in; once space is back new places are written again, each one whole.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
 from sensor_msgs.msg import CompressedImage, Image
+from test_memory_node_disk import _fill, _small_disk
 
 from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.store import EpisodeStore
@@ -270,3 +273,45 @@ def test_camera_path_never_waits_for_a_keyframe_write(tmp_path: Path) -> None:
     )
     _run(tmp_path, params, body, compressed=True)
     assert 0 < len(_places(store)) < frames
+
+
+def test_a_full_disk_fails_keyframe_writes_and_the_camera_path_goes_on(tmp_path: Path) -> None:
+    """The store on a 16 MiB tmpfs (root, as CI) filled up while the robot drives on."""
+    failed = "place keyframe write(s) failed"
+    counts: dict[str, int] = {}
+
+    def body(robot: _Robot) -> None:
+        wait_for_subscribers(robot.node, robot.odom)
+
+        def settled() -> bool:  # every keyframe kept so far written or rejected, every frame in
+            done = robot.count("place_keyframes_written") + robot.count("rejected_place_store")
+            return done == robot.count("place_keyframes_kept") and (
+                robot.count("frames_in") == robot.frames
+            )
+
+        robot.drive(_line((0.0, 0.0), (6.0, 0.0), 30))  # 4 m/s through new places
+        robot.until(lambda: settled() and robot.count("place_keyframes_written") >= 2)
+        counts["written"] = robot.count("place_keyframes_written")
+        filler = _fill(disk)
+        robot.drive(_line((6.0, 0.0), (12.0, 0.0), 30))
+        robot.until(lambda: settled() and failed in robot.message)
+        assert robot.count("rejected_place_store") >= 2, robot.diag
+        assert robot.count("place_keyframes_written") == counts["written"]
+        counts["rejected"] = robot.count("rejected_place_store")
+        filler.unlink()  # space is back
+        robot.drive(_line((12.0, 0.0), (18.0, 0.0), 30))
+        robot.until(
+            lambda: settled() and robot.count("place_keyframes_written") > counts["written"]
+        )
+        assert robot.count("rejected_place_store") == counts["rejected"]
+        assert robot.count("place_keyframes_dropped") == 0
+        counts["written"] = robot.count("place_keyframes_written")
+
+    with _small_disk(tmp_path / "disk") as disk:
+        store = disk / "store"
+        _run(tmp_path, _params(store), body)  # and the node is alive at the end
+        places = _places(store)
+        assert len(places) == counts["written"]  # none of the failed ones half-there
+        for record in places:
+            assert len(record.load_images()) == 1
+        assert max(r.pose.position[0] for r in places if r.pose is not None) > 12.0
