@@ -36,10 +36,11 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_helpers import node_executable, peer_process, spin_until, wait_for_subscribers
 from sensor_msgs.msg import CompressedImage, Image
+from store_backends import new_database
 from test_memory_node_disk import _fill, _small_disk
 
 from surprise_memory.memory.places import PLACE
-from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.memory.store import open_store
 from surprise_memory.memory.store.records import EpisodeRecord
 from surprise_memory.nodes.messages import image_msg_from_rgb, ns_to_time
 from surprise_memory.nodes.places_part import PENDING_PLACES
@@ -131,7 +132,7 @@ class _Robot:
         assert spin_until(self.node, done, timeout), (self.message, self.diag)
 
 
-def _params(store: Path, node: str = "memory_node", **extra: Any) -> dict[str, Any]:
+def _params(store: Path | str, node: str = "memory_node", **extra: Any) -> dict[str, Any]:
     # pipeline_node: the same MemoryPart, its scorer's pose source (tiny encoder on the CPU)
     model = {**sf.ENCODER, **sf.SCORER} if node == "pipeline_node" else {}
     params = {
@@ -169,8 +170,9 @@ def _run(tmp_path: Path, params: dict[str, Any], body: Callable[[_Robot], None],
         rclpy.shutdown()
 
 
-def _places(store: Path) -> list[EpisodeRecord]:
-    with EpisodeStore(store, read_only=True) as s:
+def _places(store: Path | str) -> list[EpisodeRecord]:
+    """The place keyframes of the store at ``store``: a folder, or a PostgreSQL URI."""
+    with open_store(store, read_only=True) as s:
         return [r for r in (s.get(i) for i in s.episode_ids()) if r.kind == PLACE]
 
 
@@ -178,9 +180,21 @@ def _line(a: tuple[float, float], b: tuple[float, float], n: int) -> list[tuple[
     return [(a[0] + (b[0] - a[0]) * k / n, a[1] + (b[1] - a[1]) * k / n) for k in range(1, n + 1)]
 
 
-@pytest.mark.parametrize("node", ["memory_node", "pipeline_node"])
-def test_no_pose_then_revisit_then_pose_jumps(tmp_path: Path, node: str) -> None:
-    store = tmp_path / "store"
+@pytest.mark.parametrize(
+    ("node", "backend"),
+    [("memory_node", "sqlite"), ("pipeline_node", "sqlite"), ("memory_node", "postgres")],
+)
+def test_no_pose_then_revisit_then_pose_jumps(
+    tmp_path: Path, node: str, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """On PostgreSQL the node writes to its local copy first and delivers in the
+    background (a fleet store): the server must end up with the same views, the replaced
+    one deleted there too."""
+    store: Path | str = tmp_path / "store"
+    extra: dict[str, Any] = {}
+    if backend == "postgres":
+        store = new_database(request.getfixturevalue("pg_server"))
+        extra["fleet_local_store"] = str(tmp_path / "local")
     marks: dict[str, int] = {}
 
     def body(robot: _Robot) -> None:
@@ -214,8 +228,11 @@ def test_no_pose_then_revisit_then_pose_jumps(tmp_path: Path, node: str) -> None
         )
         assert robot.count("place_keyframes_dropped") == 0
         assert robot.count("rejected_place_store") == 0
+        if backend == "postgres":  # delivered: the server holds what the local copy holds
+            local = {r.id for r in _places(extra["fleet_local_store"])}
+            robot.until(lambda: {r.id for r in _places(store)} == local)
 
-    _run(tmp_path, _params(store, node), body)
+    _run(tmp_path, _params(store, node, **extra), body)
     places = _places(store)
     home = [r for r in places if r.place_key == HOME]
     assert len(home) == 1, [r.place_key for r in places]  # place_history 1: one view kept
