@@ -614,6 +614,53 @@ def test_a_store_killed_in_a_merge_while_it_adds_and_answers_loses_nothing_and_m
     assert _index_files(path) == _named_files(path)  # what the kill left is removed
 
 
+@pytest.mark.slow  # 1-2 min on a loaded machine
+def test_a_store_killed_while_it_builds_its_index_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows of 32,868 episodes without their index (a lost index, or a database copied
+    alone): a writer's open builds it, sealing a segment at a time. Killed with SIGKILL
+    after the first seal, before the open returned, the next open builds on from what the
+    kill left (or anew) and finds every episode."""
+    path = tmp_path / "store"
+    filled = 4 * MERGE_SEGMENT + 100
+    _fill(path, filled, dim=MERGE_DIM)  # rows only: the writer's open indexes them
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STORE_KILLED_IN_A_MERGE, str(path), str(Path(__file__).parent),
+         str(filled)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    first = path / "index" / f"segment-1-{MERGE_SEGMENT}.usearch"
+    try:
+        deadline = time.monotonic() + 300
+        while not first.exists():  # the first segment sealed: the build is under way
+            assert time.monotonic() < deadline and child.poll() is None, child.stderr
+            time.sleep(0.01)
+        child.send_signal(signal.SIGKILL)
+        out, _ = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == -9 and "merging" not in out  # killed inside the open
+    monkeypatch.setattr(ann, "SEGMENT_SIZE", MERGE_SEGMENT)  # MERGE_FANOUT 1: no merge
+    with EpisodeStore(path) as store:
+        index = _ann(store)
+        assert len(store) == filled and len(index) == filled
+        assert [len(s) for s in index.parts()] == [MERGE_SEGMENT] * 4 + [100]
+        probe = np.random.default_rng(2).choice(filled, 40, replace=False)
+        for ep_id in (f"e{i:05d}" for i in probe):
+            q = store.embeddings(ep_id).mean(axis=0).astype(np.float32)
+            hits = store.search(embedding=q, embedder_model=MODEL, max_results=5)
+            assert hits[0].episode.id == ep_id
+    assert _index_files(path) == _named_files(path)
+
+
 _MERGE_DISK_FULL = textwrap.dedent(
     """
     import logging
