@@ -312,6 +312,56 @@ def test_many_robot_folders_load_a_fleet_store_in_one_command(
     assert "(0 copied, 4 already there)" in out and "(0 copied, 3 already there)" in out
 
 
+_FLEET_KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from surprise_memory.memory.store.migrate import migrate_stores
+
+    def progress(source, done, total):
+        print(source, done, flush=True)
+        if source == 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # in the second folder, after its first batch
+
+    migrate_stores(sys.argv[1:-1], sys.argv[-1], progress=progress)
+    """
+)
+
+
+def test_a_fleet_load_killed_in_its_second_folder_finishes_when_run_again(
+    tmp_path: Path, pg_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``migrate`` of many folders into a new fleet server, killed with SIGKILL in the
+    middle of the second folder: the first folder and the second's first batch are in, the
+    HNSW index (built once after the last folder) is not yet; the same command again
+    copies only what is missing and builds the index."""
+    fleet = new_database(pg_server)
+    r1 = _robot_folder(tmp_path / "r1", "r1", 70, 5)
+    r2 = _robot_folder(tmp_path / "r2", "r2", 2 * migrate.IMPORT_BATCH + 10, 6)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.run(
+        [sys.executable, "-c", _FLEET_KILLED, r1, r2, fleet],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == -9, child.stderr
+    assert child.stdout.splitlines()[-1] == f"1 {migrate.IMPORT_BATCH}"
+    with open_store(fleet, read_only=True) as partial:
+        assert len(partial) == 70 + migrate.IMPORT_BATCH  # whole batches, each one commit
+    assert not _has_hnsw(fleet)
+    assert main(["migrate", r1, r2, fleet]) == 0
+    out = capsys.readouterr().out
+    assert "(0 copied, 70 already there)" in out, out
+    assert f"({migrate.IMPORT_BATCH + 10} copied, {migrate.IMPORT_BATCH} already there)" in out
+    assert out.count("verified") == 2 and _has_hnsw(fleet)
+    for folder in (r1, r2):
+        with open_store(folder, read_only=True) as a, open_store(fleet, read_only=True) as b:
+            for ep_id in a.episode_ids():
+                assert ep_id in b
+
+
 def _has_hnsw(url: str) -> bool:
     with psycopg.connect(url) as conn:
         row = conn.execute(
