@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -487,6 +488,19 @@ def test_a_merge_leaves_out_the_episodes_the_store_no_longer_holds(
 
 
 MERGE_SEGMENT, MERGE_DIM = 8192, 256  # a merge of 4 x 8,192 vectors of 256-d: seconds
+MERGE_ROWS = 4 * MERGE_SEGMENT + 100
+
+
+@pytest.fixture(scope="module")
+def merge_rows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of ``MERGE_ROWS`` episodes of ``MERGE_DIM`` as rows only (its index holds
+    the first): the writer that opens it builds its index. Made once (half a minute),
+    copied by each test."""
+    path = tmp_path_factory.mktemp("merge_rows") / "store"
+    _fill(path, MERGE_ROWS, dim=MERGE_DIM)
+    return path
+
+
 _STORE_KILLED_IN_A_MERGE = textwrap.dedent(
     """
     import sys
@@ -547,15 +561,15 @@ def _merge_ends_while_it_works(merger: SegmentMerger, stall_s: float = 60.0) -> 
 
 @pytest.mark.slow  # 1-3 min on a loaded machine; the robot stages run the merge's own tests
 def test_a_store_killed_in_a_merge_while_it_adds_and_answers_loses_nothing_and_merges_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merge_rows: Path
 ) -> None:
     """A writer process merges four sealed segments in the background while it adds episodes
     and answers queries, and is killed with SIGKILL while the merged files are written.
     Opened again, the store holds every episode an add returned for, its index finds each
     of them, the kill's files are gone, and the open has started the merge again."""
     path = tmp_path / "store"
-    filled = 4 * MERGE_SEGMENT + 100
-    _fill(path, filled, dim=MERGE_DIM)  # rows only: the writer's open indexes them
+    filled = MERGE_ROWS
+    shutil.copytree(merge_rows, path)  # rows only: the writer's open indexes them
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -616,15 +630,15 @@ def test_a_store_killed_in_a_merge_while_it_adds_and_answers_loses_nothing_and_m
 
 @pytest.mark.slow  # 1-2 min on a loaded machine
 def test_a_store_killed_while_it_builds_its_index_loses_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merge_rows: Path
 ) -> None:
     """The rows of 32,868 episodes without their index (a lost index, or a database copied
     alone): a writer's open builds it, sealing a segment at a time. Killed with SIGKILL
     after the first seal, before the open returned, the next open builds on from what the
     kill left (or anew) and finds every episode."""
     path = tmp_path / "store"
-    filled = 4 * MERGE_SEGMENT + 100
-    _fill(path, filled, dim=MERGE_DIM)  # rows only: the writer's open indexes them
+    filled = MERGE_ROWS
+    shutil.copytree(merge_rows, path)  # rows only: the writer's open indexes them
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
