@@ -501,7 +501,9 @@ def merge_rows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-_STORE_KILLED_IN_A_MERGE = textwrap.dedent(
+# a writer process, the kill tests' victim: it opens the store (building the index from the
+# rows, then merging), answers queries and adds episodes until it is killed
+_STORE_WRITER = textwrap.dedent(
     """
     import sys
     import threading
@@ -575,7 +577,7 @@ def test_a_store_killed_in_a_merge_while_it_adds_and_answers_loses_nothing_and_m
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     child = subprocess.Popen(
-        [sys.executable, "-c", _STORE_KILLED_IN_A_MERGE, str(path), str(Path(__file__).parent),
+        [sys.executable, "-c", _STORE_WRITER, str(path), str(Path(__file__).parent),
          str(filled)],
         env=env,
         stdout=subprocess.PIPE,
@@ -644,7 +646,7 @@ def test_a_store_killed_while_it_builds_its_index_loses_nothing(
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     child = subprocess.Popen(
-        [sys.executable, "-c", _STORE_KILLED_IN_A_MERGE, str(path), str(Path(__file__).parent),
+        [sys.executable, "-c", _STORE_WRITER, str(path), str(Path(__file__).parent),
          str(filled)],
         env=env,
         stdout=subprocess.PIPE,
