@@ -1,8 +1,10 @@
 """The paper's ablation on our synthetic QA world: surprise vs uniform vs random memory.
 
 Run: ``python benchmarks/bench_qa.py [--seeds 0,1,2,3,4] [--validation-seeds 900,901,902]
-[--minutes 20] [--plot qa.png] [--json qa.json]`` (inside the venv; about 2 minutes per
-world and gate on a 2-core CPU).
+[--minutes 20] [--embedding-dtype float16] [--plot qa.png] [--json qa.json]`` (inside the
+venv; about 2 minutes per world and gate on a 2-core CPU). ``--embedding-dtype`` picks the
+stores' on-disk frame vectors (the store's ``embedding_dtype``; float16 by default), so the
+figures with compact vectors can be set beside the default's.
 
 For each world seed (:func:`~surprise_memory.offline.synthetic.qa_world.qa_world`: a
 20-minute route through many places, dozens of scripted events, long quiet stretches),
@@ -51,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from surprise_memory.config import StoreConfig, settings_of
 from surprise_memory.evaluation.qa.answerers import Memory, RetrievalAnswerer
 from surprise_memory.evaluation.qa.questions import Question
 from surprise_memory.evaluation.qa.run import QaRun, run_questions
@@ -128,8 +131,14 @@ class GateRun:
         return sum(hits) / len(hits) if hits else None
 
 
-def _settings(gate: str, rate: float) -> PipelineSettings:
+(_DTYPE,) = (s for s in settings_of(StoreConfig) if s.name == "embedding_dtype")
+EMBEDDING_DTYPES: tuple[str, ...] = _DTYPE.choices or ()
+
+
+def _settings(gate: str, rate: float, embedding_dtype: str | None = None) -> PipelineSettings:
     values = dict(BASE)
+    if embedding_dtype is not None:
+        values["embedding_dtype"] = embedding_dtype
     if gate != "surprise":
         values["gate_mode"] = "uniform" if gate == "ceiling" else gate
         values["baseline_episodes_per_minute"] = CEILING_PER_MINUTE if gate == "ceiling" else rate
@@ -152,14 +161,21 @@ class Models:
         )
 
 
-def build_stores(world: QaWorld, root: Path, models: Models) -> dict[str, GateRun]:
-    """Each gate's store of ``world`` under ``root`` (the surprise run sets the budget)."""
+def build_stores(
+    world: QaWorld, root: Path, models: Models, embedding_dtype: str | None = None
+) -> dict[str, GateRun]:
+    """Each gate's store of ``world`` under ``root`` (the surprise run sets the budget).
+
+    ``embedding_dtype``: the stores' on-disk frame vectors (None: the store's default).
+    """
     odometry = list(world.odometry())
     runs: dict[str, GateRun] = {}
     rate = 0.0
     for gate in GATES:
         pipeline = OfflinePipeline(
-            _settings(gate, rate), encoder=models.encoder, embedder=models.embedder
+            _settings(gate, rate, embedding_dtype),
+            encoder=models.encoder,
+            embedder=models.embedder,
         )
         poses = SampledPoseLookup(odometry, frame_id="odom", child_frame_id="base_link")
         store = root / f"{world.seed}-{gate}"
@@ -344,20 +360,31 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="write the bar chart here (PNG)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--keep", type=Path, help="keep the stores and runs in this folder")
+    parser.add_argument(
+        "--embedding-dtype",
+        choices=EMBEDDING_DTYPES,
+        default=_DTYPE.default,
+        help="the stores' on-disk frame vectors (the store's embedding_dtype; "
+        f"default {_DTYPE.default})",
+    )
     args = parser.parse_args()
     seeds, validation = _parse_seeds(args.seeds), _parse_seeds(args.validation_seeds)
     if set(seeds) & set(validation):
         parser.error("the reported seeds and the validation seeds must differ")
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs")
     print(f"python {platform.python_version()}, torch {torch.__version__}; load {_load()}")
+    print(f"frame vectors stored as {args.embedding_dtype}")
     models = Models.shipped()
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        fitted = _validate(validation, args.minutes, root / "validation", models)
+        dtype = args.embedding_dtype
+        fitted = _validate(validation, args.minutes, root / "validation", models, dtype)
         results: dict[str, list[GateRun]] = {g: [] for g in GATES}
         for seed in seeds:
-            for gate, run in _one_world(seed, args.minutes, root, models, fitted).items():
+            for gate, run in _one_world(
+                seed, args.minutes, root, models, fitted, embedding_dtype=dtype
+            ).items():
                 results[gate].append(run)
     table = _table(results)
     _print_tables(table, seeds)
@@ -370,7 +397,13 @@ def main() -> None:
     if args.plot:
         _plot(table, args.plot)
     if args.json:
-        out = {"seeds": seeds, "validation_seeds": validation, "thresholds": fitted, "table": table}
+        out = {
+            "seeds": seeds,
+            "validation_seeds": validation,
+            "embedding_dtype": args.embedding_dtype,
+            "thresholds": fitted,
+            "table": table,
+        }
         args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
 
 
@@ -380,13 +413,15 @@ def _one_world(
     root: Path,
     models: Models,
     thresholds: Mapping[str, float],
+    *,
+    embedding_dtype: str | None = None,
 ) -> dict[str, GateRun]:
     world = qa_world(seed, 60.0 * minutes)
     truth = world.ground_truth()
     questions = world_questions(truth, seed)
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    runs = build_stores(world, root, models)
+    runs = build_stores(world, root, models, embedding_dtype)
     answer(runs, questions, models.embedder, thresholds, root)
     for run in runs.values():
         run.covered = coverage(run.store, truth, questions)
@@ -408,7 +443,13 @@ def _fmt(run: GateRun, column: str, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _validate(seeds: Sequence[int], minutes: int, root: Path, models: Models) -> dict[str, float]:
+def _validate(
+    seeds: Sequence[int],
+    minutes: int,
+    root: Path,
+    models: Models,
+    embedding_dtype: str | None = None,
+) -> dict[str, float]:
     """Each gate's yes-threshold, fitted on its own stores of the validation worlds."""
     per_gate: dict[str, list[GateRun]] = {g: [] for g in GATES}
     questions: dict[str, Question] = {}
@@ -417,7 +458,7 @@ def _validate(seeds: Sequence[int], minutes: int, root: Path, models: Models) ->
         asked = world_questions(world.ground_truth(), seed)
         questions.update({q.id: q for q in asked})
         root.mkdir(parents=True, exist_ok=True)
-        stores = build_stores(world, root, models)
+        stores = build_stores(world, root, models, embedding_dtype)
         answer(stores, asked, models.embedder, {}, root)
         for gate, run in stores.items():
             per_gate[gate].append(run)
