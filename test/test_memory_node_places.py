@@ -4,7 +4,8 @@ The real ``memory_node`` executable (and ``pipeline_node``, which hosts the same
 camera frames and odometry published by the test (the odometry is the node's pose source:
 no tf is published), the store read back from disk:
 
-* without a pose nothing is kept, and ``/diagnostics`` says why (a WARN naming "no pose");
+* without a pose nothing is kept, and ``/diagnostics`` says why (a WARN naming "no pose"),
+  nor with odometry of another boot (stale: its stamps far from the camera's);
 * a robot that drives away and comes back to a place replaces that place's view
   (``place_history`` 1: the store holds the newer view only);
 * a localiser that jumps about (a relocalisation every few frames) adds no keyframe
@@ -204,8 +205,17 @@ def test_no_pose_then_revisit_then_pose_jumps(
         assert "place keyframes none kept: no pose" in robot.message
         assert robot.count("place_keyframes_kept") == 0
         assert robot.count("place_skipped.no_pose") >= 1
-        # the first visit of HOME, written before the robot comes back
+        # odometry of another boot (a ROS message does not say its boot): its stamps an
+        # hour before the camera's, so stale, and nothing is kept
         wait_for_subscribers(robot.node, robot.odom)
+        for _ in range(40):
+            old = _odometry(robot.frames, 1.0, 1.0)
+            old.header.stamp = ns_to_time(_stamp(robot.frames) - 3600 * 10**9)
+            robot.odom.publish(old)
+            robot.drive(None, n=1)
+        robot.until(lambda: "stale pose" in robot.diag.get("place_keyframes", ""))
+        assert robot.count("place_keyframes_kept") == 0
+        # the first visit of HOME, written before the robot comes back
         robot.drive([(1.0, 1.0)] * 20)
         robot.until(lambda: robot.count("place_keyframes_written") >= 1)
         marks["home_left"] = _stamp(robot.frames)
