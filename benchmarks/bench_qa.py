@@ -2,9 +2,14 @@
 
 Run: ``python benchmarks/bench_qa.py [--seeds 0,1,2,3,4] [--validation-seeds 900,901,902]
 [--minutes 20] [--embedding-dtype float16] [--plot qa.png] [--json qa.json]`` (inside the
-venv; about 2 minutes per world and gate on a 2-core CPU). ``--embedding-dtype`` picks the
-stores' on-disk frame vectors (the store's ``embedding_dtype``; float16 by default), so the
-figures with compact vectors can be set beside the default's.
+venv; about 2 minutes per world on a quiet 2-core CPU). ``--embedding-dtype`` picks the
+stores' on-disk frame vectors (the store's ``embedding_dtype``; float16 by default). A
+list (``--embedding-dtype float32,float16,int8``) sets the compact vectors' answers beside
+the others' on the same episodes: the stores are built once, in the first dtype, and each
+further dtype asks a copy of them made by the product's ``migrate`` (which re-encodes the
+vectors as that dtype's store keeps them), its yes-thresholds fitted on its own copies of
+the validation stores; the tables are printed per dtype, then each further dtype's paired
+difference from the first, per gate and column, beside the first's spread over the worlds.
 
 For each world seed (:func:`~surprise_memory.offline.synthetic.qa_world.qa_world`: a
 20-minute route through many places, dozens of scripted events, long quiet stretches),
@@ -61,6 +66,7 @@ from surprise_memory.evaluation.qa.scoring import spread
 from surprise_memory.evaluation.qa.thresholds import fit_yes_threshold
 from surprise_memory.evaluation.qa.world_questions import world_questions
 from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.memory.store.migrate import migrate_store
 from surprise_memory.offline.pipeline import OfflinePipeline, PipelineSettings
 from surprise_memory.offline.synthetic.qa_world import QaWorld, qa_world
 from surprise_memory.perception.encoders import (
@@ -196,6 +202,27 @@ def build_stores(
     return runs
 
 
+def copy_stores(runs: Mapping[str, GateRun], embedding_dtype: str) -> dict[str, GateRun]:
+    """Each gate's store copied by ``migrate`` into a store keeping ``embedding_dtype``.
+
+    The same episodes, their vectors re-encoded as that dtype's store keeps them: what a
+    robot's store of that dtype would hold for the same frames.
+    """
+    copies = {}
+    for gate, run in runs.items():
+        store = run.store.with_name(f"{run.store.name}-{embedding_dtype}")
+        migrate_store(run.store, store, config=StoreConfig(embedding_dtype=embedding_dtype))
+        copies[gate] = GateRun(
+            gate, run.seed, store, run.episodes_per_minute, run.stored_fraction, run.process_s
+        )
+    return copies
+
+
+def as_each_dtype(runs: dict[str, GateRun], dtypes: Sequence[str]) -> dict[str, dict[str, GateRun]]:
+    """``runs`` (stores in ``dtypes[0]``) and their copies in each further dtype."""
+    return {d: runs if i == 0 else copy_stores(runs, d) for i, d in enumerate(dtypes)}
+
+
 def coverage(store: Path, world_truth: Mapping[str, Any], questions: Sequence[Question]) -> float:
     """Share of the questions' events whose start lies in some stored episode's span."""
     starts = sorted({e["start_s"] for e in world_truth["events"] if _asked_about(e, questions)})
@@ -280,8 +307,11 @@ def _cell(figure: Mapping[str, Any], digits: int) -> str:
     return f"{figure['mean']:.{digits}f} ± {figure['std']:.{digits}f}"
 
 
-def _print_tables(table: Mapping[str, Mapping[str, Any]], seeds: Sequence[int]) -> None:
-    print(f"\n## Our synthetic QA world, {len(seeds)} seeds ({', '.join(map(str, seeds))})\n")
+def _print_tables(table: Mapping[str, Mapping[str, Any]], seeds: Sequence[int], dtype: str) -> None:
+    print(
+        f"\n## Our synthetic QA world, {len(seeds)} seeds ({', '.join(map(str, seeds))}), "
+        f"frame vectors as {dtype}\n"
+    )
     print(
         "| memory | question accuracy | positional error (m) | temporal error (min) "
         "| episodes/min | % frames stored | questioned events in an episode "
@@ -362,49 +392,89 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep the stores and runs in this folder")
     parser.add_argument(
         "--embedding-dtype",
-        choices=EMBEDDING_DTYPES,
-        default=_DTYPE.default,
-        help="the stores' on-disk frame vectors (the store's embedding_dtype; "
-        f"default {_DTYPE.default})",
+        type=_parse_dtypes,
+        default=[_DTYPE.default],
+        help="the stores' on-disk frame vectors (the store's embedding_dtype, one of "
+        f"{', '.join(EMBEDDING_DTYPES)}; default {_DTYPE.default}); a comma-separated list "
+        "asks migrated copies of the first's stores in each further one",
     )
     args = parser.parse_args()
     seeds, validation = _parse_seeds(args.seeds), _parse_seeds(args.validation_seeds)
     if set(seeds) & set(validation):
         parser.error("the reported seeds and the validation seeds must differ")
+    dtypes: list[str] = args.embedding_dtype
     print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs")
     print(f"python {platform.python_version()}, torch {torch.__version__}; load {_load()}")
-    print(f"frame vectors stored as {args.embedding_dtype}")
+    print(f"frame vectors stored as {', '.join(dtypes)}")
     models = Models.shipped()
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        dtype = args.embedding_dtype
-        fitted = _validate(validation, args.minutes, root / "validation", models, dtype)
-        results: dict[str, list[GateRun]] = {g: [] for g in GATES}
+        fitted = _validate(validation, args.minutes, root / "validation", models, dtypes)
+        results: dict[str, dict[str, list[GateRun]]] = {d: {g: [] for g in GATES} for d in dtypes}
         for seed in seeds:
-            for gate, run in _one_world(
-                seed, args.minutes, root, models, fitted, embedding_dtype=dtype
-            ).items():
-                results[gate].append(run)
-    table = _table(results)
-    _print_tables(table, seeds)
-    answer_s = [r.answer_s for runs in results.values() for r in runs]
+            asked = _one_world(seed, args.minutes, root, models, fitted, dtypes=dtypes)
+            for dtype, runs in asked.items():
+                for gate, run in runs.items():
+                    results[dtype][gate].append(run)
+    tables = {d: _table(results[d]) for d in dtypes}
+    for dtype in dtypes:
+        _print_tables(tables[dtype], seeds, dtype)
+    for dtype in dtypes[1:]:
+        _print_paired(results[dtypes[0]], results[dtype], dtypes[0], dtype)
+    answer_s = [r.answer_s for by_gate in results.values() for rs in by_gate.values() for r in rs]
     print(
         f"\nretrieval answerer: {max(answer_s):.1f} s at most for one {args.minutes}-min "
         f"world's questions (median {sorted(answer_s)[len(answer_s) // 2]:.1f} s); "
         f"load at the end {_load()}"
     )
     if args.plot:
-        _plot(table, args.plot)
+        _plot(tables[dtypes[0]], args.plot)
     if args.json:
         out = {
             "seeds": seeds,
             "validation_seeds": validation,
-            "embedding_dtype": args.embedding_dtype,
+            "embedding_dtypes": dtypes,
             "thresholds": fitted,
-            "table": table,
+            "tables": tables,
         }
         args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+
+
+def _parse_dtypes(text: str) -> list[str]:
+    dtypes = [d.strip() for d in text.split(",") if d.strip()]
+    wrong = [d for d in dtypes if d not in EMBEDDING_DTYPES]
+    if not dtypes or wrong or len(set(dtypes)) < len(dtypes):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give distinct dtypes among {', '.join(EMBEDDING_DTYPES)}"
+        )
+    return dtypes
+
+
+def _print_paired(
+    first: Mapping[str, list[GateRun]],
+    other: Mapping[str, list[GateRun]],
+    first_dtype: str,
+    dtype: str,
+) -> None:
+    """Per gate and column: ``dtype``'s answers minus ``first_dtype``'s, world by world."""
+    print(
+        f"\n{dtype} minus {first_dtype}, the same episodes (mean ± sd of the per-world "
+        f"differences; in brackets the spread of {first_dtype}'s figure over the worlds):\n"
+    )
+    print("| memory | question accuracy | positional error (m) | temporal error (min) |")
+    print("|---|---|---|---|")
+    for gate in first:
+        cells = []
+        for column, digits in zip(COLUMNS, (3, 1, 2), strict=True):
+            pairs = [
+                (a.summary["all"][column]["mean"], b.summary["all"][column]["mean"])
+                for a, b in zip(first[gate], other[gate], strict=True)
+            ]
+            diff = spread(b - a for a, b in pairs if a is not None and b is not None)
+            base = spread(a for a, _ in pairs)
+            cells.append(f"{_cell(diff, digits)} ({_cell(base, digits)})")
+        print(f"| {gate} | " + " | ".join(cells) + " |")
 
 
 def _one_world(
@@ -412,30 +482,32 @@ def _one_world(
     minutes: int,
     root: Path,
     models: Models,
-    thresholds: Mapping[str, float],
+    thresholds: Mapping[str, Mapping[str, float]],
     *,
-    embedding_dtype: str | None = None,
-) -> dict[str, GateRun]:
+    dtypes: Sequence[str],
+) -> dict[str, dict[str, GateRun]]:
+    """One reported world's stores, in each dtype, asked its questions: dtype -> gate -> run."""
     world = qa_world(seed, 60.0 * minutes)
     truth = world.ground_truth()
     questions = world_questions(truth, seed)
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    runs = build_stores(world, root, models, embedding_dtype)
-    answer(runs, questions, models.embedder, thresholds, root)
-    for run in runs.values():
-        run.covered = coverage(run.store, truth, questions)
-    line = ", ".join(
-        f"{g} {r.episodes_per_minute:.2f}/min acc {_fmt(r, 'question_accuracy', 2)} "
-        f"pos {_fmt(r, 'positional_error_m', 1)} tem {_fmt(r, 'temporal_error_min', 2)}"
-        for g, r in runs.items()
-    )
-    print(
-        f"world {seed}: {len(truth['events'])} events, {len(questions)} questions, "
-        f"{time.perf_counter() - t0:.0f} s; {line}",
-        flush=True,
-    )
-    return runs
+    by_dtype = as_each_dtype(build_stores(world, root, models, dtypes[0]), dtypes)
+    for dtype, runs in by_dtype.items():
+        answer(runs, questions, models.embedder, thresholds[dtype], root / dtype)
+        for run in runs.values():
+            run.covered = coverage(run.store, truth, questions)
+        line = ", ".join(
+            f"{g} {r.episodes_per_minute:.2f}/min acc {_fmt(r, 'question_accuracy', 2)} "
+            f"pos {_fmt(r, 'positional_error_m', 1)} tem {_fmt(r, 'temporal_error_min', 2)}"
+            for g, r in runs.items()
+        )
+        print(
+            f"world {seed} ({dtype}): {len(truth['events'])} events, {len(questions)} "
+            f"questions, {time.perf_counter() - t0:.0f} s; {line}",
+            flush=True,
+        )
+    return by_dtype
 
 
 def _fmt(run: GateRun, column: str, digits: int) -> str:
@@ -448,29 +520,31 @@ def _validate(
     minutes: int,
     root: Path,
     models: Models,
-    embedding_dtype: str | None = None,
-) -> dict[str, float]:
-    """Each gate's yes-threshold, fitted on its own stores of the validation worlds."""
-    per_gate: dict[str, list[GateRun]] = {g: [] for g in GATES}
+    dtypes: Sequence[str],
+) -> dict[str, dict[str, float]]:
+    """Each dtype's and gate's yes-threshold, fitted on its own stores of the validation worlds."""
+    per_gate: dict[str, dict[str, list[GateRun]]] = {d: {g: [] for g in GATES} for d in dtypes}
     questions: dict[str, Question] = {}
     for seed in seeds:
         world = qa_world(seed, 60.0 * minutes)
         asked = world_questions(world.ground_truth(), seed)
         questions.update({q.id: q for q in asked})
         root.mkdir(parents=True, exist_ok=True)
-        stores = build_stores(world, root, models, embedding_dtype)
-        answer(stores, asked, models.embedder, {}, root)
-        for gate, run in stores.items():
-            per_gate[gate].append(run)
-    fitted = {}
-    for gate, runs in per_gate.items():
-        fit = fit_yes_threshold(_binary_pairs(runs, questions))
-        fitted[gate] = float(fit["threshold"] if fit["threshold"] is not None else 0.5)
-        print(
-            f"validation {gate}: threshold {fitted[gate]:.3f} (accuracy {fit['accuracy']:.2f} "
-            f"on {fit['n']} binary questions)",
-            flush=True,
-        )
+        by_dtype = as_each_dtype(build_stores(world, root, models, dtypes[0]), dtypes)
+        for dtype, stores in by_dtype.items():
+            answer(stores, asked, models.embedder, {}, root / dtype)
+            for gate, run in stores.items():
+                per_gate[dtype][gate].append(run)
+    fitted: dict[str, dict[str, float]] = {d: {} for d in dtypes}
+    for dtype, by_gate in per_gate.items():
+        for gate, runs in by_gate.items():
+            fit = fit_yes_threshold(_binary_pairs(runs, questions))
+            fitted[dtype][gate] = float(fit["threshold"] if fit["threshold"] is not None else 0.5)
+            print(
+                f"validation {gate} ({dtype}): threshold {fitted[dtype][gate]:.3f} "
+                f"(accuracy {fit['accuracy']:.2f} on {fit['n']} binary questions)",
+                flush=True,
+            )
     return fitted
 
 
