@@ -517,7 +517,14 @@ _STORE_WRITER = textwrap.dedent(
 
     ann.SEGMENT_SIZE, ann.MERGE_FANOUT = t.MERGE_SEGMENT, 4
     store = EpisodeStore(Path(sys.argv[1]))  # indexes the rows, then starts the merge
-    print("merging" if store._merger.running else "not merging", flush=True)
+    lines = threading.Lock()  # two threads print: print() writes the text and its end apart
+
+    def say(line: str) -> None:
+        with lines:
+            sys.stdout.write(line + "\\n")
+            sys.stdout.flush()
+
+    say("merging" if store._merger.running else "not merging")
     probes = [f"e{i:05d}" for i in range(1, 4 * t.MERGE_SEGMENT, 997)]
 
     def ask() -> None:  # queries all along, as an agent's
@@ -525,13 +532,13 @@ _STORE_WRITER = textwrap.dedent(
             for ep_id in probes:
                 q = store.embeddings(ep_id).mean(axis=0).astype(np.float32)
                 hits = store.search(embedding=q, embedder_model=t.MODEL, max_results=5)
-                print("answered" if hits[0].episode.id == ep_id else f"wrong {ep_id}", flush=True)
+                say("answered" if hits[0].episode.id == ep_id else f"wrong {ep_id}")
 
     threading.Thread(target=ask, daemon=True).start()
     rng = np.random.default_rng(1)
     for i in range(int(sys.argv[3]), 10**6):
         t._add(store, i, rng, t.MERGE_DIM)
-        print(f"added e{i:05d}", flush=True)  # after add returned: committed
+        say(f"added e{i:05d}")  # after add returned: committed
     """
 )
 
