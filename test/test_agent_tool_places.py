@@ -6,14 +6,15 @@ that does not (gone), none of the cart episode's place (not seen since), and the
 a red door that never surprised the robot (a place keyframe only). A fixed word->vector
 table is the store's "model", so which record a text must find is known. The tool, then
 ``get_episode``, then ``surprise-memory mcp --store`` over the SDK's stdio client must
-filter by kind, say each record's kind and place, and each episode's place status.
-ROS-free.
+filter by kind, say each record's kind and place, and each episode's place status; and
+where DAAAM is importable, its own registry and tool loop must carry the same. ROS-free.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import mcp_types as types
 import numpy as np
 import pytest
 from mcp_helpers import McpCaller, stdio_session
-from test_daaam_integration import strict_violations
+from test_daaam_integration import _daaam, _ScriptedClient, strict_violations
 
 from surprise_memory.agents.episode_tool import GetEpisodeTool, StoreEpisodeLookup
 from surprise_memory.agents.tool import EpisodicMemoryTool
@@ -173,6 +174,53 @@ def test_kinds_choose_episodes_places_or_both(store: EpisodeStore, views: dict[s
     # the text ranks across kinds: the door episode before the door's later view
     door = _call(tool, query="door", max_results=2)["episodes"]
     assert {e["kind"] for e in door} == {"episode", "place"}
+
+
+def test_daaams_registry_and_loop_carry_kinds_and_the_place_status(
+    store: EpisodeStore, views: dict[str, str]
+) -> None:
+    """DAAAM's unmodified ToolRegistry and run_anthropic_tool_loop (a scripted LLM client,
+    no network), the tool built with its place status as the agents guide builds it."""
+    registry_mod = _daaam()
+    from daaam.scene_understanding.providers import run_anthropic_tool_loop
+
+    from surprise_memory.integrations.daaam import EpisodicMemory
+
+    filler = functools.partial(with_place_status, store, config=PlacesConfig())
+    tool = EpisodicMemory(
+        store, embed_text=_embed_text, embedder_model=MODEL, origin=T0, place_status=filler
+    )
+    registry = registry_mod.ToolRegistry()
+    registry.register_tool(tool)
+    registry.set_scene_graph(None)
+    registry.set_embedding_handlers(None, None)
+    (sig,) = registry.get_openai_tools()
+    assert sig["name"] == SEARCH and "kinds" in sig["parameters"]["properties"]
+    calls = [
+        {"query": "red door", "kinds": ["place"], "max_results": 1},
+        {"query": "door", "kinds": ["episode"], "max_results": 1},
+        {"query": None, "kinds": ["episode"], "max_results": 10},
+        {"query": None, "kinds": ["places"]},  # an error, answered, not raised
+    ]
+    client = _ScriptedClient(calls)
+    schema = {"name": SEARCH, "description": sig["description"], "input_schema": sig["parameters"]}
+    question = [{"role": "user", "content": [{"type": "text", "text": "Is the bench there?"}]}]
+    run_anthropic_tool_loop(
+        client, "claude-scripted", "system", question, [schema], registry, 10, dict, "",
+        logging.getLogger("daaam-test"),
+    )  # fmt: skip
+    red, door, episodes, wrong = client.tool_results
+    assert [(e["id"], e["kind"]) for e in red["episodes"]] == [(views["red door"], "place")]
+    assert red["episodes"][0]["place"] == "map@2m:25,0:0/8"
+    ((found),) = door["episodes"]
+    assert (found["id"], found["kind"], found["still_there"], found["last_seen"]) == (
+        "ep_door", "episode", True, 200.0,
+    )  # fmt: skip
+    by_id = {e["id"]: e for e in episodes["episodes"]}
+    assert set(by_id) == {"ep_door", "ep_cart", "ep_bench"}
+    assert (by_id["ep_bench"]["still_there"], by_id["ep_bench"]["last_seen"]) == (False, 210.0)
+    assert (by_id["ep_cart"]["still_there"], by_id["ep_cart"]["last_seen"]) == (None, 110.0)
+    assert "no kind 'places'" in wrong["error"]
 
 
 @pytest.mark.parametrize(
