@@ -406,22 +406,29 @@ def print_table(rows: Mapping[str, Mapping[str, Any]], seeds: Sequence[int]) -> 
 
 
 def plot(rows: Mapping[str, Mapping[str, Any]], path: Path) -> None:
-    """Accuracy, positional and temporal error per memory and split, as bars."""
+    """Accuracy, positional and temporal error per memory and split, and the still-there
+    accuracy and lures' false-yes rate per memory, as bars (mean, error bar: sd)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
     labels = ("question accuracy", "positional error, m", "temporal error, min")
     width = 0.8 / len(MEMORIES)
-    for ax, column, label in zip(axes, COLUMNS, labels, strict=True):
+    panels: list[tuple[list[str], Sequence[str], str]] = [
+        ([f"{s}:{column}" for s in SPLITS], SPLITS, label)
+        for column, label in zip(COLUMNS, labels, strict=True)
+    ]
+    panels.append((["still_there", "lure_false_yes"], ("still there", "lure false-yes"),
+                   "still there: accuracy; lures: false yes"))  # fmt: skip
+    for ax, (keys, ticks, label) in zip(axes, panels, strict=True):
         for k, memory in enumerate(MEMORIES):
-            means = [rows[memory][f"{s}:{column}"]["mean"] or 0.0 for s in SPLITS]
-            stds = [rows[memory][f"{s}:{column}"]["std"] or 0.0 for s in SPLITS]
-            xs = [i + (k - len(MEMORIES) / 2 + 0.5) * width for i in range(len(SPLITS))]
+            means = [rows[memory][key]["mean"] or 0.0 for key in keys]
+            stds = [rows[memory][key]["std"] or 0.0 for key in keys]
+            xs = [i + (k - len(MEMORIES) / 2 + 0.5) * width for i in range(len(keys))]
             ax.bar(xs, means, width, yerr=stds, capsize=2, label=memory)
-        ax.set_xticks(range(len(SPLITS)), SPLITS)
+        ax.set_xticks(range(len(keys)), ticks)
         ax.set_title(label, fontsize=10)
     axes[0].legend(fontsize=7)
     fig.suptitle("QA world, second round (synthetic-trained-tiny, retrieval answerer)")
