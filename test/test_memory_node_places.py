@@ -254,15 +254,24 @@ def test_no_pose_then_revisit_then_pose_jumps(
     assert away[0].pose is not None and away[0].pose.position[:2] == (81.0, 81.0)
 
 
-def test_camera_path_never_waits_for_a_keyframe_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_camera_path_never_waits_for_a_keyframe_write(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     """Every frame a keyframe (no revisit or interval bound), 1920x1080 JPEG frames at once.
 
     The writer decodes, embeds and writes each one as a file with its fsync (tens of ms);
     the camera callback only queues it. Every frame is taken in, and the keyframes the
     writer's queue cannot hold are dropped and counted: a camera path that waited for the
     writer would drop none (its queue would only fill as fast as the writer empties it).
+    On PostgreSQL the writer commits to the fleet store's local copy and the server gets
+    the keyframes in the background, as in the test above.
     """
-    store = tmp_path / "store"
+    store: Path | str = tmp_path / "store"
+    extra: dict[str, Any] = {}
+    if backend == "postgres":
+        store = new_database(request.getfixturevalue("pg_server"))
+        extra["fleet_local_store"] = str(tmp_path / "local")
     frames = 120
 
     def body(robot: _Robot) -> None:
@@ -290,6 +299,9 @@ def test_camera_path_never_waits_for_a_keyframe_write(tmp_path: Path) -> None:
             ),
             120.0,
         )
+        if backend == "postgres":  # every keyframe written locally reaches the server
+            local = {r.id for r in _places(extra["fleet_local_store"])}
+            robot.until(lambda: {r.id for r in _places(store)} == local, 120.0)
 
     params = _params(
         store,
@@ -297,6 +309,7 @@ def test_camera_path_never_waits_for_a_keyframe_write(tmp_path: Path) -> None:
         place_revisit_seconds=0.0,
         place_min_interval_seconds=0.0,
         place_history=1000,
+        **extra,
     )
     _run(tmp_path, params, body, compressed=True)
     assert 0 < len(_places(store)) < frames
