@@ -337,3 +337,53 @@ def test_a_schema_5_postgres_store_opens_and_its_rows_are_episodes(pg_url: str) 
         eps = [_episode(store, rng, 10.0 + i, AT, surprise=1.0 + i) for i in range(2)]
         assert set(store.episode_ids()) == {old.id, views[-1].id, eps[1].id}
         assert [h.episode.id for h in store.search(kinds={"place"})] == [views[-1].id]
+
+
+def _index_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in (folder / "index").iterdir())
+
+
+def test_place_keyframes_churn_outside_the_episode_index(tmp_path: Path) -> None:
+    """A building patrolled lap after lap, every lap replacing every place's view: the
+    folder's graph segments hold the episodes only, so its index files do not grow with the
+    laps (in them a replaced view would stay until a merge of four full segments), and a
+    text query still ranks the latest views exactly, with and without a kind or a place
+    filter, before and after a reopen (which reads the places' rows back)."""
+    rng = np.random.default_rng(11)
+    poses = [yaw_pose(2.0 * i + 1.0, 1.0, 0.0, 0.0, "map") for i in range(150)]
+    folder = tmp_path / "store"
+    truth: dict[str, np.ndarray] = {}  # id -> its frame embeddings as added (unit rows)
+    with EpisodeStore(folder, StoreConfig(place_history=1)) as store:
+        for i in range(120):  # more than the re-ranking's hundred of either kind
+            emb = rng.standard_normal((8, DIM))
+            truth[_episode(store, rng, 1.0 + i, poses[i], embeddings=emb).id] = emb
+        index = store._folder.catalog.index  # type: ignore[attr-defined]
+        sizes = []
+        for lap in range(4):
+            for i, pose in enumerate(poses):
+                emb = rng.standard_normal(DIM)
+                truth[_place(store, rng, 1000.0 * (lap + 1) + i, pose, embedding=emb).id] = emb[
+                    None, :
+                ]
+            sizes.append(_index_bytes(folder))
+        assert sizes[1:] == sizes[:1] * 3, sizes
+        assert len(index.ann) == 120 and len(store) == 270
+
+    def exact(ids: set[str], q: np.ndarray) -> list[str]:
+        unit = q / np.linalg.norm(q)
+        best = {i: float(np.max(truth[i] @ unit / np.linalg.norm(truth[i], axis=1))) for i in ids}
+        return sorted(best, key=best.__getitem__, reverse=True)[:10]
+
+    for read_only in (False, True):
+        with EpisodeStore(folder, read_only=read_only) as store:
+            live = set(store.episode_ids())
+            places = {i for i in live if store.get(i).kind == "place"}
+            near = {i for i in live if abs(store.get(i).pose.x - 100.0) <= 30.0}
+            for _ in range(5):
+                q = rng.standard_normal(DIM)
+                ask = {"embedding": q, "embedder_model": MODEL, "max_results": 10}
+                got = [h.episode.id for h in store.search(**ask, kinds={"place"})]
+                assert got == exact(places, q)
+                assert [h.episode.id for h in store.search(**ask)] == exact(live, q)
+                filtered = store.search(**ask, near=(100.0, 1.0, 0.0), radius_m=30.0)
+                assert [h.episode.id for h in filtered] == exact(near, q)

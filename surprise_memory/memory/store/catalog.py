@@ -119,6 +119,11 @@ class Catalog:
     def __len__(self) -> int:
         return len(self._key_of)
 
+    @property
+    def place_count(self) -> int:
+        """How many of the live records are place keyframes."""
+        return len(self._places)
+
     def __contains__(self, episode_id: object) -> bool:
         return episode_id in self._key_of
 

@@ -21,6 +21,18 @@ answered in two steps:
 An episode the database does not hold is never returned: only keys of this index's
 live episodes (loaded from the database) pass the filters, and the scores come from
 the database's rows.
+
+**Place keyframes stay out of the graph segments.** A place's view is replaced on every
+revisit (``place_history``), so a robot patrolling one building writes thousands a day
+(7,529 at the defaults, ``bench_place_keyframes.py``) while holding a few hundred: in the
+append-only segments each replaced view stayed as a dead entry (5.3 KiB at 1024-d) until a
+merge of four full segments left it out, so the index grew with time, not with the area
+(RESULTS.md, "Place keyframes in a real store"). Instead a live place keyframe's frame
+rows are held in RAM, in the :class:`EmbeddingIndex` matrix (4 KiB a record at 1024-d),
+and removed with it; a query takes the best :data:`RERANK` places by those rows as
+candidates beside the episodes' and re-ranks both from the database. An index written
+before this holds place keys in its segments: queries skip them (the graphs answer for
+episodes only) and a merge leaves them out.
 """
 
 from __future__ import annotations
@@ -85,9 +97,25 @@ class EpisodeIndex(EmbeddingIndex):
         self._dead = 0
 
     def attach(self, ann: AnnIndex, frames: FrameReader) -> None:
-        """Use ``ann`` for the vectors and ``frames`` to read frame embeddings back."""
+        """Use ``ann`` for the episodes' vectors and ``frames`` to read frame embeddings back.
+
+        The place keyframes loaded without their rows (:meth:`load`) get them here, read
+        with ``frames``: a few hundred to a few tens of thousands, bounded by the area.
+        """
         self._ann = ann
         self._frames = frames
+        waiting = self._alive.view() & self._places.view() & (self._row_count.view() == 0)
+        if not waiting.any():
+            return
+        row_keys, rows = frames(self._keys.view()[waiting].tolist())
+        if row_keys.size == 0:
+            return
+        starts = np.flatnonzero(np.concatenate(([True], row_keys[1:] != row_keys[:-1])))
+        counts = np.diff(np.append(starts, row_keys.size))
+        positions = np.searchsorted(self._keys.view(), row_keys[starts])
+        self._first_row.view()[positions] = len(self._matrix) + starts
+        self._row_count.view()[positions] = counts
+        self._matrix.append(rows)
 
     @property
     def ann(self) -> AnnIndex | None:
@@ -108,26 +136,34 @@ class EpisodeIndex(EmbeddingIndex):
         camera: str = "",
         kind: str = EPISODE,
     ) -> None:
-        """Add one record: its filter fields here, its pooled vector to the index."""
+        """Add one record: its filter fields here, and its vectors where its kind goes.
+
+        An episode's pooled vector goes to the graph segments, a place keyframe's frame
+        rows to RAM (see the module's docstring).
+        """
+        place = kind == PLACE
         super().add(
             key,
             stamp_ns=stamp_ns,
             position=position,
             pose_valid=pose_valid,
             surprise=surprise,
-            unit_embeddings=unit_embeddings[:0],  # no frame rows in RAM
+            unit_embeddings=unit_embeddings if place else unit_embeddings[:0],
             robot_id=robot_id,
             pose_frame=pose_frame,
             camera=camera,
             kind=kind,
         )
-        if self._ann is not None:
+        if self._ann is not None and not place:
             self._ann.add(key, pooled(unit_embeddings))
 
     def held(self, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """Which of ``keys`` are stored (not removed): what a segment merge keeps."""
-        alive = self._keys.view()[self._alive.view()]
-        return np.isin(keys, alive)
+        """Which of ``keys`` are stored episodes: what a segment merge keeps.
+
+        A place keyframe that an older index holds in its segments is left out.
+        """
+        episodes = self._alive.view() & ~self._places.view()
+        return np.isin(keys, self._keys.view()[episodes])
 
     def remove(self, keys: Sequence[int]) -> None:
         """Mark episodes removed; compact the filter arrays once an eighth are removed."""
@@ -155,7 +191,15 @@ class EpisodeIndex(EmbeddingIndex):
         if kept <= k_rerank or ann is None:
             chosen = all_keys[np.flatnonzero(mask)]
         else:
-            chosen = self._candidates(ann, q, mask, kept, k_rerank)
+            places = self._places.view()
+            episodes = mask & ~places
+            kept_episodes = int(np.count_nonzero(episodes))
+            if kept_episodes <= k_rerank:
+                chosen = all_keys[np.flatnonzero(episodes)]
+            else:
+                chosen = self._candidates(ann, q, episodes, kept_episodes, k_rerank)
+            if kept_episodes < kept:
+                chosen = np.union1d(chosen, self._place_candidates(q, mask & places, k_rerank))
         if self._frames is None or chosen.size == 0:
             return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.float64)
         row_keys, rows = self._frames(chosen.tolist())
@@ -165,6 +209,22 @@ class EpisodeIndex(EmbeddingIndex):
         best = np.maximum.reduceat(rows @ q, starts)
         # the keys ascend with the position (added in key order), and the frames' keys too
         return np.searchsorted(all_keys, row_keys[starts]), best.astype(np.float64)
+
+    def _place_candidates(
+        self, q: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], want: int
+    ) -> npt.NDArray[np.int64]:
+        """The ``want`` place keyframes of ``mask`` best by their frame rows in RAM."""
+        positions = np.flatnonzero(mask)
+        positions = positions[self._row_count.view()[positions] > 0]
+        keys = self._keys.view()[positions]
+        if positions.size <= want:
+            return keys
+        first = self._first_row.view()[positions]
+        counts = self._row_count.view()[positions]
+        offsets = np.cumsum(counts) - counts
+        rows = np.repeat(first - offsets, counts) + np.arange(int(counts.sum()))
+        best = np.maximum.reduceat(self._matrix.view()[rows] @ q, offsets)
+        return np.sort(keys[np.argpartition(-best, want - 1)[:want]])
 
     def _candidates(
         self,

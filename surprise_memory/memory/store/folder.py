@@ -275,13 +275,15 @@ class StoreFolder:
         """
         row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'episodes'").fetchone()
         issued = int(row[0]) if row else 0
+        # the graph segments hold episodes only: place keyframes are scored from RAM
         if loaded and ann.last_key <= issued:
             rows = index_rows(conn, after_seq=ann.last_key)
-            if ann.add_rows((r.seq, _unit(r, self._root)) for r in rows):
+            if ann.add_rows((r.seq, _unit(r, self._root)) for r in rows if r.kind != PLACE):
                 ann.checkpoint()
         else:
-            total = len(self.catalog)
-            ann.rebuild(((r.seq, _unit(r, self._root)) for r in index_rows(conn)), total)
+            total = len(self.catalog) - self.catalog.place_count
+            rows = (r for r in index_rows(conn) if r.kind != PLACE)
+            ann.rebuild(((r.seq, _unit(r, self._root)) for r in rows), total)
         index = self.catalog.index
         if isinstance(index, EpisodeIndex):
             index.attach(ann, self._frames_of)
