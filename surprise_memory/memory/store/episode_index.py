@@ -219,11 +219,7 @@ class EpisodeIndex(EmbeddingIndex):
         keys = self._keys.view()[positions]
         if positions.size <= want:
             return keys
-        first = self._first_row.view()[positions]
-        counts = self._row_count.view()[positions]
-        offsets = np.cumsum(counts) - counts
-        rows = np.repeat(first - offsets, counts) + np.arange(int(counts.sum()))
-        best = np.maximum.reduceat(self._matrix.view()[rows] @ q, offsets)
+        best = self._best_frames(positions, q)
         return np.sort(keys[np.argpartition(-best, want - 1)[:want]])
 
     def _candidates(

@@ -397,16 +397,19 @@ class EmbeddingIndex:
         cand = np.flatnonzero(mask)
         if cand.size == 0:
             return cand, np.empty(0, dtype=np.float64)
-        first = self._first_row.view()
-        counts = self._row_count.view()
-        matrix = self._matrix.view()
         if cand.size >= _GATHER_FRACTION * mask.size:
-            sims = matrix @ q  # one product over every row; dead rows are simply not read out
-            best = np.maximum.reduceat(sims, first)
+            # one product over every row; dead rows are simply not read out
+            best = np.maximum.reduceat(self._matrix.view() @ q, self._first_row.view())
             return cand, best[cand].astype(np.float64)
-        c_first = first[cand]
-        c_counts = counts[cand]
-        offsets = np.cumsum(c_counts) - c_counts
-        rows = np.repeat(c_first - offsets, c_counts) + np.arange(int(c_counts.sum()))
-        sims = matrix[rows] @ q
-        return cand, np.maximum.reduceat(sims, offsets).astype(np.float64)
+        return cand, self._best_frames(cand, q).astype(np.float64)
+
+    def _best_frames(
+        self, positions: npt.NDArray[np.intp], q: npt.NDArray[np.float32]
+    ) -> npt.NDArray[np.float32]:
+        """The max cosine over each of ``positions``' frame rows (each must have rows)."""
+        first = self._first_row.view()[positions]
+        counts = self._row_count.view()[positions]
+        offsets = np.cumsum(counts) - counts
+        rows = np.repeat(first - offsets, counts) + np.arange(int(counts.sum()))
+        best: npt.NDArray[np.float32] = np.maximum.reduceat(self._matrix.view()[rows] @ q, offsets)
+        return best
