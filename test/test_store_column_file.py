@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from surprise_memory.config import StoreConfig
 from surprise_memory.memory.camera_view import CameraView
 from surprise_memory.memory.places import PLACE
 from surprise_memory.memory.pose import Pose
@@ -202,9 +203,9 @@ def test_a_read_only_open_of_a_store_no_writable_open_of_this_code_saw(tmp_path:
 
 
 def test_when_a_writable_open_writes_the_file_again() -> None:
-    def loaded(from_file: int, from_db: int) -> LoadedColumns:
+    def loaded(from_file: int, from_db: int, logged: int = 0) -> LoadedColumns:
         columns = None if from_file + from_db == 0 else object()  # only whether there are rows
-        return LoadedColumns(columns, None, from_file, from_db)  # type: ignore[arg-type]
+        return LoadedColumns(columns, None, from_file, from_db, logged)  # type: ignore[arg-type]
 
     assert not needs_rewrite(loaded(0, 0))  # no rows: nothing to write
     assert needs_rewrite(loaded(0, 3))  # none from a file
@@ -212,6 +213,39 @@ def test_when_a_writable_open_writes_the_file_again() -> None:
     assert needs_rewrite(loaded(100_000, 4097))
     assert not needs_rewrite(loaded(1_000_000, 20_000))  # 2 % of the rows
     assert needs_rewrite(loaded(1_000_000, 20_409))
+    # a log of deleted rows, however few rows the open read from the database
+    assert not needs_rewrite(loaded(100_000, 10, logged=4096))
+    assert needs_rewrite(loaded(100_000, 10, logged=4097))
+    assert needs_rewrite(loaded(1_000_000, 0, logged=20_409))
+
+
+def test_views_replaced_lap_after_lap_leave_no_log_behind_the_next_open(tmp_path: Path) -> None:
+    """Place keyframes replaced on every revisit (``place_history`` 1): 5,000 rows deleted
+    and only a few live rows added since the file. The next writable open reads the log's
+    keys, writes a new file and empties the log (before, the log kept every deletion until
+    rows read from the database passed the bound, which churn never does)."""
+    root = tmp_path / "store"
+    _fill(root, 20)
+    rng = np.random.default_rng(3)
+    with EpisodeStore(root, StoreConfig(place_history=1)) as store:
+        for i in range(5_000):  # 50 places, each replaced 100 times
+            store.add(
+                [Frame(np.full((8, 8, 3), 7, np.uint8), (100 + i) * S)],
+                rng.standard_normal((1, DIM)),
+                stamp_ns=(100 + i) * S, surprise=0.0, embedder_model=MODEL,
+                embedder_pretrained=True, pose=Pose(float(i % 50), 0.0, 0.0, frame_id="map"),
+                kind=PLACE, place_key=f"lap{i % 50}",
+            )  # fmt: skip
+    loaded = _loaded(root)
+    assert (loaded.from_db, loaded.logged) == (50, 4_950)
+    assert needs_rewrite(loaded)
+    with EpisodeStore(root):
+        pass  # the open that writes the file again
+    conn = sqlite3.connect(root / DB_NAME)
+    assert conn.execute("SELECT count(*) FROM episode_changes").fetchone() == (0,)
+    conn.close()
+    again = _loaded(root)
+    assert (again.from_file, again.from_db, again.logged) == (70, 0, 0)
 
 
 def test_a_follower_takes_in_deletions_from_the_log_and_after_a_new_file_from_the_rows(
