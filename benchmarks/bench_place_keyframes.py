@@ -1,8 +1,8 @@
 """What place keyframes cost per camera frame, and how many a month of one building makes.
 
-Run: ``python benchmarks/bench_place_keyframes.py [--frames 100000] [--days 30]`` (inside
-the venv; no ROS needed: the selector is ROS-free). Prints the machine, versions and load
-(:mod:`harness`), then:
+Run: ``python benchmarks/bench_place_keyframes.py [--frames 100000] [--days 30]
+[--store-days 30]`` (inside the venv; no ROS needed: the selector and the store are
+ROS-free). Prints the machine, versions and load (:mod:`harness`), then:
 
 1. **Per frame.** :meth:`PlaceKeyframeSelector.push` timed one call at a time over
    ``--frames`` camera frames at 30 Hz of a robot driving a building's corridors (the live
@@ -13,6 +13,13 @@ the venv; no ROS needed: the selector is ROS-free). Prints the machine, versions
    rule (the ``place_history`` newest views per place). Printed per day: the keyframes
    written that day and the records held at its end, for each ``place_revisit_seconds``
    of ``--revisits``: the records held must be flat after the first pass.
+   The same month at the default ``place_revisit_seconds`` is also written to a real
+   store folder for ``--store-days`` days (0: not run), opened anew each day as a memory
+   node restarted every night: 64x48 frames, 1024-d unit embeddings, ``place_history``
+   and the store's other defaults. Printed: the place
+   records it holds, and the MiB of its database, frame files and episode index at the
+   end of every fifth day: all three flat after the first pass (the index holds no place
+   keyframe; before it did, each replaced view stayed there until a merge).
 3. **Cell and sectors.** For each ``--cells`` x ``--sectors``: the places one pass makes,
    per 100 m of route, and how far a frame of the route is from the nearest kept view of
    its own viewing sector (median and p95 over every frame of a pass): how sparse the views
@@ -29,8 +36,10 @@ import argparse
 import itertools
 import math
 import os
+import tempfile
 import time
 from collections import deque
+from pathlib import Path
 
 import numpy as np
 from harness import header, machine, versions
@@ -39,6 +48,10 @@ from surprise_memory.config import PlacesConfig, StoreConfig
 from surprise_memory.memory.camera_view import yaw_pose
 from surprise_memory.memory.places import PlaceKeyframeSelector, sector_of
 from surprise_memory.memory.pose import Pose, yaw_of
+from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.memory.store.frame_files import FRAMES_DIR
+from surprise_memory.memory.store.schema import DB_NAME
+from surprise_memory.perception.frames import Frame
 from surprise_memory.stamps import NS_PER_SECOND
 
 SPEED = 1.0  # m/s along a corridor
@@ -135,6 +148,69 @@ def month(days: int, hours: float, revisit: float, rng: np.random.Generator) -> 
     )
 
 
+def _bytes(folder: Path) -> tuple[int, int, int]:
+    """The store folder's database (with its WAL), frame files, and the rest (its index)."""
+    sizes = {f: f.stat().st_size for f in folder.rglob("*") if f.is_file()}
+    database = sum(n for f, n in sizes.items() if f.name.startswith(DB_NAME))
+    frames = sum(n for f, n in sizes.items() if FRAMES_DIR in f.relative_to(folder).parts)
+    return database, frames, sum(sizes.values()) - database - frames
+
+
+def month_in_store(days: int, hours: float, revisit: float, rng: np.random.Generator) -> None:
+    hz = 5.0
+    route = loop_route(hz, rng)
+    period = pass_seconds(route, hz)
+    selector = PlaceKeyframeSelector(PlacesConfig(place_revisit_seconds=revisit))
+    loops = max(1, int(hours * 3600 // period))
+    image = rng.integers(0, 256, (48, 64, 3), np.uint8)
+    dim = 1024
+    rows: list[tuple[int, int, int, int, int]] = []  # written, held, database, frames, index
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as work:
+        folder = Path(work) / "store"
+        for day in range(days):  # opened each day, as a memory node restarted every night
+            n = 0
+            start = day * 86400.0
+            with EpisodeStore(folder) as store:
+                for loop in range(loops):
+                    for t, pose in route:
+                        stamp = round((start + loop * period + t) * NS_PER_SECOND)
+                        d = selector.push(stamp, pose, "front")
+                        if d is None:
+                            continue
+                        v = rng.standard_normal((1, dim)).astype(np.float32)
+                        store.add(
+                            [Frame(image, stamp)],
+                            v / np.linalg.norm(v),
+                            stamp_ns=stamp,
+                            surprise=0.0,
+                            pose=d.pose,
+                            embedder_model="bench-1024",
+                            embedder_pretrained=False,
+                            kind="place",
+                            place_key=d.place_key,
+                        )
+                        n += 1
+                held = len(store)
+            rows.append((n, held, *_bytes(folder)))
+    held_by_day = [r[1] for r in rows]
+    flat = held_by_day.index(held_by_day[-1]) + 1
+    days_shown = sorted({1, 2, 3, *range(5, days + 1, 5), days})
+
+    def mib(column: int) -> str:
+        return ", ".join(f"{rows[d - 1][column] / 2**20:.1f}" for d in days_shown)
+
+    print(
+        f"in a store, revisit {revisit:g} s: {loops} loops a day, {sum(r[0] for r in rows)} "
+        f"keyframes written in {days} days ({rows[-1][0]} on day {days}); records held at the "
+        f"end of day 1, 2, 3, {days}: {held_by_day[0]}, {held_by_day[min(1, days - 1)]}, "
+        f"{held_by_day[min(2, days - 1)]}, {held_by_day[-1]} (flat from day {flat}); MiB at "
+        f"the end of day {', '.join(map(str, days_shown))}: database {mib(2)}; frames "
+        f"{mib(3)}; index {mib(4)} (largest {max(r[4] for r in rows) / 2**20:.1f}); "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
+
+
 def density(cells: list[float], sectors: list[int], rng: np.random.Generator) -> None:
     hz = 10.0
     metres = sum(math.dist(a, b) for a, b in itertools.pairwise(WAYPOINTS))
@@ -170,6 +246,7 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--hours", type=float, default=8.0)
     parser.add_argument("--revisits", type=float, nargs="+", default=[60.0, 300.0])
+    parser.add_argument("--store-days", type=int, default=30, help="0: no month in a store")
     parser.add_argument("--cells", type=float, nargs="+", default=[1.0, 2.0, 4.0])
     parser.add_argument("--sectors", type=int, nargs="+", default=[4, 8])
     args = parser.parse_args()
@@ -179,6 +256,8 @@ def main() -> None:
     per_frame(args.frames, rng)
     for revisit in args.revisits:
         month(args.days, args.hours, revisit, rng)
+    if args.store_days > 0:
+        month_in_store(args.store_days, args.hours, PlacesConfig().place_revisit_seconds, rng)
     density(args.cells, args.sectors, rng)
     print(f"load average at end {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

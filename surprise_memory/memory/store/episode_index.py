@@ -25,7 +25,7 @@ the database's rows.
 **Place keyframes stay out of the graph segments.** A place's view is replaced on every
 revisit (``place_history``), so a robot patrolling one building writes thousands a day
 (7,529 at the defaults, ``bench_place_keyframes.py``) while holding a few hundred: in the
-append-only segments each replaced view stayed as a dead entry (5.3 KiB at 1024-d) until a
+append-only segments each replaced view stayed as a dead entry (5.2 KiB at 1024-d) until a
 merge of four full segments left it out, so the index grew with time, not with the area
 (RESULTS.md, "Place keyframes in a real store"). Instead a live place keyframe's frame
 rows are held in RAM, in the :class:`EmbeddingIndex` matrix (4 KiB a record at 1024-d),
