@@ -262,7 +262,11 @@ class EmbeddingIndex:
         self._alive.view()[hit] = False
         self._dead_rows += int(self._row_count.view()[hit].sum())
         if self._dead_rows > _COMPACT_FRACTION * len(self._matrix):
-            self.compact()
+            self._drop_dead_rows()
+
+    def _drop_dead_rows(self) -> None:
+        """Reclaim the removed episodes' matrix rows: here by compacting every array."""
+        self.compact()
 
     def compact(self) -> None:
         """Drop removed episodes from every array, moving the live rows down in place."""
