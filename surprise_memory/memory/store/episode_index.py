@@ -179,8 +179,8 @@ class EpisodeIndex(EmbeddingIndex):
 
         The matrix holds place keyframes only, and its removed rows pass their bound every
         few dozen replaced views; compacting every record's filter arrays then (a
-        robot-year's 670,000, some 20 ms under the store's lock) is left to :meth:`remove`'s
-        own bound on removed records.
+        robot-year's 670,000, under the store's lock) is left to :meth:`remove`'s own bound
+        on removed records.
         """
         counts = self._row_count.view()
         counts[~self._alive.view()] = 0
