@@ -45,7 +45,7 @@ import numpy.typing as npt
 from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.store.ann import AnnIndex, Segment, pooled, search_segments
 from surprise_memory.memory.store.column_file import EpisodeColumns
-from surprise_memory.memory.store.search import EmbeddingIndex
+from surprise_memory.memory.store.search import EmbeddingIndex, max_over_rows
 
 __all__ = ["EXACT_IN_RAM", "EXACT_PER_SEGMENT", "RERANK", "EpisodeIndex", "FrameReader"]
 
@@ -234,7 +234,8 @@ class EpisodeIndex(EmbeddingIndex):
         keys = self._keys.view()[positions]
         if positions.size <= want:
             return keys
-        best = self._best_frames(positions, q)
+        first, counts = self._first_row.view()[positions], self._row_count.view()[positions]
+        best = max_over_rows(self._matrix.view(), first, counts, q)
         return np.sort(keys[np.argpartition(-best, want - 1)[:want]])
 
     def _candidates(

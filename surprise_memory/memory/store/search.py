@@ -34,7 +34,7 @@ from surprise_memory.errors import InputError
 from surprise_memory.memory.places import EPISODE, PLACE
 from surprise_memory.memory.retrieval import EmbedderMismatchError, RetrievalQuery, one_pose_frame
 
-__all__ = ["EmbeddingIndex", "SearchResult"]
+__all__ = ["EmbeddingIndex", "SearchResult", "max_over_rows"]
 
 # compact the arrays once this fraction of the matrix rows belongs to removed episodes
 _COMPACT_FRACTION = 0.125
@@ -114,6 +114,19 @@ class _Rows:
         k = index.size
         self._buf[:k] = self._buf[index]
         self._n = k
+
+
+def max_over_rows(
+    matrix: npt.NDArray[np.float32],
+    first: npt.NDArray[np.int64],
+    counts: npt.NDArray[np.int64],
+    q: npt.NDArray[np.float32],
+) -> npt.NDArray[np.float32]:
+    """The max of ``matrix @ q`` over each run of rows: ``counts[i]`` (> 0) from ``first[i]``."""
+    offsets = np.cumsum(counts) - counts
+    rows = np.repeat(first - offsets, counts) + np.arange(int(counts.sum()))
+    best: npt.NDArray[np.float32] = np.maximum.reduceat(matrix[rows] @ q, offsets)
+    return best
 
 
 class EmbeddingIndex:
@@ -401,19 +414,10 @@ class EmbeddingIndex:
         cand = np.flatnonzero(mask)
         if cand.size == 0:
             return cand, np.empty(0, dtype=np.float64)
+        first = self._first_row.view()
         if cand.size >= _GATHER_FRACTION * mask.size:
             # one product over every row; dead rows are simply not read out
-            best = np.maximum.reduceat(self._matrix.view() @ q, self._first_row.view())
+            best = np.maximum.reduceat(self._matrix.view() @ q, first)
             return cand, best[cand].astype(np.float64)
-        return cand, self._best_frames(cand, q).astype(np.float64)
-
-    def _best_frames(
-        self, positions: npt.NDArray[np.intp], q: npt.NDArray[np.float32]
-    ) -> npt.NDArray[np.float32]:
-        """The max cosine over each of ``positions``' frame rows (each must have rows)."""
-        first = self._first_row.view()[positions]
-        counts = self._row_count.view()[positions]
-        offsets = np.cumsum(counts) - counts
-        rows = np.repeat(first - offsets, counts) + np.arange(int(counts.sum()))
-        best: npt.NDArray[np.float32] = np.maximum.reduceat(self._matrix.view()[rows] @ q, offsets)
-        return best
+        best = max_over_rows(self._matrix.view(), first[cand], self._row_count.view()[cand], q)
+        return cand, best.astype(np.float64)
