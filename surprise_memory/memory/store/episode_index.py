@@ -182,12 +182,7 @@ class EpisodeIndex(EmbeddingIndex):
         robot-year's 670,000, under the store's lock) is left to :meth:`remove`'s own bound
         on removed records.
         """
-        counts = self._row_count.view()
-        counts[~self._alive.view()] = 0
-        owners = np.flatnonzero(counts)
-        self._matrix.keep_runs(self._first_row.view()[owners], counts[owners])
-        self._first_row.view()[owners] = np.cumsum(counts[owners]) - counts[owners]
-        self._dead_rows = 0
+        self._compact_rows()
 
     def _scored(
         self, q: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int

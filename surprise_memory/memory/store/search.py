@@ -283,14 +283,18 @@ class EmbeddingIndex:
 
     def compact(self) -> None:
         """Drop removed episodes from every array, moving the live rows down in place."""
-        alive = self._alive.view().copy()
-        starts = self._first_row.view()[alive]
-        counts = self._row_count.view()[alive]
-        self._matrix.keep_runs(starts, counts)
-        idx = np.flatnonzero(alive)
+        self._compact_rows()
+        idx = np.flatnonzero(self._alive.view())
         for arr in self._episode_arrays():
             arr.keep(idx)
-        self._first_row.view()[:] = np.cumsum(counts) - counts
+
+    def _compact_rows(self) -> None:
+        """Move the live episodes' matrix rows down over the removed ones' (rows only)."""
+        counts = self._row_count.view()
+        counts[~self._alive.view()] = 0
+        owners = np.flatnonzero(counts)
+        self._matrix.keep_runs(self._first_row.view()[owners], counts[owners])
+        self._first_row.view()[owners] = np.cumsum(counts[owners]) - counts[owners]
         self._dead_rows = 0
 
     def _robot_mask(self, robot_id: str) -> npt.NDArray[np.bool_]:
