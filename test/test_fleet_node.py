@@ -234,7 +234,10 @@ def _outage(robot: _Robot, link: LinkProxy) -> None:
     # a retrieval answered within its timeout, from the robot's own episodes, marked partial
     assert took < 8.0 and "fleet unreachable" in answer.partial, (took, answer.partial)
     assert "slow" not in answer.partial, answer.partial  # a dead link does not answer
-    assert "fleet unreachable" in tool["partial"] and tool["count"] == min(3, len(answer)), tool
+    # the agent's tool asked after the client, so the node may have stored one more meanwhile
+    # (the pipeline node still works through the frames streamed before)
+    assert "fleet unreachable" in tool["partial"], tool
+    assert min(3, len(answer)) <= tool["count"] <= 3, (len(answer), tool)
     assert {e.id for e in answer} >= {e.id for e in seen.episodes[:1]}
 
 
