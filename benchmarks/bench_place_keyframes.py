@@ -1,8 +1,9 @@
 """What place keyframes cost per camera frame, and how many a month of one building makes.
 
 Run: ``python benchmarks/bench_place_keyframes.py [--frames 100000] [--days 30]
-[--store-days 30]`` (inside the venv; no ROS needed: the selector and the store are
-ROS-free). Prints the machine, versions and load (:mod:`harness`), then:
+[--store-days 30] [--store-backend postgres [--night-seconds 900]]`` (inside the venv;
+no ROS needed: the selector and the store are ROS-free). Prints the machine, versions
+and load (:mod:`harness`), then:
 
 1. **Per frame.** :meth:`PlaceKeyframeSelector.push` timed one call at a time over
    ``--frames`` camera frames at 30 Hz of a robot driving a building's corridors (the live
@@ -20,6 +21,14 @@ ROS-free). Prints the machine, versions and load (:mod:`harness`), then:
    records it holds, and the MiB of its database, frame files and episode index at the
    end of every fifth day: all three flat after the first pass (the index holds no place
    keyframe; before it did, each replaced view stayed there until a merge).
+   ``--store-backend postgres`` writes the month to a PostgreSQL database instead (an
+   embedded server with pgvector, its defaults, autovacuum included, as a fleet server
+   has them; ``shared_buffers`` as the embedded default): the database's MiB, the frames
+   table's (JPEG bytes, with TOAST), the HNSW indexes' and the dead rows left at each
+   day's end. A replaced view is a deleted row there, which only a vacuum reclaims, so the
+   question is whether autovacuum keeps them bounded. ``--night-seconds`` gives it a night
+   after each day (idle until it has nothing left to do, at most that long): the 8-hour
+   days are written in minutes, faster than a robot replaces views.
 3. **Cell and sectors.** For each ``--cells`` x ``--sectors``: the places one pass makes,
    per 100 m of route, and how far a frame of the route is from the nearest kept view of
    its own viewing sector (median and p95 over every frame of a pass): how sparse the views
@@ -33,12 +42,15 @@ turning on the spot at each corner), a lateral wobble of +-0.15 m and a yaw wobb
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import math
 import os
+import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +60,7 @@ from surprise_memory.config import PlacesConfig, StoreConfig
 from surprise_memory.memory.camera_view import yaw_pose
 from surprise_memory.memory.places import PlaceKeyframeSelector, sector_of
 from surprise_memory.memory.pose import Pose, yaw_of
-from surprise_memory.memory.store import EpisodeStore
+from surprise_memory.memory.store import open_store
 from surprise_memory.memory.store.frame_files import FRAMES_DIR
 from surprise_memory.memory.store.schema import DB_NAME
 from surprise_memory.perception.frames import Frame
@@ -148,15 +160,90 @@ def month(days: int, hours: float, revisit: float, rng: np.random.Generator) -> 
     )
 
 
-def _bytes(folder: Path) -> tuple[int, int, int]:
-    """The store folder's database (with its WAL), frame files, and the rest (its index)."""
+def _folder_bytes(folder: Path) -> tuple[int, int, int, int]:
+    """The store folder's database (with its WAL), frame files, the rest (its index), 0."""
     sizes = {f: f.stat().st_size for f in folder.rglob("*") if f.is_file()}
     database = sum(n for f, n in sizes.items() if f.name.startswith(DB_NAME))
     frames = sum(n for f, n in sizes.items() if FRAMES_DIR in f.relative_to(folder).parts)
-    return database, frames, sum(sizes.values()) - database - frames
+    return database, frames, sum(sizes.values()) - database - frames, 0
 
 
-def month_in_store(days: int, hours: float, revisit: float, rng: np.random.Generator) -> None:
+def _postgres_bytes(url: str) -> tuple[int, int, int, int]:
+    """The database, its frames table (with TOAST), its HNSW indexes; the dead rows left."""
+    import psycopg
+    from bench_lifetime import PG_HNSW
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        hnsw = [r[0] for r in conn.execute(PG_HNSW)]
+        row = conn.execute(
+            "SELECT pg_database_size(current_database()), "
+            "pg_total_relation_size('surprise_memory.frames'), "
+            "(SELECT coalesce(sum(pg_relation_size(i::regclass)), 0) FROM unnest(%s::text[]) i), "
+            "(SELECT sum(n_dead_tup) FROM pg_stat_user_tables "
+            "WHERE schemaname = 'surprise_memory')",
+            (hnsw,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2]), int(row[3] or 0)
+
+
+def _postgres_night(url: str, limit_s: float) -> float:
+    """Idle until autovacuum has nothing left to do, at most ``limit_s``; the seconds idled.
+
+    Nothing left: no table of the store holds more dead rows than autovacuum's own trigger
+    (``autovacuum_vacuum_threshold`` + ``autovacuum_vacuum_scale_factor`` x its live rows).
+    The month's 8-hour days are written in minutes, so without the night a throttled
+    autovacuum meets about 60 times a robot's rate of replaced views.
+    """
+    import psycopg
+
+    t0 = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.perf_counter() - t0 < limit_s:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = 'surprise_memory' "
+                "AND n_dead_tup > current_setting('autovacuum_vacuum_threshold')::int "
+                "+ current_setting('autovacuum_vacuum_scale_factor')::float8 * n_live_tup"
+            ).fetchone()
+            if row is not None and row[0] == 0:
+                break
+            time.sleep(5.0)
+            conn.execute("SELECT pg_stat_clear_snapshot()")  # read the statistics anew
+    return time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def _store_location(
+    backend: str, night_s: float
+) -> Iterator[tuple[str, Callable[[], tuple[int, ...]]]]:
+    """Where the month is written, and its night and bytes after each day."""
+    if backend == "postgres":
+        from bench_fleet_store import pg_server, server_versions
+
+        with pg_server() as server:
+            url = str(server.get_uri())
+            print(f"postgres: {server_versions(server)}")
+
+            def after_day() -> tuple[int, ...]:
+                night = _postgres_night(url, night_s) if night_s > 0 else 0.0
+                return (*_postgres_bytes(url), round(night))
+
+            yield url, after_day
+        return
+    with tempfile.TemporaryDirectory() as work:
+        folder = Path(work) / "store"
+        yield str(folder), lambda: (*_folder_bytes(folder), 0)
+
+
+def month_in_store(
+    days: int,
+    hours: float,
+    revisit: float,
+    rng: np.random.Generator,
+    *,
+    backend: str,
+    night_s: float,
+) -> None:
     hz = 5.0
     route = loop_route(hz, rng)
     period = pass_seconds(route, hz)
@@ -164,14 +251,14 @@ def month_in_store(days: int, hours: float, revisit: float, rng: np.random.Gener
     loops = max(1, int(hours * 3600 // period))
     image = rng.integers(0, 256, (48, 64, 3), np.uint8)
     dim = 1024
-    rows: list[tuple[int, int, int, int, int]] = []  # written, held, database, frames, index
+    # written, held, database, frames, index, dead rows and night seconds (PostgreSQL's)
+    rows: list[tuple[int, ...]] = []
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as work:
-        folder = Path(work) / "store"
+    with _store_location(backend, night_s) as (location, sizes):
         for day in range(days):  # opened each day, as a memory node restarted every night
             n = 0
             start = day * 86400.0
-            with EpisodeStore(folder) as store:
+            with open_store(location) as store:
                 for loop in range(loops):
                     for t, pose in route:
                         stamp = round((start + loop * period + t) * NS_PER_SECOND)
@@ -192,22 +279,29 @@ def month_in_store(days: int, hours: float, revisit: float, rng: np.random.Gener
                         )
                         n += 1
                 held = len(store)
-            rows.append((n, held, *_bytes(folder)))
+            rows.append((n, held, *sizes()))
+            print(f"  day {day + 1}: {rows[-1]}", file=sys.stderr, flush=True)
     held_by_day = [r[1] for r in rows]
     flat = held_by_day.index(held_by_day[-1]) + 1
-    days_shown = sorted({1, 2, 3, *range(5, days + 1, 5), days})
+    days_shown = sorted(d for d in {1, 2, 3, *range(5, days + 1, 5), days} if d <= days)
 
     def mib(column: int) -> str:
         return ", ".join(f"{rows[d - 1][column] / 2**20:.1f}" for d in days_shown)
 
+    dead = (
+        f"; dead rows {', '.join(str(rows[d - 1][5]) for d in days_shown)}; nights (s) "
+        f"{', '.join(str(rows[d - 1][6]) for d in days_shown)}"
+        if backend == "postgres"
+        else ""
+    )
     print(
-        f"in a store, revisit {revisit:g} s: {loops} loops a day, {sum(r[0] for r in rows)} "
-        f"keyframes written in {days} days ({rows[-1][0]} on day {days}); records held at the "
-        f"end of day 1, 2, 3, {days}: {held_by_day[0]}, {held_by_day[min(1, days - 1)]}, "
-        f"{held_by_day[min(2, days - 1)]}, {held_by_day[-1]} (flat from day {flat}); MiB at "
-        f"the end of day {', '.join(map(str, days_shown))}: database {mib(2)}; frames "
-        f"{mib(3)}; index {mib(4)} (largest {max(r[4] for r in rows) / 2**20:.1f}); "
-        f"{time.perf_counter() - t0:.0f} s"
+        f"in a {backend} store, revisit {revisit:g} s: {loops} loops a day, "
+        f"{sum(r[0] for r in rows)} keyframes written in {days} days ({rows[-1][0]} on day "
+        f"{days}); records held at the end of day 1, 2, 3, {days}: {held_by_day[0]}, "
+        f"{held_by_day[min(1, days - 1)]}, {held_by_day[min(2, days - 1)]}, {held_by_day[-1]} "
+        f"(flat from day {flat}); MiB at the end of day {', '.join(map(str, days_shown))}: "
+        f"database {mib(2)}; frames {mib(3)}; index {mib(4)} (largest "
+        f"{max(r[4] for r in rows) / 2**20:.1f}){dead}; {time.perf_counter() - t0:.0f} s"
     )
 
 
@@ -247,6 +341,19 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=8.0)
     parser.add_argument("--revisits", type=float, nargs="+", default=[60.0, 300.0])
     parser.add_argument("--store-days", type=int, default=30, help="0: no month in a store")
+    parser.add_argument(
+        "--store-backend",
+        choices=["folder", "postgres"],
+        default="folder",
+        help="the store the month is written to: a folder (SQLite) or PostgreSQL (embedded)",
+    )
+    parser.add_argument(
+        "--night-seconds",
+        type=float,
+        default=0.0,
+        help="postgres: after each day, idle up to this long until autovacuum has nothing "
+        "left to do (a robot's night); 0: the next day at once",
+    )
     parser.add_argument("--cells", type=float, nargs="+", default=[1.0, 2.0, 4.0])
     parser.add_argument("--sectors", type=int, nargs="+", default=[4, 8])
     args = parser.parse_args()
@@ -257,7 +364,15 @@ def main() -> None:
     for revisit in args.revisits:
         month(args.days, args.hours, revisit, rng)
     if args.store_days > 0:
-        month_in_store(args.store_days, args.hours, PlacesConfig().place_revisit_seconds, rng)
+        revisit = PlacesConfig().place_revisit_seconds
+        month_in_store(
+            args.store_days,
+            args.hours,
+            revisit,
+            rng,
+            backend=args.store_backend,
+            night_s=args.night_seconds,
+        )
     density(args.cells, args.sectors, rng)
     print(f"load average at end {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
