@@ -130,6 +130,7 @@ class ScriptedNavigator:
         self._requests = 0  # goal requests that reached the server since script()
         self._running: str | None = None
         self._preempted: set[str] = set()
+        self._accepted: set[str] = set()  # every goal taken in (kept across script())
         self._server = ActionServer(
             node,
             action,
@@ -223,10 +224,21 @@ class ScriptedNavigator:
                 self._preempted.add(self._running)
             self._running = gid
         self._record(gid, "accepted")
+        with self._lock:
+            self._accepted.add(gid)
         handle.execute()
 
     def _on_cancel(self, handle: Any) -> CancelResponse:
         gid = self._id(handle)
+        # rclpy answers a goal before it calls handle_accepted_callback, so a client that
+        # cancels as soon as it hears "accepted" can be heard here first (the CI of c57eb76
+        # logged "cancel refused" before "accepted"): the log keeps the navigator's order
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            with self._lock:
+                if gid in self._accepted:
+                    break
+            time.sleep(0.005)
         if self.refuse_cancel:
             self._record(gid, "cancel refused")
             return CancelResponse.REJECT
