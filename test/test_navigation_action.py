@@ -231,7 +231,7 @@ class ScriptedNavigator:
     def _on_cancel(self, handle: Any) -> CancelResponse:
         gid = self._id(handle)
         # rclpy answers a goal before it calls handle_accepted_callback, so a client that
-        # cancels as soon as it hears "accepted" can be heard here first (the CI of c57eb76
+        # cancels as soon as it hears "accepted" can be heard here first (the CI of 59cfd56
         # logged "cancel refused" before "accepted"): the log keeps the navigator's order
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
