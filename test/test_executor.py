@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -160,4 +161,79 @@ def test_an_action_client_destroyed_while_its_message_waits_for_a_worker_stops_n
         pool.shutdown()
         node.destroy_node()
         navigator.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+class SlowToForget(Node):
+    """A node whose ``remove_waitable`` waits for :attr:`go_on`: ``ActionClient.destroy``
+    frees the client's handle and then takes the client off its node's list, and the
+    moment between the two is held open here."""
+
+    def __init__(self, name: str, *, context: Context) -> None:
+        super().__init__(name, context=context)
+        self.removing, self.go_on = threading.Event(), threading.Event()
+
+    def remove_waitable(self, waitable: Any) -> None:
+        self.removing.set()
+        self.go_on.wait(10.0)
+        super().remove_waitable(waitable)
+
+
+def test_an_action_client_destroyed_as_the_wait_set_is_built_stops_nothing() -> None:
+    """ros2/rclpy#1385, the spin's side: an action client whose handle is freed but which is
+    still on its node's list is added to the next wait set ("Failed to add
+    'rcl_action_client_t' to wait set: action client pointer is invalid"), which would end
+    rclpy's spin; the pool gives that spin up, counts it, and spins on once the client is
+    off the list."""
+    from rclpy.action import ActionClient
+
+    from surprise_memory.action import TestNavigateToPose
+
+    context = Context()
+    rclpy.init(context=context)
+    node = SlowToForget("pool_forgetting", context=context)
+    client = ActionClient(node, TestNavigateToPose, "/pool/forgotten")
+    ticks: list[float] = []
+    node.create_timer(0.02, lambda: ticks.append(time.monotonic()))
+    pool = CallbackPool(2, context=context)
+    pool.add_node(node)
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def spin() -> None:
+        while not done.is_set() and not failed:
+            try:
+                pool.spin_once(timeout_sec=0.02)
+            except Exception as exc:  # what rclpy's executor would end the node with
+                failed.append(exc)
+
+    spin_thread = threading.Thread(target=spin, daemon=True)
+    destroying = threading.Thread(target=client.destroy, daemon=True)
+    spin_thread.start()
+    try:
+        deadline = time.monotonic() + 10.0
+        while len(ticks) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(ticks) >= 3, "the node's timer never ran"
+        destroying.start()
+        assert node.removing.wait(10.0)  # freed (once the spin's wait let go), still listed
+        deadline = time.monotonic() + 10.0
+        while pool.destroyed_in_wait_set < 3 and time.monotonic() < deadline and not failed:
+            time.sleep(0.01)
+        assert not failed, failed
+        assert pool.destroyed_in_wait_set >= 3  # the window was hit, spin after spin
+        node.go_on.set()
+        destroying.join(timeout=10.0)
+        before = len(ticks)
+        deadline = time.monotonic() + 10.0
+        while len(ticks) < before + 5 and time.monotonic() < deadline and not failed:
+            time.sleep(0.02)
+        assert not failed, failed
+        assert len(ticks) >= before + 5  # the node's other callbacks run again
+    finally:
+        node.go_on.set()
+        done.set()
+        spin_thread.join(timeout=5.0)
+        pool.shutdown()
+        node.destroy_node()
         rclpy.shutdown(context=context)

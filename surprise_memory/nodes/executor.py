@@ -13,13 +13,21 @@ frames, its list of pending futures at times over a thousand long.
 submitted again (one whose call returned, a coroutine waiting on a future, is), and the
 spinning thread sleeps a moment instead of looping, so a worker gets the GIL to start it.
 
-A callback's exception ends the spin, as in rclpy, with one exception: the take of a
-waitable (an action client) that was destroyed after the executor found it ready. rclpy
-skips such a take for a subscription, a client, a service or a timer, but not for a
-waitable (ros2/rclpy#1385, open): its RCLError "action client pointer is invalid" would
-stop the node. Seen here when a goal sender's action client was destroyed while the
-navigator's status message for it was waiting for a worker. Such a take is logged and
-skipped.
+A callback's exception ends the spin, as in rclpy, with two exceptions, both a waitable
+(an action client) destroyed while the executor holds it. rclpy guards a subscription, a
+client, a service or a timer against these, but not a waitable (ros2/rclpy#1385, open): its
+RCLError "action client pointer is invalid" would stop the node.
+
+- Its take, when it was destroyed after the executor found it ready. Seen here when a goal
+  sender's action client was destroyed while the navigator's status message for it was
+  waiting for a worker. The take is logged and skipped.
+- Its place in the next wait set. ``ActionClient.destroy`` frees the handle, then takes
+  the client off the node's list; a spin that lists the node's waitables in between skips
+  the freed handle's ``__enter__`` (InvalidHandle, caught by rclpy) but still adds the
+  client to the wait set. Seen here (2026-12-02) in the CI of 4af7770 and beside two
+  CPU-bound processes: a test's sender destroyed, and the navigator's node silent for the
+  rest of its module. That spin is given up, counted and logged; the next one lists the
+  node's waitables again.
 """
 
 from __future__ import annotations
@@ -37,10 +45,12 @@ from rclpy.executors import (
     TimeoutException,
 )
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.logging import get_logger
 
 __all__ = ["CallbackPool"]
 
 _QUEUED_WAIT_S = 0.0005  # a worker's turn to start a task already handed to the pool
+_LOGGER = get_logger("callback_pool")
 
 
 class CallbackPool(MultiThreadedExecutor):
@@ -57,6 +67,8 @@ class CallbackPool(MultiThreadedExecutor):
         self._lock = threading.Lock()
         self._queued: set[Any] = set()  # handed to the pool, its call not returned yet
         self._finished: list[Any] = []  # (task, entity, node) done, not raised here yet
+        self.destroyed_in_wait_set = 0
+        """Spins given up: a waitable destroyed as it was added to the wait set."""
 
     def _spin_once_impl(
         self, timeout_sec: Any = None, wait_condition: Callable[[], bool] = lambda: False
@@ -69,6 +81,16 @@ class CallbackPool(MultiThreadedExecutor):
             TimeoutException,
             ConditionReachedException,
         ):
+            return
+        except (_rclpy.RCLError, _rclpy.InvalidHandle) as error:
+            if not _destroyed(error):
+                raise
+            self.destroyed_in_wait_set += 1
+            _LOGGER.warning(
+                f"gave up a wait: a waitable was destroyed while it was being added ({error})",
+                throttle_duration_sec=1.0,
+            )
+            time.sleep(_QUEUED_WAIT_S)  # its destroy's other half: off the node's list
             return
         with self._lock:
             finished, self._finished = self._finished, []
@@ -108,6 +130,11 @@ def _took_destroyed_waitable(task: Any, entity: Any, node: Any) -> bool:
     error = task.exception()
     if node is None or not hasattr(entity, "take_data"):
         return False
-    if isinstance(error, _rclpy.InvalidHandle):  # destruction requested
+    return _destroyed(error)
+
+
+def _destroyed(error: BaseException | None) -> bool:
+    """Whether ``error`` is rcl's word for a handle freed under it (destruction requested)."""
+    if isinstance(error, _rclpy.InvalidHandle):
         return True
     return isinstance(error, _rclpy.RCLError) and "pointer is invalid" in str(error)
