@@ -24,6 +24,38 @@ from std_msgs.msg import String
 from surprise_memory.nodes.executor import CallbackPool
 
 
+class PoolSpin:
+    """The pool spun in a thread of its own, as a node's is, keeping in :attr:`failed` what
+    rclpy's executor would end the node with, instead of ending."""
+
+    def __init__(self, pool: CallbackPool) -> None:
+        self.failed: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, args=(pool,), daemon=True)
+        self._thread.start()
+
+    def _spin(self, pool: CallbackPool) -> None:
+        while not self._stop.is_set() and not self.failed:
+            try:
+                pool.spin_once(timeout_sec=0.02)
+            except Exception as exc:
+                self.failed.append(exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+
+def assert_ticks_go_on(ticks: list[float], spinning: PoolSpin, more: int = 5) -> None:
+    """The node's other callbacks still run: ``more`` ticks within 10 s, nothing raised."""
+    before = len(ticks)
+    deadline = time.monotonic() + 10.0
+    while len(ticks) < before + more and time.monotonic() < deadline and not spinning.failed:
+        time.sleep(0.02)
+    assert not spinning.failed, spinning.failed
+    assert len(ticks) >= before + more
+
+
 def test_each_ready_callback_is_handed_to_the_pool_once() -> None:
     context = Context()
     rclpy.init(context=context)
@@ -127,18 +159,7 @@ def test_an_action_client_destroyed_while_its_message_waits_for_a_worker_stops_n
     node.create_timer(0.02, busy, callback_group=MutuallyExclusiveCallbackGroup())
     pool = CallbackPool(1, context=context)
     pool.add_node(node)
-    failed: list[BaseException] = []
-
-    def spin(seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end and not failed:
-            try:
-                pool.spin_once(timeout_sec=0.02)
-            except Exception as exc:  # what rclpy's executor would end the node with
-                failed.append(exc)
-
-    spin_thread = threading.Thread(target=spin, args=(30.0,), daemon=True)
-    spin_thread.start()
+    spinning = PoolSpin(pool)
     try:
         assert started.wait(10.0)
         deadline = time.monotonic() + 10.0  # the status reaches the client, and waits
@@ -149,15 +170,9 @@ def test_an_action_client_destroyed_while_its_message_waits_for_a_worker_stops_n
         client.destroy()
         time.sleep(0.3)  # the spin leaves its wait set: the client's handle is freed
         hold.set()
-        before = len(ticks)
-        deadline = time.monotonic() + 10.0
-        while len(ticks) < before + 5 and time.monotonic() < deadline and not failed:
-            time.sleep(0.02)
-        assert not failed, failed
-        assert len(ticks) >= before + 5  # the node's other callbacks still run
+        assert_ticks_go_on(ticks, spinning)
     finally:
-        failed.append(StopIteration())  # ends the spin thread
-        spin_thread.join(timeout=5.0)
+        spinning.stop()
         pool.shutdown()
         node.destroy_node()
         navigator.destroy_node()
@@ -197,19 +212,8 @@ def test_an_action_client_destroyed_as_the_wait_set_is_built_stops_nothing() -> 
     node.create_timer(0.02, lambda: ticks.append(time.monotonic()))
     pool = CallbackPool(2, context=context)
     pool.add_node(node)
-    failed: list[BaseException] = []
-    done = threading.Event()
-
-    def spin() -> None:
-        while not done.is_set() and not failed:
-            try:
-                pool.spin_once(timeout_sec=0.02)
-            except Exception as exc:  # what rclpy's executor would end the node with
-                failed.append(exc)
-
-    spin_thread = threading.Thread(target=spin, daemon=True)
     destroying = threading.Thread(target=client.destroy, daemon=True)
-    spin_thread.start()
+    spinning = PoolSpin(pool)
     try:
         deadline = time.monotonic() + 10.0
         while len(ticks) < 3 and time.monotonic() < deadline:
@@ -218,22 +222,18 @@ def test_an_action_client_destroyed_as_the_wait_set_is_built_stops_nothing() -> 
         destroying.start()
         assert node.removing.wait(10.0)  # freed (once the spin's wait let go), still listed
         deadline = time.monotonic() + 10.0
-        while pool.destroyed_in_wait_set < 3 and time.monotonic() < deadline and not failed:
+        while (
+            pool.destroyed_in_wait_set < 3 and time.monotonic() < deadline and not spinning.failed
+        ):
             time.sleep(0.01)
-        assert not failed, failed
+        assert not spinning.failed, spinning.failed
         assert pool.destroyed_in_wait_set >= 3  # the window was hit, spin after spin
         node.go_on.set()
         destroying.join(timeout=10.0)
-        before = len(ticks)
-        deadline = time.monotonic() + 10.0
-        while len(ticks) < before + 5 and time.monotonic() < deadline and not failed:
-            time.sleep(0.02)
-        assert not failed, failed
-        assert len(ticks) >= before + 5  # the node's other callbacks run again
+        assert_ticks_go_on(ticks, spinning)  # once the client is off the list
     finally:
         node.go_on.set()
-        done.set()
-        spin_thread.join(timeout=5.0)
+        spinning.stop()
         pool.shutdown()
         node.destroy_node()
         rclpy.shutdown(context=context)

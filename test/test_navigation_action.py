@@ -131,6 +131,7 @@ class ScriptedNavigator:
         self._running: str | None = None
         self._preempted: set[str] = set()
         self._accepted: set[str] = set()  # every goal taken in (kept across script())
+        self._taken_in = threading.Condition(self._lock)  # a goal joined _accepted
         self._server = ActionServer(
             node,
             action,
@@ -224,8 +225,9 @@ class ScriptedNavigator:
                 self._preempted.add(self._running)
             self._running = gid
         self._record(gid, "accepted")
-        with self._lock:
+        with self._taken_in:
             self._accepted.add(gid)
+            self._taken_in.notify_all()
         handle.execute()
 
     def _on_cancel(self, handle: Any) -> CancelResponse:
@@ -233,12 +235,8 @@ class ScriptedNavigator:
         # rclpy answers a goal before it calls handle_accepted_callback, so a client that
         # cancels as soon as it hears "accepted" can be heard here first (the CI of 59cfd56
         # logged "cancel refused" before "accepted"): the log keeps the navigator's order
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:
-            with self._lock:
-                if gid in self._accepted:
-                    break
-            time.sleep(0.005)
+        with self._taken_in:
+            self._taken_in.wait_for(lambda: gid in self._accepted, 5.0)
         if self.refuse_cancel:
             self._record(gid, "cancel refused")
             return CancelResponse.REJECT
